@@ -1,0 +1,94 @@
+package domain
+
+import "strings"
+
+// Scope is `<resource>:<action>`.
+type Scope string
+
+const (
+	ScopeAgentsRead     Scope = "aiagents:read"
+	ScopeAgentsWrite    Scope = "aiagents:write"
+	ScopeAgentsQuery    Scope = "aiagents:query"
+	ScopeStaffRead      Scope = "staff:read"
+	ScopeStaffWrite     Scope = "staff:write"
+	ScopeHelpdeskRead   Scope = "helpdesk:read"
+	ScopeHelpdeskWrite  Scope = "helpdesk:write"
+	ScopeSettingsRead   Scope = "settings:read"
+	ScopeSettingsWrite  Scope = "settings:write"
+	ScopeWebhooksManage Scope = "webhooks:manage"
+)
+
+// Scopes is the whole vocabulary, in display order. Only the aiagents scopes
+// grant anything callable in v1.
+var Scopes = []Scope{
+	ScopeAgentsRead, ScopeAgentsWrite, ScopeAgentsQuery,
+	ScopeStaffRead, ScopeStaffWrite,
+	ScopeHelpdeskRead, ScopeHelpdeskWrite,
+	ScopeSettingsRead, ScopeSettingsWrite,
+	ScopeWebhooksManage,
+}
+
+// ValidScope reports whether s is in the vocabulary.
+func ValidScope(s string) bool {
+	for _, v := range Scopes {
+		if string(v) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Preset is a named set of scopes offered by the console and the CLI.
+type Preset struct {
+	ID     string // CLI id
+	Label  string // console label from the contract
+	Scopes []Scope
+}
+
+// Presets are those of decisions.md.
+var Presets = []Preset{
+	{ID: "aiagent-read", Label: "AI agent read", Scopes: []Scope{ScopeAgentsRead}},
+	{ID: "aiagent-query", Label: "aiagent-query", Scopes: []Scope{ScopeAgentsRead, ScopeAgentsQuery}},
+	{ID: "full-access", Label: "full-access", Scopes: Scopes},
+}
+
+// PresetByID finds a preset by its CLI id.
+func PresetByID(id string) (Preset, bool) {
+	for _, p := range Presets {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Preset{}, false
+}
+
+// ParseScopes parses a comma-separated scope list, refusing unknown names and
+// dropping repeats; the result is in vocabulary order.
+func ParseScopes(list string) ([]Scope, error) {
+	want := map[Scope]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !ValidScope(s) {
+			return nil, Errorf(CodeInvalidValue, "unknown scope %q", s)
+		}
+		want[Scope(s)] = true
+	}
+	if len(want) == 0 {
+		return nil, Errorf(CodeMissingField, "at least one scope is required")
+	}
+	return NormalizeScopes(want), nil
+}
+
+// NormalizeScopes returns the set in vocabulary order.
+func NormalizeScopes(set map[Scope]bool) []Scope {
+	out := make([]Scope, 0, len(set))
+	for _, v := range Scopes {
+		if set[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// --- accounts ---
+
+func (s *Store) CreateAccount(ctx context.Context, a domain.Account) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO accounts (id, name, active, features, created_at) VALUES ($1, $2, $3, $4, $5)`,
+			a.ID, a.Name, a.Active, joinList(normalizeFeatures(a.Features)), toMS(a.CreatedAt))
+		if isUnique(err) {
+			return &domain.DuplicateError{ExistingID: a.ID}
+		}
+		if err != nil {
+			return fmt.Errorf("insert account: %w", err)
+		}
+		return nil
+	})
+}
+
+// GetAccount returns domain.ErrNotFound for an unknown id.
+func (s *Store) GetAccount(ctx context.Context, id string) (domain.Account, error) {
+	var (
+		a        domain.Account
+		features string
+		created  int64
+	)
+	err := s.r.QueryRowContext(ctx,
+		`SELECT id, name, active, features, created_at FROM accounts WHERE id = $1`, id,
+	).Scan(&a.ID, &a.Name, &a.Active, &features, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Account{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.Account{}, fmt.Errorf("get account: %w", err)
+	}
+	a.Features = splitList[domain.Feature](features)
+	a.CreatedAt = fromMS(created)
+	return a, nil
+}
+
+func (s *Store) CountAccounts(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM accounts`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count accounts: %w", err)
+	}
+	return n, nil
+}
+
+// SetAccountActive returns domain.ErrNotFound for an unknown id.
+func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE accounts SET active = $1 WHERE id = $2`, active, id)
+		if err != nil {
+			return fmt.Errorf("update account: %w", err)
+		}
+		return checkAffected(res)
+	})
+}
+
+// SetAccountFeature switches f on or off; ErrNotFound for an unknown account.
+func (s *Store) SetAccountFeature(ctx context.Context, id string, f domain.Feature, on bool) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var features string
+		err := tx.QueryRowContext(ctx, `SELECT features FROM accounts WHERE id = $1`+s.d.forUpdate, id).Scan(&features)
+		if errors.Is(err, sql.ErrNoRows) {
+			return domain.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("get account features: %w", err)
+		}
+		list := splitList[domain.Feature](features)
+		if on {
+			list = append(list, f)
+		} else {
+			list = slices.DeleteFunc(list, func(g domain.Feature) bool { return g == f })
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET features = $1 WHERE id = $2`,
+			joinList(normalizeFeatures(list)), id); err != nil {
+			return fmt.Errorf("update account features: %w", err)
+		}
+		return nil
+	})
+}
+
+// normalizeFeatures drops repeats and puts known features first, in
+// domain.Features order, then unknown ones in their given order.
+func normalizeFeatures(list []domain.Feature) []domain.Feature {
+	var out []domain.Feature
+	for _, f := range domain.Features {
+		if slices.Contains(list, f) {
+			out = append(out, f)
+		}
+	}
+	for _, f := range list {
+		if f != "" && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// --- users ---
+
+const userColumns = `id, account_id, email, role, password_hash, must_change_password, active, created_at`
+
+func scanUser(row interface{ Scan(...any) error }) (domain.User, error) {
+	var (
+		u       domain.User
+		role    string
+		created int64
+	)
+	if err := row.Scan(&u.ID, &u.AccountID, &u.Email, &role, &u.PasswordHash, &u.MustChangePassword, &u.Active, &created); err != nil {
+		return domain.User{}, err
+	}
+	u.Role = domain.Role(role)
+	u.CreatedAt = fromMS(created)
+	return u, nil
+}
+
+// CreateUser returns *domain.DuplicateError (with the existing user's id) when
+// the normalized email is taken.
+func (s *Store) CreateUser(ctx context.Context, u domain.User) error {
+	email := domain.NormalizeEmail(u.Email)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO users (`+userColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			u.ID, u.AccountID, email, string(u.Role), u.PasswordHash, u.MustChangePassword, u.Active, toMS(u.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("insert user: %w", err)
+		}
+		return nil
+	})
+	if isUnique(err) {
+		// After the rollback: the holder of the email has committed.
+		existing, gerr := s.GetUserByEmail(ctx, email)
+		if gerr != nil {
+			existing.ID = u.ID // the id itself collided
+		}
+		return &domain.DuplicateError{ExistingID: existing.ID}
+	}
+	return err
+}
+
+func (s *Store) GetUser(ctx context.Context, id string) (domain.User, error) {
+	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.User{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.User{}, fmt.Errorf("get user: %w", err)
+	}
+	return u, nil
+}
+
+func (s *Store) GetUserByEmail(ctx context.Context, email string) (domain.User, error) {
+	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = $1`,
+		domain.NormalizeEmail(email)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.User{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.User{}, fmt.Errorf("get user by email: %w", err)
+	}
+	return u, nil
+}
+
+// ListUsers returns the account's users in creation order.
+func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User, error) {
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT `+userColumns+` FROM users WHERE account_id = $1 ORDER BY created_at, id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan user: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	return out, nil
+}
+
+// SetUserActive returns ErrNotFound unless the user exists in accountID.
+func (s *Store) SetUserActive(ctx context.Context, accountID, id string, active bool) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
+			active, id, accountID)
+		if err != nil {
+			return fmt.Errorf("update user: %w", err)
+		}
+		return checkAffected(res)
+	})
+}
+
+// SetUserPassword returns ErrNotFound for an unknown id.
+func (s *Store) SetUserPassword(ctx context.Context, id, hash string, mustChange bool) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = $1, must_change_password = $2 WHERE id = $3`,
+			hash, mustChange, id)
+		if err != nil {
+			return fmt.Errorf("update user password: %w", err)
+		}
+		return checkAffected(res)
+	})
+}
+
+// --- console sessions ---
+
+func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO console_sessions (token_hash, user_id, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+			sess.TokenHash, sess.UserID, sess.CSRF, toMS(sess.CreatedAt), toMS(sess.ExpiresAt))
+		if isUnique(err) {
+			return &domain.DuplicateError{}
+		}
+		if err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		return nil
+	})
+}
+
+// GetSession returns ErrNotFound for an unknown or expired (at now) session.
+func (s *Store) GetSession(ctx context.Context, tokenHash []byte, now time.Time) (domain.Session, error) {
+	var (
+		sess             domain.Session
+		created, expires int64
+	)
+	err := s.r.QueryRowContext(ctx,
+		`SELECT token_hash, user_id, csrf, created_at, expires_at FROM console_sessions
+		WHERE token_hash = $1 AND expires_at > $2`, tokenHash, toMS(now),
+	).Scan(&sess.TokenHash, &sess.UserID, &sess.CSRF, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Session{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("get session: %w", err)
+	}
+	sess.CreatedAt, sess.ExpiresAt = fromMS(created), fromMS(expires)
+	return sess, nil
+}
+
+func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE token_hash = $1`, tokenHash); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// --- AI agents ---
+
+const agentColumns = `id, account_id, name, instructions, enabled, created_at, updated_at`
+
+func scanAgent(row interface{ Scan(...any) error }) (domain.Agent, error) {
+	var (
+		a                domain.Agent
+		created, updated int64
+	)
+	if err := row.Scan(&a.ID, &a.AccountID, &a.Name, &a.Instructions, &a.Enabled, &created, &updated); err != nil {
+		return domain.Agent{}, err
+	}
+	a.CreatedAt, a.UpdatedAt = fromMS(created), fromMS(updated)
+	return a, nil
+}
+
+// CreateAgent returns *domain.DuplicateError carrying the existing agent's id
+// when the account already has an agent with the same name key
+// (domain.AgentNameKey). Concurrent creates of one name: exactly one wins.
+func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
+	nameKey := domain.AgentNameKey(a.Name)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			a.ID, a.AccountID, a.Name, nameKey, a.Instructions, a.Enabled, toMS(a.CreatedAt), toMS(a.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("insert agent: %w", err)
+		}
+		return nil
+	})
+	if isUnique(err) {
+		return s.duplicateAgent(ctx, a.AccountID, nameKey, a.ID)
+	}
+	return err
+}
+
+// duplicateAgent builds the DuplicateError of a unique violation on agents.
+// It runs after the transaction rolled back (a failed statement aborts a
+// PostgreSQL transaction), when the winner of the name has committed: the
+// unique index made the loser wait for it.
+func (s *Store) duplicateAgent(ctx context.Context, accountID, nameKey, id string) error {
+	var existing string
+	err := s.r.QueryRowContext(ctx, `SELECT id FROM agents WHERE account_id = $1 AND name_key = $2`,
+		accountID, nameKey).Scan(&existing)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		existing = id // the id itself collided
+	case err != nil:
+		return fmt.Errorf("find duplicate agent: %w", err)
+	}
+	return &domain.DuplicateError{ExistingID: existing}
+}
+
+// GetAgent returns ErrNotFound unless the agent exists in accountID.
+func (s *Store) GetAgent(ctx context.Context, accountID, id string) (domain.Agent, error) {
+	a, err := scanAgent(s.r.QueryRowContext(ctx,
+		`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`, id, accountID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Agent{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.Agent{}, fmt.Errorf("get agent: %w", err)
+	}
+	return a, nil
+}
+
+// AgentQuery selects one keyset page of an account's agents.
+type AgentQuery struct {
+	AccountID string
+	// OnlyKeyID, when set, keeps only agents the key is restricted to.
+	OnlyKeyID string
+	// UpdatedSince, when set, keeps agents with updated_at >= it.
+	UpdatedSince *time.Time
+	// After, when AfterID is set, starts strictly after (AfterCreatedAt, AfterID).
+	AfterCreatedAt time.Time
+	AfterID        string
+	Limit          int
+}
+
+// ListAgents returns up to q.Limit agents ordered by (created_at, id). A
+// Limit of 0 or less returns them all.
+func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, error) {
+	query, args := listAgentsSQL(q)
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan agent: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateAgent reads the agent inside a transaction, lets fn change it, and
+// writes it back when fn reports a change. ErrNotFound unless it exists in
+// accountID; *domain.DuplicateError when a new name collides.
+//
+// fn runs inside the transaction, holding the agent's row (and on SQLite
+// the writer): it must be quick and must not write through the store.
+func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*domain.Agent) (changed bool, err error)) (domain.Agent, error) {
+	var (
+		out     domain.Agent
+		nameKey string
+	)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		a, err := scanAgent(tx.QueryRowContext(ctx,
+			`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`+s.d.forUpdate, id, accountID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return domain.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("get agent: %w", err)
+		}
+		created := a.CreatedAt
+		changed, err := fn(&a)
+		if err != nil {
+			return err
+		}
+		// What identifies the agent is not fn's to change.
+		a.ID, a.AccountID, a.CreatedAt = id, accountID, created
+		if !changed {
+			out = a
+			return nil
+		}
+		a.UpdatedAt = msTime(a.UpdatedAt)
+		nameKey = domain.AgentNameKey(a.Name)
+		_, err = tx.ExecContext(ctx,
+			`UPDATE agents SET name = $1, name_key = $2, instructions = $3, enabled = $4, updated_at = $5
+			WHERE id = $6`,
+			a.Name, nameKey, a.Instructions, a.Enabled, toMS(a.UpdatedAt), id)
+		if err != nil {
+			return fmt.Errorf("update agent: %w", err)
+		}
+		out = a
+		return nil
+	})
+	if isUnique(err) {
+		return domain.Agent{}, s.duplicateAgent(ctx, accountID, nameKey, id)
+	}
+	if err != nil {
+		return domain.Agent{}, err
+	}
+	return out, nil
+}
+
+// listAgentsSQL builds ListAgents' statement: every filter is a condition
+// on top of a range scan of agents_page (account_id, created_at, id), which
+// also yields the order, so a page costs its length and never an OFFSET.
+func listAgentsSQL(q AgentQuery) (string, []any) {
+	var b strings.Builder
+	args := []any{q.AccountID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	b.WriteString(`SELECT ` + agentColumns + ` FROM agents WHERE account_id = $1`)
+	if q.UpdatedSince != nil {
+		b.WriteString(` AND updated_at >= ` + arg(toMS(*q.UpdatedSince)))
+	}
+	if q.OnlyKeyID != "" {
+		b.WriteString(` AND id IN (SELECT agent_id FROM api_key_agents WHERE key_id = ` + arg(q.OnlyKeyID) + `)`)
+	}
+	if q.AfterID != "" {
+		// A row-value comparison: both engines turn it into a range scan
+		// of agents_page.
+		b.WriteString(` AND (created_at, id) > (` + arg(toMS(q.AfterCreatedAt)) + `, ` + arg(q.AfterID) + `)`)
+	}
+	b.WriteString(` ORDER BY created_at, id`)
+	if q.Limit > 0 {
+		b.WriteString(` LIMIT ` + arg(q.Limit))
+	}
+	return b.String(), args
+}

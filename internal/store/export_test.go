@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// ListAgentsSQL exposes ListAgents' statement to the plan tests.
+func ListAgentsSQL(q AgentQuery) (string, []any) { return listAgentsSQL(q) }
+
+// KeyByPrefixSQL is the authentication hot path's statement.
+const KeyByPrefixSQL = keyByPrefixSQL
+
+// Explain returns the engine's plan of query, one line per step. On
+// PostgreSQL sequential scans are discouraged for the statement, so that a
+// tiny test table still shows which index the planner can use.
+func (s *Store) Explain(ctx context.Context, query string, args ...any) (string, error) {
+	conn, err := s.r.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	prefix := "EXPLAIN QUERY PLAN "
+	if s.engine == EnginePostgres {
+		prefix = "EXPLAIN "
+		if _, err := conn.ExecContext(ctx, "SET enable_seqscan = off"); err != nil {
+			return "", err
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), "RESET enable_seqscan")
+	}
+	rows, err := conn.QueryContext(ctx, prefix+query, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		lines = append(lines, fmt.Sprint(vals[len(vals)-1]))
+	}
+	return strings.Join(lines, "\n"), rows.Err()
+}
+
+// Writer is the pool every transaction runs on.
+func (s *Store) Writer() *sql.DB { return s.w }

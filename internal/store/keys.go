@@ -1,0 +1,292 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// keyColumns reads a key with its agent restriction, aggregated in order
+// (string_agg with ORDER BY: PostgreSQL, and SQLite since 3.44).
+const keyColumns = `k.id, k.account_id, k.name, k.description, k.prefix, k.env, k.hash, k.scopes,
+	k.rate_limit_per_minute, k.last_used_at, k.expires_at, k.created_at, k.created_by,
+	k.revoked_at, k.revoked_by, k.rotated_from,
+	(SELECT string_agg(r.agent_id, ' ' ORDER BY r.pos) FROM api_key_agents r WHERE r.key_id = k.id)`
+
+// keyByPrefixSQL is the authentication hot path: one indexed lookup by the
+// unique prefix, the account's active flag by its primary key, and the
+// restriction by the primary key of api_key_agents.
+const keyByPrefixSQL = `SELECT ` + keyColumns + `, a.active
+	FROM api_keys k JOIN accounts a ON a.id = k.account_id
+	WHERE k.prefix = $1`
+
+func scanKey(row interface{ Scan(...any) error }, extra ...any) (domain.APIKey, error) {
+	var (
+		k                          domain.APIKey
+		env, scopes                string
+		lastUsed, expires, revoked sql.NullInt64
+		created                    int64
+		agents                     sql.NullString
+	)
+	dest := []any{&k.ID, &k.AccountID, &k.Name, &k.Description, &k.Prefix, &env, &k.Hash, &scopes,
+		&k.RateLimitPerMinute, &lastUsed, &expires, &created, &k.CreatedBy,
+		&revoked, &k.RevokedBy, &k.RotatedFrom, &agents}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return domain.APIKey{}, err
+	}
+	k.Env = domain.Env(env)
+	k.Scopes = splitList[domain.Scope](scopes)
+	k.AgentIDs = splitList[string](agents.String)
+	k.LastUsedAt, k.ExpiresAt, k.RevokedAt = fromNullMS(lastUsed), fromNullMS(expires), fromNullMS(revoked)
+	k.CreatedAt = fromMS(created)
+	return k, nil
+}
+
+// CreateKey stores k, its agent restriction and ev in one transaction.
+func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, ev domain.AuditEvent) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, description, prefix, env, hash,
+			scopes, rate_limit_per_minute, last_used_at, expires_at, created_at, created_by,
+			revoked_at, revoked_by, rotated_from)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+			k.ID, k.AccountID, k.Name, k.Description, k.Prefix, string(k.Env), k.Hash,
+			joinList(k.Scopes), k.RateLimitPerMinute, toNullMS(k.LastUsedAt), toNullMS(k.ExpiresAt),
+			toMS(k.CreatedAt), k.CreatedBy, toNullMS(k.RevokedAt), k.RevokedBy, k.RotatedFrom)
+		if err != nil {
+			return fmt.Errorf("insert key: %w", err)
+		}
+		if err := insertKeyAgents(ctx, tx, k.ID, k.AgentIDs); err != nil {
+			return err
+		}
+		return insertAuditEvent(ctx, tx, ev)
+	})
+	if isUnique(err) {
+		// After the rollback: whatever holds the prefix has committed.
+		var id string
+		if qerr := s.r.QueryRowContext(ctx, `SELECT id FROM api_keys WHERE prefix = $1`, k.Prefix).Scan(&id); qerr != nil {
+			id = k.ID // the id itself collided
+		}
+		return &domain.DuplicateError{ExistingID: id}
+	}
+	return err
+}
+
+// insertKeyAgents stores the restriction in as few statements as the
+// engines' parameter limits allow (SQLite: 32766).
+func insertKeyAgents(ctx context.Context, tx *sql.Tx, keyID string, agentIDs []string) error {
+	var ids []string
+	for _, id := range agentIDs {
+		if id != "" && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	const perStatement = 500
+	for start := 0; start < len(ids); start += perStatement {
+		batch := ids[start:min(start+perStatement, len(ids))]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO api_key_agents (key_id, agent_id, pos) VALUES `)
+		args := make([]any, 0, 1+2*len(batch))
+		args = append(args, keyID)
+		for i, id := range batch {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			n := len(args)
+			b.WriteString("($1, $" + strconv.Itoa(n+1) + ", $" + strconv.Itoa(n+2) + ")")
+			args = append(args, id, start+i)
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("insert key agents: %w", err)
+		}
+	}
+	return nil
+}
+
+// KeyByPrefix is the authentication hot path: the key with that prefix and
+// whether its account is active. ErrNotFound when no key has the prefix.
+func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
+	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.APIKey{}, false, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.APIKey{}, false, fmt.Errorf("key by prefix: %w", err)
+	}
+	return k, accountActive, nil
+}
+
+// GetKey returns ErrNotFound unless the key exists in accountID.
+func (s *Store) GetKey(ctx context.Context, accountID, id string) (domain.APIKey, error) {
+	k, err := scanKey(s.r.QueryRowContext(ctx,
+		`SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1 AND k.account_id = $2`, id, accountID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.APIKey{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.APIKey{}, fmt.Errorf("get key: %w", err)
+	}
+	return k, nil
+}
+
+// GetKeyByID finds a key in any account (support tooling).
+func (s *Store) GetKeyByID(ctx context.Context, id string) (domain.APIKey, error) {
+	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.APIKey{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.APIKey{}, fmt.Errorf("get key: %w", err)
+	}
+	return k, nil
+}
+
+// ListKeys returns the account's keys in creation order.
+func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey, error) {
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT `+keyColumns+` FROM api_keys k WHERE k.account_id = $1 ORDER BY k.created_at, k.id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.APIKey
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan key: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeKey marks the key revoked at `at` by user `by` and records ev, in one
+// transaction. ErrNotFound unless the key is in accountID. Revoking a revoked
+// key changes nothing and is not an error.
+func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time.Time, ev domain.AuditEvent) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE api_keys SET revoked_at = $1, revoked_by = $2
+			WHERE id = $3 AND account_id = $4 AND revoked_at IS NULL`,
+			toMS(at), by, id, accountID)
+		if err != nil {
+			return fmt.Errorf("revoke key: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("rows affected: %w", err)
+		}
+		if n == 0 {
+			// Unknown, or revoked already (which the row lock of the
+			// UPDATE above makes final).
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1 AND account_id = $2`, id, accountID).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return domain.ErrNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("get key: %w", err)
+			}
+			return nil
+		}
+		return insertAuditEvent(ctx, tx, ev)
+	})
+}
+
+// SetKeyRateLimit sets the ceiling and records ev. ErrNotFound for an unknown id.
+func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain.AuditEvent) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2`, n, id)
+		if err != nil {
+			return fmt.Errorf("update key rate limit: %w", err)
+		}
+		if err := checkAffected(res); err != nil {
+			return err
+		}
+		return insertAuditEvent(ctx, tx, ev)
+	})
+}
+
+// TouchKeys stores last_used_at for many keys, never moving one backwards.
+func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	// One order for every instance, so that two flushing at once cannot
+	// deadlock on PostgreSQL's row locks.
+	ids := make([]string, 0, len(used))
+	for id := range used {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx,
+			`UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`)
+		if err != nil {
+			return fmt.Errorf("prepare touch: %w", err)
+		}
+		defer stmt.Close()
+		for _, id := range ids {
+			if _, err := stmt.ExecContext(ctx, toMS(used[id]), id); err != nil {
+				return fmt.Errorf("touch key %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) AddAuditEvent(ctx context.Context, ev domain.AuditEvent) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return insertAuditEvent(ctx, tx, ev) })
+}
+
+func insertAuditEvent(ctx context.Context, tx *sql.Tx, ev domain.AuditEvent) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("insert audit event: %w", err)
+	}
+	return nil
+}
+
+// ListAuditEvents returns the account's newest events first. A limit of 0
+// or less returns them all.
+func (s *Store) ListAuditEvents(ctx context.Context, accountID string, limit int) ([]domain.AuditEvent, error) {
+	query := `SELECT id, account_id, key_id, action, actor_id, actor, detail, created_at
+		FROM audit_events WHERE account_id = $1 ORDER BY created_at DESC, id DESC`
+	args := []any{accountID}
+	if limit > 0 {
+		query += ` LIMIT $2`
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list audit events: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.AuditEvent
+	for rows.Next() {
+		var (
+			ev      domain.AuditEvent
+			created int64
+		)
+		if err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created); err != nil {
+			return nil, fmt.Errorf("scan audit event: %w", err)
+		}
+		ev.CreatedAt = fromMS(created)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list audit events: %w", err)
+	}
+	return out, nil
+}

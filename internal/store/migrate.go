@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"time"
+)
+
+// migrations holds the schema, one file per version, applied in name order.
+// A file, once released, never changes: a change is a new file.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLock is the PostgreSQL advisory lock key ("agentapi" in ASCII)
+// that serializes instances migrating one database at the same time.
+const migrationLock int64 = 0x6167656e74617069
+
+type migration struct {
+	version string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	sort.Strings(names)
+	out := make([]migration, 0, len(names))
+	for _, n := range names {
+		b, err := migrations.ReadFile(n)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", n, err)
+		}
+		out = append(out, migration{version: n[len("migrations/"):], sql: string(b)})
+	}
+	return out, nil
+}
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version    TEXT PRIMARY KEY,
+	applied_at BIGINT NOT NULL
+)`
+
+// migrateSQLite applies the pending migrations in one transaction on the
+// writer, whose BEGIN IMMEDIATE makes another process opening the same file
+// wait (busy_timeout) rather than migrate alongside.
+func migrateSQLite(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := applyMigrations(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit migrations: %w", err)
+	}
+	return nil
+}
+
+// migratePostgres applies the pending migrations under a session advisory
+// lock held on one dedicated connection, so that instances starting together
+// migrate one after the other; the later ones find nothing left to do.
+func migratePostgres(ctx context.Context, db *sql.DB) (err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, uerr := conn.ExecContext(uctx, `SELECT pg_advisory_unlock($1)`, migrationLock); uerr != nil {
+			// A session still holding the lock must not go back to the
+			// pool: reporting the connection bad makes database/sql close it.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			if err == nil {
+				err = fmt.Errorf("release migration lock: %w", uerr)
+			}
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := applyMigrations(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit migrations: %w", err)
+	}
+	return nil
+}
+
+// applyMigrations runs, inside tx, every migration schema_migrations does
+// not list yet, and records it.
+func applyMigrations(ctx context.Context, tx *sql.Tx) error {
+	all, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied, err := appliedMigrations(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for _, m := range all {
+		if applied[m.version] {
+			continue
+		}
+		// No arguments: both drivers then run the whole multi-statement
+		// file (pgx through the simple protocol).
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("apply migration %s: %w", m.version, err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`,
+			m.version, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+func appliedMigrations(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	applied := map[string]bool{}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		applied[v] = true
+	}
+	return applied, rows.Err()
+}

@@ -1,0 +1,173 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+func question(acct, agent, conv string, at time.Time, ms int64) domain.Question {
+	return domain.Question{
+		ID: domain.NewID(domain.PrefixQuestion, at), AccountID: acct, AgentID: agent, ConversationID: conv,
+		Question: "q at " + at.Format(time.RFC3339Nano), Answer: "a", CreatedAt: at, AnswerMS: ms,
+	}
+}
+
+func TestConversations(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, other := newAccount(t, s), newAccount(t, s)
+		ag := newAgent(t, s, acct.ID, "talker", t0)
+		ag2 := newAgent(t, s, acct.ID, "other", t0)
+		conv := domain.NewID(domain.PrefixConvo, t0)
+
+		first := question(acct.ID, ag.ID, conv, t0, 10)
+		if err := s.RecordQuestion(ctx, first, true, false); err != nil {
+			t.Fatal(err)
+		}
+		// A failed turn of an existing conversation is kept but not a turn.
+		failedTurn := question(acct.ID, ag.ID, conv, t0.Add(time.Second), 5)
+		if err := s.RecordQuestion(ctx, failedTurn, false, true); err != nil {
+			t.Fatal(err)
+		}
+		second := question(acct.ID, ag.ID, conv, t0.Add(2*time.Second), 20)
+		second.Answer = "second answer"
+		if err := s.RecordQuestion(ctx, second, false, false); err != nil {
+			t.Fatal(err)
+		}
+
+		turns, err := s.ConversationTurns(ctx, acct.ID, ag.ID, conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(turns) != 2 || turns[0] != first || turns[1] != second {
+			t.Fatalf("turns:\n%+v\nwant\n%+v\n%+v", turns, first, second)
+		}
+		_, err = s.ConversationTurns(ctx, acct.ID, ag2.ID, conv)
+		wantNotFound(t, "conversation of another agent", err)
+		_, err = s.ConversationTurns(ctx, other.ID, ag.ID, conv)
+		wantNotFound(t, "conversation of another account", err)
+		_, err = s.ConversationTurns(ctx, acct.ID, ag.ID, "conv_nope")
+		wantNotFound(t, "unknown conversation", err)
+
+		// A failed first question creates no conversation.
+		lost := domain.NewID(domain.PrefixConvo, t0)
+		if err := s.RecordQuestion(ctx, question(acct.ID, ag.ID, lost, t0.Add(3*time.Second), 7), true, true); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.ConversationTurns(ctx, acct.ID, ag.ID, lost)
+		wantNotFound(t, "conversation of a failed first question", err)
+
+		recent, err := s.RecentQuestions(ctx, acct.ID, ag.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recent) != 2 || recent[0] != second || recent[1] != first {
+			t.Fatalf("recent (answered, newest first): %+v", recent)
+		}
+		if recent, _ := s.RecentQuestions(ctx, acct.ID, ag.ID, 1); len(recent) != 1 || recent[0] != second {
+			t.Fatalf("recent limit 1: %+v", recent)
+		}
+
+		st, err := s.AgentStats(ctx, acct.ID, ag.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		avg := int64(15)
+		last := t0.Add(3 * time.Second)
+		want := domain.AgentStats{AgentID: ag.ID, QuestionsTotal: 4, AnsweredTotal: 2, FailedTotal: 2,
+			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 1}
+		assertStats(t, st, want)
+	})
+}
+
+func assertStats(t *testing.T, got, want domain.AgentStats) {
+	t.Helper()
+	str := func(s domain.AgentStats) string {
+		last, avg := "nil", "nil"
+		if s.LastQuestionAt != nil {
+			last = s.LastQuestionAt.Format(time.RFC3339Nano) + " " + s.LastQuestionAt.Location().String()
+		}
+		if s.AverageAnswerMS != nil {
+			avg = fmt.Sprint(*s.AverageAnswerMS)
+		}
+		return fmt.Sprintf("%s total=%d answered=%d failed=%d last=%s avg=%s conversations=%d",
+			s.AgentID, s.QuestionsTotal, s.AnsweredTotal, s.FailedTotal, last, avg, s.ConversationsTotal)
+	}
+	if str(got) != str(want) {
+		t.Fatalf("stats:\n got %s\nwant %s", str(got), str(want))
+	}
+}
+
+func TestAgentStatsEmptyAndRounding(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct := newAccount(t, s)
+		ag := newAgent(t, s, acct.ID, "quiet", t0)
+		st, err := s.AgentStats(ctx, acct.ID, ag.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertStats(t, st, domain.AgentStats{AgentID: ag.ID})
+
+		// Only failures: counted, but no average.
+		if err := s.RecordQuestion(ctx, question(acct.ID, ag.ID, "conv_x", t0, 100), true, true); err != nil {
+			t.Fatal(err)
+		}
+		st, _ = s.AgentStats(ctx, acct.ID, ag.ID)
+		assertStats(t, st, domain.AgentStats{AgentID: ag.ID, QuestionsTotal: 1, FailedTotal: 1, LastQuestionAt: &t0})
+
+		// 1, 2: 1.5 rounds to 2; adding 2: 5/3 rounds to 2; adding 1: 6/4 to 2; adding 0: 6/5 to 1.
+		for i, ms := range []int64{1, 2, 2, 1, 0} {
+			at := t0.Add(time.Duration(i+1) * time.Millisecond)
+			if err := s.RecordQuestion(ctx, question(acct.ID, ag.ID, domain.NewID(domain.PrefixConvo, at), at, ms), true, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, _ = s.AgentStats(ctx, acct.ID, ag.ID)
+		avg, last := int64(1), t0.Add(5*time.Millisecond)
+		assertStats(t, st, domain.AgentStats{AgentID: ag.ID, QuestionsTotal: 6, AnsweredTotal: 5, FailedTotal: 1,
+			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 5})
+	})
+}
+
+// TestAgentStatsExactUnderConcurrency records many questions at once, as
+// many requests (on many instances) do, and expects every one counted.
+func TestAgentStatsExactUnderConcurrency(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct := newAccount(t, s)
+		ag := newAgent(t, s, acct.ID, "busy", t0)
+		const n = 50
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				at := t0.Add(time.Duration(i) * time.Millisecond)
+				// Even i start a conversation; odd i are stored without one.
+				conv := ""
+				if i%2 == 0 {
+					conv = domain.NewID(domain.PrefixConvo, at)
+				}
+				q := question(acct.ID, ag.ID, conv, at, int64(i))
+				if err := s.RecordQuestion(ctx, q, conv != "", i%5 == 0); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		// Answered: i not a multiple of 5 (40 of them), sum 1225-225 = 1000.
+		// Conversations: even i that did not fail (25 even, 5 of them multiples of 10).
+		avg, last := int64(25), t0.Add((n-1)*time.Millisecond)
+		st, err := s.AgentStats(ctx, acct.ID, ag.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertStats(t, st, domain.AgentStats{AgentID: ag.ID, QuestionsTotal: n, AnsweredTotal: 40, FailedTotal: 10,
+			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 20})
+	})
+}

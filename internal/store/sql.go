@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// dialect is where the engines' SQL really differs; everything else is
+// shared text with $N placeholders.
+type dialect struct {
+	// forUpdate locks the rows a transaction reads before writing them. On
+	// PostgreSQL it is NO KEY UPDATE, which still lets other transactions
+	// insert rows that reference the locked one (questions of an agent,
+	// keys of an account). On SQLite the writer's BEGIN IMMEDIATE already
+	// holds the database's write lock, so it is empty there.
+	forUpdate string
+}
+
+var (
+	sqliteDialect   = dialect{forUpdate: ""}
+	postgresDialect = dialect{forUpdate: " FOR NO KEY UPDATE"}
+)
+
+// inTx runs fn in a transaction on the writer and commits it when fn
+// returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// isUnique reports whether err is a unique (or primary key) violation, by
+// the engine's error code.
+func isUnique(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "23505"
+	}
+	var sqErr *sqlite.Error
+	if errors.As(err, &sqErr) {
+		c := sqErr.Code()
+		return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY, in any of its forms.
+func isBusy(err error) bool {
+	var sqErr *sqlite.Error
+	return errors.As(err, &sqErr) && sqErr.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// checkAffected turns an UPDATE that matched no row into ErrNotFound.
+func checkAffected(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("rows affected: %w", err)
+	}
+	if n == 0 {
+		return domain.ErrNotFound
+	}
+	return nil
+}
+
+// Times are stored as BIGINT Unix milliseconds and read back in UTC.
+
+func toMS(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func toNullMS(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}
+
+// msTime is t as it reads back from the database.
+func msTime(t time.Time) time.Time { return fromMS(toMS(t)) }
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// joinList and splitList store a list of words (scopes, features, ids) in
+// one TEXT column.
+func joinList[T ~string](list []T) string {
+	var b strings.Builder
+	for i, v := range list {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(string(v))
+	}
+	return b.String()
+}
+
+func splitList[T ~string](s string) []T {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return nil
+	}
+	out := make([]T, len(f))
+	for i, v := range f {
+		out[i] = T(v)
+	}
+	return out
+}

@@ -1,0 +1,269 @@
+// Package store owns every SQL statement of agentapi: one database/sql store
+// that runs on SQLite (the embedded default) and PostgreSQL, with embedded
+// migrations applied on open.
+//
+// Both engines share the SQL text ($N placeholders) and one representation:
+// times are BIGINT Unix milliseconds in UTC, booleans are BOOLEAN, lists read
+// whole with their row are space-separated TEXT. The dialect type holds the
+// few places where the engines differ.
+//
+// On SQLite the store keeps two pools on the one file: a writer of a single
+// connection that runs every transaction (BEGIN IMMEDIATE), so concurrent
+// writers queue in Go rather than fail with SQLITE_BUSY, and a small pool of
+// read-only connections for plain reads, which WAL lets run alongside the
+// writer. Other processes (the operator CLI) writing the same file wait on
+// busy_timeout. On PostgreSQL one pool serves both roles.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	// The two database/sql drivers: "pgx" and "sqlite".
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+)
+
+// Store is safe for concurrent use by many goroutines and, through the
+// database, by many processes.
+type Store struct {
+	engine string
+	d      dialect
+	// w runs every transaction; r serves plain reads. They are the same
+	// pool on PostgreSQL.
+	w, r *sql.DB
+	// keyByPrefix is the authentication hot path's statement, prepared once.
+	keyByPrefix *sql.Stmt
+}
+
+// Engine names.
+const (
+	EngineSQLite   = "sqlite"
+	EnginePostgres = "postgres"
+)
+
+// SQLite connection settings. busy_timeout covers another process holding
+// the write lock; the writer begins every transaction IMMEDIATE so that a
+// transaction that reads before it writes cannot fail to upgrade its lock.
+// The journal mode is not among them: WAL is a property of the file, set
+// once by useWAL, and setting it on every new connection fails with
+// SQLITE_BUSY, busy_timeout or not, while another process converts the file.
+var (
+	sqliteWriterParams = []string{
+		busyTimeoutParam,
+		"_pragma=foreign_keys(1)",
+		"_pragma=synchronous(NORMAL)",
+		"_txlock=immediate",
+	}
+	sqliteReaderParams = []string{
+		busyTimeoutParam,
+		"_pragma=foreign_keys(1)",
+		"_pragma=query_only(1)",
+	}
+)
+
+var busyTimeoutParam = "_pragma=busy_timeout(" + strconv.FormatInt(sqliteBusyTimeout.Milliseconds(), 10) + ")"
+
+const (
+	sqliteBusyTimeout = 10 * time.Second
+	sqliteReaders     = 4
+	postgresMaxConns  = 20
+)
+
+// Open opens dsn: a postgres:// or postgresql:// URL selects PostgreSQL,
+// anything else is a SQLite file path. Migrations run before it returns.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return openPostgres(ctx, dsn)
+	}
+	return openSQLite(ctx, dsn)
+}
+
+func openPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(postgresMaxConns)
+	db.SetMaxIdleConns(postgresMaxConns / 2)
+	db.SetConnMaxIdleTime(time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	if err := migratePostgres(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate postgres: %w", err)
+	}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db}
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openSQLite(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite: empty database path")
+	}
+	w, err := sql.Open("sqlite", sqliteDSN(path, sqliteWriterParams))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := useWAL(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := migrateSQLite(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("migrate sqlite %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", sqliteDSN(path, sqliteReaderParams))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(sqliteReaders)
+	r.SetMaxIdleConns(sqliteReaders)
+	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r}
+	if err := s.prepare(ctx); err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// useWAL switches the file to write-ahead logging, so that readers and the
+// writer do not block each other. The mode persists in the file; switching
+// needs a moment of exclusive access, which SQLite does not wait for, so a
+// process that finds another one holding the file retries for as long as
+// busy_timeout would have waited.
+func useWAL(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeout)
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
+		if err == nil && strings.EqualFold(mode, "wal") {
+			return nil
+		}
+		if err != nil && !isBusy(err) {
+			return fmt.Errorf("set journal mode: %w", err)
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("journal mode is %q", mode)
+			}
+			return fmt.Errorf("set journal mode to WAL: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("set journal mode to WAL: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// sqliteDSN is the modernc.org/sqlite DSN of the file at path: a file: URI
+// (so that any path survives, escaped) whose query the driver reads for its
+// own parameters and SQLite ignores.
+func sqliteDSN(path string, params []string) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	return "file:" + esc + "?" + strings.Join(params, "&")
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	if s.keyByPrefix, err = s.r.PrepareContext(ctx, keyByPrefixSQL); err != nil {
+		return fmt.Errorf("prepare key by prefix: %w", err)
+	}
+	return nil
+}
+
+// Close flushes nothing (callers flush first) and closes the pools.
+func (s *Store) Close() error {
+	var errs []error
+	if s.keyByPrefix != nil {
+		errs = append(errs, s.keyByPrefix.Close())
+	}
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	return errors.Join(errs...)
+}
+
+// Ping reports whether the database answers (for /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if s.w != s.r {
+		if err := s.w.PingContext(ctx); err != nil {
+			return fmt.Errorf("ping writer: %w", err)
+		}
+	}
+	return nil
+}
+
+// Engine is "sqlite" or "postgres".
+func (s *Store) Engine() string { return s.engine }
+
+// Secret returns the named 32-byte server secret, creating it at random on
+// first use; every instance sharing the database gets the same bytes.
+func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
+	var v []byte
+	if err := s.r.QueryRowContext(ctx, `SELECT value FROM server_secrets WHERE name = $1`, name).Scan(&v); err == nil {
+		return v, nil
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get secret %s: %w", name, err)
+	}
+	fresh := make([]byte, 32)
+	_, _ = rand.Read(fresh) // crypto/rand.Read never fails (Go 1.24+)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Of instances racing here, the first insert wins and everyone
+		// reads its bytes.
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO server_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+			name, fresh); err != nil {
+			return fmt.Errorf("insert secret %s: %w", name, err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT value FROM server_secrets WHERE name = $1`, name).Scan(&v); err != nil {
+			return fmt.Errorf("get secret %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Claim reports whether this caller is the first, of every instance sharing
+// the database, to claim the one-time job name; later claims get false.
+func (s *Store) Claim(ctx context.Context, name string) (bool, error) {
+	var won bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO claims (name, claimed_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+			name, toMS(time.Now()))
+		if err != nil {
+			return fmt.Errorf("insert claim %s: %w", name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("rows affected: %w", err)
+		}
+		won = n == 1
+		return nil
+	})
+	return won, err
+}

@@ -1,0 +1,1008 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
+)
+
+// t0 is the tests' clock: nothing here reads the real time.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// forEachEngine runs fn on a fresh store of every engine: SQLite always,
+// PostgreSQL where the environment provides it (see storetest).
+func forEachEngine(t *testing.T, fn func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	for _, e := range storetest.Engines() {
+		t.Run(e, func(t *testing.T) { fn(t, storetest.Open(t, e)) })
+	}
+}
+
+func newAccount(t *testing.T, s *store.Store) domain.Account {
+	t.Helper()
+	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Acme", Active: true, CreatedAt: t0}
+	if err := s.CreateAccount(context.Background(), a); err != nil {
+		t.Fatalf("create account: %v", err)
+	}
+	return a
+}
+
+func newAgent(t *testing.T, s *store.Store, accountID, name string, at time.Time) domain.Agent {
+	t.Helper()
+	a := domain.Agent{
+		ID: domain.NewID(domain.PrefixAgent, at), AccountID: accountID, Name: name,
+		Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at,
+	}
+	if err := s.CreateAgent(context.Background(), a); err != nil {
+		t.Fatalf("create agent %q: %v", name, err)
+	}
+	return a
+}
+
+func newKey(t *testing.T, s *store.Store, accountID string, agentIDs ...string) domain.APIKey {
+	t.Helper()
+	id := domain.NewID(domain.PrefixKey, t0)
+	k := domain.APIKey{
+		ID: id, AccountID: accountID, Name: "k", Description: "d", Prefix: "pfx_" + id[len(id)-12:],
+		Env: domain.EnvLive, Hash: []byte{1, 2, 3, 0, 255}, Scopes: []domain.Scope{domain.ScopeAgentsRead, domain.ScopeAgentsQuery},
+		AgentIDs: agentIDs, RateLimitPerMinute: 120, CreatedAt: t0, CreatedBy: "usr_1",
+	}
+	if err := s.CreateKey(context.Background(), k, event(accountID, k.ID, "created", t0)); err != nil {
+		t.Fatalf("create key: %v", err)
+	}
+	return k
+}
+
+func event(accountID, keyID, action string, at time.Time) domain.AuditEvent {
+	return domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, at), AccountID: accountID, KeyID: keyID,
+		Action: action, ActorID: "usr_1", Actor: "a@example.com", CreatedAt: at,
+	}
+}
+
+func wantNotFound(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("%s: got %v, want ErrNotFound", what, err)
+	}
+}
+
+func wantDuplicate(t *testing.T, what string, err error, existingID string) {
+	t.Helper()
+	var dup *domain.DuplicateError
+	if !errors.As(err, &dup) {
+		t.Fatalf("%s: got %v, want *domain.DuplicateError", what, err)
+	}
+	if dup.ExistingID != existingID {
+		t.Fatalf("%s: existing id %q, want %q", what, dup.ExistingID, existingID)
+	}
+}
+
+func TestEngineAndPing(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		if want := t.Name()[strings.LastIndex(t.Name(), "/")+1:]; s.Engine() != want {
+			t.Fatalf("Engine() = %q, want %q", s.Engine(), want)
+		}
+		if err := s.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func migrationCount(t *testing.T, s *store.Store) int {
+	t.Helper()
+	var n int
+	if err := s.Writer().QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestMigrationsIdempotentOnReopen(t *testing.T) {
+	ctx := context.Background()
+	for _, e := range storetest.Engines() {
+		t.Run(e, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "reopen.db")
+			if e == store.EnginePostgres {
+				dsn = storetest.PostgresURL(t)
+			}
+			s1, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := newAccount(t, s1)
+			n := migrationCount(t, s1)
+			if n == 0 {
+				t.Fatal("no migration recorded")
+			}
+			if err := s1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := store.Open(ctx, dsn)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer s2.Close()
+			if got := migrationCount(t, s2); got != n {
+				t.Fatalf("reopen recorded %d migrations, first open %d", got, n)
+			}
+			if _, err := s2.GetAccount(ctx, a.ID); err != nil {
+				t.Fatalf("data lost on reopen: %v", err)
+			}
+		})
+	}
+}
+
+// TestConcurrentOpen opens several stores at once on one fresh database,
+// as instances starting together (or the CLI beside the server) do.
+func TestConcurrentOpen(t *testing.T) {
+	ctx := context.Background()
+	for _, e := range storetest.Engines() {
+		t.Run(e, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "concurrent.db")
+			if e == store.EnginePostgres {
+				dsn = storetest.PostgresURL(t)
+			}
+			const n = 4
+			stores := make([]*store.Store, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { stores[i], errs[i] = store.Open(ctx, dsn) })
+			}
+			wg.Wait()
+			for i := range n {
+				if errs[i] != nil {
+					t.Fatalf("open %d: %v", i, errs[i])
+				}
+				defer stores[i].Close()
+			}
+			want := migrationCount(t, stores[0])
+			for i := range n {
+				if got := migrationCount(t, stores[i]); got != want || got == 0 {
+					t.Fatalf("store %d sees %d migrations, want %d", i, got, want)
+				}
+			}
+			// Every instance works on the same schema.
+			a := newAccount(t, stores[1])
+			if _, err := stores[n-1].GetAccount(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestAccounts(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		if n, err := s.CountAccounts(ctx); err != nil || n != 0 {
+			t.Fatalf("count on empty: %d, %v", n, err)
+		}
+		a := newAccount(t, s)
+		got, err := s.GetAccount(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != a.ID || got.Name != "Acme" || !got.Active || len(got.Features) != 0 || !got.CreatedAt.Equal(t0) {
+			t.Fatalf("got %+v", got)
+		}
+		if n, err := s.CountAccounts(ctx); err != nil || n != 1 {
+			t.Fatalf("count: %d, %v", n, err)
+		}
+		wantDuplicate(t, "same id", s.CreateAccount(ctx, a), a.ID)
+
+		_, err = s.GetAccount(ctx, "acct_nope")
+		wantNotFound(t, "get unknown", err)
+		wantNotFound(t, "deactivate unknown", s.SetAccountActive(ctx, "acct_nope", false))
+		wantNotFound(t, "feature of unknown", s.SetAccountFeature(ctx, "acct_nope", domain.FeatureAIAnswers, true))
+
+		if err := s.SetAccountActive(ctx, a.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // switching on twice keeps one
+			if err := s.SetAccountFeature(ctx, a.ID, domain.FeatureAIAnswers, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, _ = s.GetAccount(ctx, a.ID)
+		if got.Active || !slices.Equal(got.Features, []domain.Feature{domain.FeatureAIAnswers}) {
+			t.Fatalf("after deactivate and feature on: %+v", got)
+		}
+		if err := s.SetAccountFeature(ctx, a.ID, domain.FeatureAIAnswers, false); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.GetAccount(ctx, a.ID)
+		if got.HasFeature(domain.FeatureAIAnswers) {
+			t.Fatalf("feature still on: %+v", got)
+		}
+	})
+}
+
+func TestUsers(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		a, b := newAccount(t, s), newAccount(t, s)
+		u := domain.User{
+			ID: domain.NewID(domain.PrefixUser, t0), AccountID: a.ID, Email: "  Ann@Example.COM ",
+			Role: domain.RoleOwner, PasswordHash: "h1", MustChangePassword: true, Active: true, CreatedAt: t0,
+		}
+		if err := s.CreateUser(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		// The same email, differently spelled, in another account.
+		other := u
+		other.ID, other.AccountID, other.Email = domain.NewID(domain.PrefixUser, t0), b.ID, "ann@example.com"
+		wantDuplicate(t, "taken email", s.CreateUser(ctx, other), u.ID)
+
+		got, err := s.GetUserByEmail(ctx, "ANN@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID != u.ID || got.Email != "ann@example.com" || got.Role != domain.RoleOwner ||
+			!got.MustChangePassword || !got.Active || got.PasswordHash != "h1" || !got.CreatedAt.Equal(t0) {
+			t.Fatalf("got %+v", got)
+		}
+		if _, err := s.GetUser(ctx, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.GetUser(ctx, "usr_nope")
+		wantNotFound(t, "get unknown", err)
+		_, err = s.GetUserByEmail(ctx, "nobody@example.com")
+		wantNotFound(t, "get unknown email", err)
+
+		u2 := domain.User{
+			ID: domain.NewID(domain.PrefixUser, t0.Add(time.Second)), AccountID: a.ID, Email: "bob@example.com",
+			Role: domain.RoleAgent, PasswordHash: "h", Active: true, CreatedAt: t0.Add(time.Second),
+		}
+		if err := s.CreateUser(ctx, u2); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.ListUsers(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].ID != u.ID || list[1].ID != u2.ID {
+			t.Fatalf("list: %+v", list)
+		}
+
+		wantNotFound(t, "deactivate from another account", s.SetUserActive(ctx, b.ID, u.ID, false))
+		if got, _ := s.GetUser(ctx, u.ID); !got.Active {
+			t.Fatal("another account deactivated the user")
+		}
+		if err := s.SetUserActive(ctx, a.ID, u.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetUserPassword(ctx, u.ID, "h2", false); err != nil {
+			t.Fatal(err)
+		}
+		wantNotFound(t, "password of unknown", s.SetUserPassword(ctx, "usr_nope", "h", false))
+		got, _ = s.GetUser(ctx, u.ID)
+		if got.Active || got.PasswordHash != "h2" || got.MustChangePassword {
+			t.Fatalf("after updates: %+v", got)
+		}
+	})
+}
+
+func TestSessions(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		a := newAccount(t, s)
+		u := domain.User{ID: domain.NewID(domain.PrefixUser, t0), AccountID: a.ID, Email: "s@example.com",
+			Role: domain.RoleAdmin, PasswordHash: "h", Active: true, CreatedAt: t0}
+		if err := s.CreateUser(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		hash := bytes.Repeat([]byte{0xab, 0x00}, 16)
+		sess := domain.Session{TokenHash: hash, UserID: u.ID, CSRF: "csrf", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+		if err := s.CreateSession(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetSession(ctx, hash, t0.Add(time.Hour-time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.TokenHash, hash) || got.UserID != u.ID || got.CSRF != "csrf" ||
+			!got.CreatedAt.Equal(t0) || !got.ExpiresAt.Equal(t0.Add(time.Hour)) {
+			t.Fatalf("got %+v", got)
+		}
+		_, err = s.GetSession(ctx, hash, t0.Add(time.Hour))
+		wantNotFound(t, "expired at its expiry", err)
+		_, err = s.GetSession(ctx, []byte("other"), t0)
+		wantNotFound(t, "unknown", err)
+		if err := s.DeleteSession(ctx, hash); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.GetSession(ctx, hash, t0)
+		wantNotFound(t, "deleted", err)
+		if err := s.DeleteSession(ctx, hash); err != nil {
+			t.Fatalf("deleting a deleted session: %v", err)
+		}
+	})
+}
+
+func TestTimestampsRoundTripInUTC(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		zone := time.FixedZone("UTC-5", -5*3600)
+		in := time.Date(2026, 7, 4, 9, 30, 15, 123_456_789, zone)
+		want := time.Date(2026, 7, 4, 14, 30, 15, 123_000_000, time.UTC)
+		check := func(what string, got time.Time) {
+			t.Helper()
+			if !got.Equal(want) || got.Location() != time.UTC || got != want {
+				t.Fatalf("%s: got %v (%v), want %v", what, got, got.Location(), want)
+			}
+		}
+		acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, in), Name: "Zoned", Active: true, CreatedAt: in}
+		if err := s.CreateAccount(ctx, acct); err != nil {
+			t.Fatal(err)
+		}
+		a, err := s.GetAccount(ctx, acct.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("account created_at", a.CreatedAt)
+
+		ag := newAgent(t, s, acct.ID, "zoned", in)
+		got, err := s.GetAgent(ctx, acct.ID, ag.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("agent created_at", got.CreatedAt)
+		check("agent updated_at", got.UpdatedAt)
+
+		k := newKey(t, s, acct.ID)
+		exp := in
+		k2 := k
+		k2.ID, k2.Prefix, k2.ExpiresAt = domain.NewID(domain.PrefixKey, t0), "pfx_zoned", &exp
+		if err := s.CreateKey(ctx, k2, event(acct.ID, k2.ID, "created", in)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.TouchKeys(ctx, map[string]time.Time{k2.ID: in}); err != nil {
+			t.Fatal(err)
+		}
+		gk, err := s.GetKey(ctx, acct.ID, k2.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gk.ExpiresAt == nil || gk.LastUsedAt == nil || gk.RevokedAt != nil {
+			t.Fatalf("nullable times: %+v", gk)
+		}
+		check("key expires_at", *gk.ExpiresAt)
+		check("key last_used_at", *gk.LastUsedAt)
+		evs, err := s.ListAuditEvents(ctx, acct.ID, 1)
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("events: %v, %v", evs, err)
+		}
+		check("event created_at", evs[0].CreatedAt)
+	})
+}
+
+func TestKeys(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, other := newAccount(t, s), newAccount(t, s)
+		// Given out of id order: the restriction keeps the given order.
+		ag2 := newAgent(t, s, acct.ID, "two", t0.Add(time.Millisecond))
+		ag1 := newAgent(t, s, acct.ID, "one", t0)
+		k := newKey(t, s, acct.ID, ag2.ID, ag1.ID)
+		plain := newKey(t, s, acct.ID)
+
+		got, active, err := s.KeyByPrefix(ctx, k.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !active {
+			t.Fatal("account reported inactive")
+		}
+		if got.ID != k.ID || got.AccountID != acct.ID || got.Name != "k" || got.Description != "d" ||
+			got.Env != domain.EnvLive || !bytes.Equal(got.Hash, k.Hash) || !slices.Equal(got.Scopes, k.Scopes) ||
+			!slices.Equal(got.AgentIDs, []string{ag2.ID, ag1.ID}) || got.RateLimitPerMinute != 120 ||
+			got.LastUsedAt != nil || got.ExpiresAt != nil || got.RevokedAt != nil || !got.CreatedAt.Equal(t0) ||
+			got.CreatedBy != "usr_1" || got.RevokedBy != "" || got.RotatedFrom != "" {
+			t.Fatalf("got %+v", got)
+		}
+		if p, _, _ := s.KeyByPrefix(ctx, plain.Prefix); p.Restricted() {
+			t.Fatalf("unrestricted key came back restricted: %v", p.AgentIDs)
+		}
+		_, _, err = s.KeyByPrefix(ctx, "pfx_unknown")
+		wantNotFound(t, "unknown prefix", err)
+
+		if err := s.SetAccountActive(ctx, acct.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, active, _ := s.KeyByPrefix(ctx, k.Prefix); active {
+			t.Fatal("deactivated account reported active")
+		}
+
+		dup := k
+		dup.ID = domain.NewID(domain.PrefixKey, t0)
+		wantDuplicate(t, "taken prefix", s.CreateKey(ctx, dup, event(acct.ID, dup.ID, "created", t0)), k.ID)
+
+		if _, err := s.GetKey(ctx, acct.ID, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.GetKey(ctx, other.ID, k.ID)
+		wantNotFound(t, "key of another account", err)
+		if g, err := s.GetKeyByID(ctx, k.ID); err != nil || g.ID != k.ID {
+			t.Fatalf("by id: %v, %v", g.ID, err)
+		}
+		_, err = s.GetKeyByID(ctx, "key_nope")
+		wantNotFound(t, "unknown id", err)
+
+		list, err := s.ListKeys(ctx, acct.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Same creation time: in id order.
+		want := []string{k.ID, plain.ID}
+		slices.Sort(want)
+		if len(list) != 2 || list[0].ID != want[0] || list[1].ID != want[1] {
+			t.Fatalf("list: %+v", list)
+		}
+		for _, l := range list {
+			if l.ID == k.ID && !slices.Equal(l.AgentIDs, k.AgentIDs) {
+				t.Fatalf("listed restriction %v, want %v", l.AgentIDs, k.AgentIDs)
+			}
+		}
+		if l, err := s.ListKeys(ctx, other.ID); err != nil || len(l) != 0 {
+			t.Fatalf("other account's keys: %v, %v", l, err)
+		}
+
+		if err := s.SetKeyRateLimit(ctx, k.ID, 7, event(acct.ID, k.ID, "rate_limit_changed", t0.Add(time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		if g, _ := s.GetKeyByID(ctx, k.ID); g.RateLimitPerMinute != 7 {
+			t.Fatalf("rate limit %d", g.RateLimitPerMinute)
+		}
+		wantNotFound(t, "rate limit of unknown", s.SetKeyRateLimit(ctx, "key_nope", 7, event(acct.ID, "key_nope", "x", t0)))
+	})
+}
+
+func TestRevokeKey(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, other := newAccount(t, s), newAccount(t, s)
+		k := newKey(t, s, acct.ID)
+		at := t0.Add(time.Minute)
+
+		wantNotFound(t, "revoke from another account",
+			s.RevokeKey(ctx, other.ID, k.ID, "usr_2", at, event(other.ID, k.ID, "revoked", at)))
+		wantNotFound(t, "revoke unknown",
+			s.RevokeKey(ctx, acct.ID, "key_nope", "usr_2", at, event(acct.ID, "key_nope", "revoked", at)))
+		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_2", at, event(acct.ID, k.ID, "revoked", at)); err != nil {
+			t.Fatal(err)
+		}
+		later := at.Add(time.Minute)
+		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_3", later, event(acct.ID, k.ID, "revoked", later)); err != nil {
+			t.Fatalf("revoking a revoked key: %v", err)
+		}
+		got, _, err := s.KeyByPrefix(ctx, k.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.RevokedAt == nil || !got.RevokedAt.Equal(at) || got.RevokedBy != "usr_2" || got.Status(later) != domain.KeyRevoked {
+			t.Fatalf("revoked key: %+v", got)
+		}
+		evs, err := s.ListAuditEvents(ctx, acct.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var actions []string
+		for _, ev := range evs {
+			actions = append(actions, ev.Action)
+		}
+		if !slices.Equal(actions, []string{"revoked", "created"}) {
+			t.Fatalf("events newest first: %v", actions)
+		}
+	})
+}
+
+func TestAuditEvents(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct := newAccount(t, s)
+		var evs []domain.AuditEvent
+		for i := range 5 {
+			// Pairs share a millisecond: ties are broken by id.
+			ev := event(acct.ID, "key_x", fmt.Sprint("a", i), t0.Add(time.Duration(i/2)*time.Second))
+			ev.Detail = "detail"
+			if err := s.AddAuditEvent(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, ev)
+		}
+		slices.SortFunc(evs, func(a, b domain.AuditEvent) int {
+			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(b.ID, a.ID)
+		})
+		got, err := s.ListAuditEvents(ctx, acct.ID, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, evs[:3]) {
+			t.Fatalf("limit 3, newest first:\n%+v\nwant\n%+v", got, evs[:3])
+		}
+		if all, err := s.ListAuditEvents(ctx, acct.ID, 0); err != nil || !slices.Equal(all, evs) {
+			t.Fatalf("no limit: %+v, %v", all, err)
+		}
+	})
+}
+
+func TestTouchKeysMonotonic(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct := newAccount(t, s)
+		k1, k2 := newKey(t, s, acct.ID), newKey(t, s, acct.ID)
+		t1, t2, t3 := t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second)
+		lastUsed := func(id string) *time.Time {
+			t.Helper()
+			k, err := s.GetKeyByID(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k.LastUsedAt
+		}
+		if err := s.TouchKeys(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.TouchKeys(ctx, map[string]time.Time{k1.ID: t2, k2.ID: t1, "key_unknown": t3}); err != nil {
+			t.Fatal(err)
+		}
+		// An older flush, as from a slower instance, moves nothing back.
+		if err := s.TouchKeys(ctx, map[string]time.Time{k1.ID: t1, k2.ID: t2}); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastUsed(k1.ID); got == nil || !got.Equal(t2) {
+			t.Fatalf("k1 last used %v, want %v", got, t2)
+		}
+		if got := lastUsed(k2.ID); got == nil || !got.Equal(t2) {
+			t.Fatalf("k2 last used %v, want %v", got, t2)
+		}
+		// Concurrent flushes end at the newest time.
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				at := t0.Add(time.Duration(10+i) * time.Second)
+				if err := s.TouchKeys(ctx, map[string]time.Time{k1.ID: at, k2.ID: at}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if got, want := lastUsed(k1.ID), t0.Add(29*time.Second); got == nil || !got.Equal(want) {
+			t.Fatalf("after concurrent touches %v, want %v", got, want)
+		}
+	})
+}
+
+func TestAgents(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, other := newAccount(t, s), newAccount(t, s)
+		ag := newAgent(t, s, acct.ID, "Support Bot", t0)
+		got, err := s.GetAgent(ctx, acct.ID, ag.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != ag {
+			t.Fatalf("got %+v, want %+v", got, ag)
+		}
+		_, err = s.GetAgent(ctx, other.ID, ag.ID)
+		wantNotFound(t, "agent of another account", err)
+
+		// The name key is trimmed and case-folded.
+		dup := ag
+		dup.ID, dup.Name = domain.NewID(domain.PrefixAgent, t0), "  support BOT "
+		wantDuplicate(t, "same name key", s.CreateAgent(ctx, dup), ag.ID)
+		// Names are unique per account only.
+		newAgent(t, s, other.ID, "Support Bot", t0)
+
+		disabled := ag
+		disabled.ID, disabled.Name, disabled.Enabled = domain.NewID(domain.PrefixAgent, t0), "Off", false
+		if err := s.CreateAgent(ctx, disabled); err != nil {
+			t.Fatal(err)
+		}
+		if g, _ := s.GetAgent(ctx, acct.ID, disabled.ID); g.Enabled {
+			t.Fatal("disabled agent came back enabled")
+		}
+	})
+}
+
+func TestConcurrentCreateAgentOneWinner(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct := newAccount(t, s)
+		const n = 20
+		ids := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				a := domain.Agent{
+					ID: domain.NewID(domain.PrefixAgent, t0), AccountID: acct.ID, Name: fmt.Sprintf("Racer%s", strings.Repeat(" ", i%3)),
+					Enabled: true, CreatedAt: t0, UpdatedAt: t0,
+				}
+				ids[i] = a.ID
+				<-start
+				errs[i] = s.CreateAgent(ctx, a)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := ""
+		for i, err := range errs {
+			if err == nil {
+				if winner != "" {
+					t.Fatalf("two winners: %s and %s", winner, ids[i])
+				}
+				winner = ids[i]
+			}
+		}
+		if winner == "" {
+			t.Fatalf("no winner: %v", errs)
+		}
+		for i, err := range errs {
+			if ids[i] != winner {
+				wantDuplicate(t, fmt.Sprintf("loser %d", i), err, winner)
+			}
+		}
+		list, err := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID})
+		if err != nil || len(list) != 1 || list[0].ID != winner {
+			t.Fatalf("stored: %v, %v", list, err)
+		}
+	})
+}
+
+func TestUpdateAgent(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, other := newAccount(t, s), newAccount(t, s)
+		a := newAgent(t, s, acct.ID, "Alpha", t0)
+		b := newAgent(t, s, acct.ID, "Beta", t0)
+		later := t0.Add(time.Hour + 1500*time.Microsecond)
+
+		_, err := s.UpdateAgent(ctx, other.ID, a.ID, func(*domain.Agent) (bool, error) {
+			t.Fatal("fn called for an agent of another account")
+			return false, nil
+		})
+		wantNotFound(t, "update in another account", err)
+
+		// No change: nothing is written.
+		got, err := s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
+			if *ag != a {
+				t.Errorf("fn saw %+v, want %+v", *ag, a)
+			}
+			return false, nil
+		})
+		if err != nil || got != a {
+			t.Fatalf("unchanged: %+v, %v", got, err)
+		}
+
+		// fn's error comes back as is, and nothing is written.
+		boom := errors.New("boom")
+		_, err = s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
+			ag.Name = "Gamma"
+			return true, boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("fn error: %v", err)
+		}
+
+		got, err = s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
+			ag.Name, ag.Instructions, ag.Enabled, ag.UpdatedAt = "ALPHA", "new", false, later
+			ag.CreatedAt = later // not fn's to change; ignored
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("rename to own name key: %v", err)
+		}
+		want := domain.Agent{ID: a.ID, AccountID: acct.ID, Name: "ALPHA", Instructions: "new", Enabled: false,
+			CreatedAt: t0, UpdatedAt: later.Truncate(time.Millisecond)}
+		if got != want {
+			t.Fatalf("returned %+v, want %+v", got, want)
+		}
+		if stored, _ := s.GetAgent(ctx, acct.ID, a.ID); stored != want {
+			t.Fatalf("stored %+v, want %+v", stored, want)
+		}
+
+		_, err = s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
+			ag.Name = " beta"
+			return true, nil
+		})
+		wantDuplicate(t, "rename onto another agent", err, b.ID)
+		if stored, _ := s.GetAgent(ctx, acct.ID, a.ID); stored != want {
+			t.Fatalf("failed rename changed the agent: %+v", stored)
+		}
+
+		// Concurrent updates serialize: every increment survives.
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				_, err := s.UpdateAgent(ctx, acct.ID, b.ID, func(ag *domain.Agent) (bool, error) {
+					ag.Instructions += "x"
+					return true, nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if stored, _ := s.GetAgent(ctx, acct.ID, b.ID); stored.Instructions != "be kind"+strings.Repeat("x", 10) {
+			t.Fatalf("lost updates: %q", stored.Instructions)
+		}
+	})
+}
+
+func TestListAgentsKeysetPagination(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, other := newAccount(t, s), newAccount(t, s)
+		newAgent(t, s, other.ID, "elsewhere", t0)
+		// 23 agents over 5 distinct milliseconds: ties are broken by id.
+		var all []domain.Agent
+		for i := range 23 {
+			at := t0.Add(time.Duration(i%5) * time.Millisecond)
+			all = append(all, newAgent(t, s, acct.ID, fmt.Sprint("agent ", i), at))
+		}
+		slices.SortFunc(all, func(a, b domain.Agent) int {
+			if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		var got []domain.Agent
+		q := store.AgentQuery{AccountID: acct.ID, Limit: 4}
+		pages := 0
+		for {
+			page, err := s.ListAgents(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			got = append(got, page...)
+			if len(page) < q.Limit {
+				break
+			}
+			last := page[len(page)-1]
+			q.AfterCreatedAt, q.AfterID = last.CreatedAt, last.ID
+		}
+		if pages != 6 {
+			t.Fatalf("%d pages, want 6", pages)
+		}
+		if !slices.Equal(got, all) {
+			t.Fatalf("paged:\n%v\nwant:\n%v", got, all)
+		}
+
+		all2, err := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID})
+		if err != nil || !slices.Equal(all2, all) {
+			t.Fatalf("no limit: %d agents, %v", len(all2), err)
+		}
+	})
+}
+
+func TestListAgentsFilters(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct := newAccount(t, s)
+		var agents []domain.Agent
+		for i := range 6 {
+			agents = append(agents, newAgent(t, s, acct.ID, fmt.Sprint("f", i), t0.Add(time.Duration(i)*time.Second)))
+		}
+		ids := func(list []domain.Agent) []string {
+			var out []string
+			for _, a := range list {
+				out = append(out, a.ID)
+			}
+			return out
+		}
+
+		since := t0.Add(3 * time.Second)
+		list, err := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ids(agents[3:]); !slices.Equal(ids(list), want) {
+			t.Fatalf("updated since: %v, want %v", ids(list), want)
+		}
+		// An update moves an old agent into the window.
+		if _, err := s.UpdateAgent(ctx, acct.ID, agents[0].ID, func(a *domain.Agent) (bool, error) {
+			a.Instructions, a.UpdatedAt = "changed", since
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		list, _ = s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
+		if want := append([]string{agents[0].ID}, ids(agents[3:])...); !slices.Equal(ids(list), want) {
+			t.Fatalf("updated since after update: %v, want %v", ids(list), want)
+		}
+
+		k := newKey(t, s, acct.ID, agents[4].ID, agents[1].ID, agents[2].ID)
+		list, err = s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: k.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ids([]domain.Agent{agents[1], agents[2], agents[4]}); !slices.Equal(ids(list), want) {
+			t.Fatalf("only key: %v, want %v", ids(list), want)
+		}
+		// All three filters and a page boundary together.
+		list, _ = s.ListAgents(ctx, store.AgentQuery{
+			AccountID: acct.ID, OnlyKeyID: k.ID, UpdatedSince: &since,
+			AfterCreatedAt: agents[1].CreatedAt, AfterID: agents[1].ID, Limit: 5,
+		})
+		if want := []string{agents[4].ID}; !slices.Equal(ids(list), want) {
+			t.Fatalf("combined: %v, want %v", ids(list), want)
+		}
+		plain := newKey(t, s, acct.ID)
+		if list, _ := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: plain.ID}); len(list) != 0 {
+			t.Fatalf("unrestricted key as a filter keeps nothing, got %v", ids(list))
+		}
+	})
+}
+
+func TestQueryPlansUseIndexes(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		since := t0
+		query, args := store.ListAgentsSQL(store.AgentQuery{
+			AccountID: "acct_x", OnlyKeyID: "key_x", UpdatedSince: &since,
+			AfterCreatedAt: t0, AfterID: "agt_x", Limit: 10,
+		})
+		plan, err := s.Explain(ctx, query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The keyset condition is a bound of the index range, not a filter.
+		var want []string
+		if s.Engine() == store.EngineSQLite {
+			want = []string{"USING INDEX agents_page (account_id=? AND (created_at,id)>(?,?))"}
+		} else {
+			want = []string{"Index Scan using agents_page", "Index Cond: ((account_id = ", "ROW(created_at, id) > ROW("}
+		}
+		for _, w := range want {
+			if !strings.Contains(plan, w) {
+				t.Fatalf("list agents plan lacks %q:\n%s", w, plan)
+			}
+		}
+		if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "Sort Key") {
+			t.Fatalf("list agents sorts instead of reading the index in order:\n%s", plan)
+		}
+
+		plan, err = s.Explain(ctx, store.KeyByPrefixSQL, "pfx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Engine() == store.EngineSQLite {
+			want = []string{"SEARCH k USING INDEX", "(prefix=?)", "SEARCH a USING INDEX"}
+		} else {
+			want = []string{"Index Scan using api_keys_prefix_key", "Index Scan using accounts_pkey"}
+		}
+		for _, w := range want {
+			if !strings.Contains(plan, w) {
+				t.Fatalf("key by prefix plan lacks %q:\n%s", w, plan)
+			}
+		}
+	})
+}
+
+func TestSecret(t *testing.T) {
+	ctx := context.Background()
+	for _, e := range storetest.Engines() {
+		t.Run(e, func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "secret.db")
+			if e == store.EnginePostgres {
+				dsn = storetest.PostgresURL(t)
+			}
+			// Two instances on one database, racing for the first secret.
+			var stores [2]*store.Store
+			for i := range stores {
+				s, err := store.Open(ctx, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				stores[i] = s
+			}
+			var got [8][]byte
+			var wg sync.WaitGroup
+			for i := range got {
+				wg.Go(func() {
+					v, err := stores[i%2].Secret(ctx, "cursor")
+					if err != nil {
+						t.Error(err)
+					}
+					got[i] = v
+				})
+			}
+			wg.Wait()
+			for i := range got {
+				if len(got[i]) != 32 || !bytes.Equal(got[i], got[0]) {
+					t.Fatalf("secret %d = %x, secret 0 = %x", i, got[i], got[0])
+				}
+			}
+			other, err := stores[0].Secret(ctx, "other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(other, got[0]) {
+				t.Fatal("two names share one secret")
+			}
+		})
+	}
+}
+
+func TestClaim(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for range 10 {
+			wg.Go(func() {
+				ok, err := s.Claim(ctx, "bootstrap")
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Fatalf("%d claims won, want 1", won)
+		}
+		if ok, err := s.Claim(ctx, "other"); err != nil || !ok {
+			t.Fatalf("another name: %v, %v", ok, err)
+		}
+	})
+}
+
+// BenchmarkKeyByPrefix measures the authentication hot path.
+func BenchmarkKeyByPrefix(b *testing.B) {
+	for _, e := range storetest.Engines() {
+		b.Run(e, func(b *testing.B) {
+			s := storetest.Open(b, e)
+			ctx := context.Background()
+			acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Bench", Active: true, CreatedAt: t0}
+			if err := s.CreateAccount(ctx, acct); err != nil {
+				b.Fatal(err)
+			}
+			ag := domain.Agent{ID: domain.NewID(domain.PrefixAgent, t0), AccountID: acct.ID, Name: "a", CreatedAt: t0, UpdatedAt: t0}
+			if err := s.CreateAgent(ctx, ag); err != nil {
+				b.Fatal(err)
+			}
+			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
+				Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
+				AgentIDs: []string{ag.ID}, RateLimitPerMinute: 1, CreatedAt: t0}
+			if err := s.CreateKey(ctx, k, event(acct.ID, k.ID, "created", t0)); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

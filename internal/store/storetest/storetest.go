@@ -1,0 +1,129 @@
+// Package storetest opens fresh, isolated stores for tests, on SQLite and on
+// PostgreSQL. PostgreSQL comes from AGENTAPI_TEST_POSTGRES_URL (default
+// DefaultPostgresURL); each test gets a database of its own, created for it
+// and dropped after it. When PostgreSQL cannot be reached the test fails
+// when CI is "true" (or "1") and is skipped, with the reason, elsewhere
+// (see testenv.Require).
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/testenv"
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// EnvPostgresURL names the environment variable holding the PostgreSQL
+// server tests may use. Its role must be allowed to create databases.
+const EnvPostgresURL = "AGENTAPI_TEST_POSTGRES_URL"
+
+// DefaultPostgresURL is used when AGENTAPI_TEST_POSTGRES_URL is unset or empty.
+const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Engines lists the engines tests should run against; PostgresURL (and so
+// Open) decides per test whether PostgreSQL is there.
+func Engines() []string { return []string{store.EngineSQLite, store.EnginePostgres} }
+
+// Open returns a store on a fresh database of engine ("sqlite" or
+// "postgres"), closed when the test ends.
+func Open(t testing.TB, engine string) *store.Store {
+	t.Helper()
+	var dsn string
+	switch engine {
+	case store.EngineSQLite:
+		dsn = filepath.Join(t.TempDir(), "agentapi.db")
+	case store.EnginePostgres:
+		dsn = PostgresURL(t)
+	default:
+		t.Fatalf("storetest: unknown engine %q", engine)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("open %s store: %v", engine, err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("close %s store: %v", engine, err)
+		}
+	})
+	return st
+}
+
+// PostgresURL creates a fresh, empty database on the test server and
+// returns its URL; the database is dropped (connections and all) when the
+// test ends. When the server cannot be reached the test fails in CI and is
+// skipped elsewhere.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	base := strings.TrimSpace(os.Getenv(EnvPostgresURL))
+	if base == "" {
+		base = DefaultPostgresURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		// A configuration mistake, not a missing service.
+		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, redact(base))
+		return ""
+	}
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvPostgresURL, err)
+		return ""
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pingCtx, pingCancel := context.WithTimeout(ctx, 3*time.Second)
+	defer pingCancel()
+	if err := admin.PingContext(pingCtx); err != nil {
+		testenv.Require(t, "postgresql", fmt.Sprintf("%s: %v (set %s)", u.Redacted(), err, EnvPostgresURL))
+		return ""
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := "agentapi_test_" + hex.EncodeToString(b[:])
+	// name is made of [a-z0-9_] only, so quoting it is safe.
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+		t.Fatalf("create test database on %s: %v", u.Redacted(), err)
+		return ""
+	}
+	t.Cleanup(func() { dropDatabase(t, base, name) })
+	fresh := *u
+	fresh.Path = "/" + name
+	return fresh.String()
+}
+
+func dropDatabase(t testing.TB, base, name string) {
+	t.Helper()
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Errorf("drop test database %s: %v", name, err)
+		return
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+		t.Errorf("drop test database %s: %v", name, err)
+	}
+}
+
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable)"
+}
