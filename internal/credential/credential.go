@@ -1,0 +1,197 @@
+// Package credential owns the API key credential format
+// `agk_<env>_<prefix>_<secret>`: generation, parsing with its checksum,
+// hashing for storage, and constant-time comparison.
+package credential
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"hash/crc32"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// Shape of a credential (decisions.md).
+const (
+	Tag          = "agk"
+	PrefixLen    = 12
+	RandomLen    = 32
+	ChecksumLen  = 6
+	SecretLen    = RandomLen + ChecksumLen
+	base62       = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	prefixChars  = "0123456789abcdefghijklmnopqrstuvwxyz"
+	maxTextBytes = len(Tag) + 1 + 4 + 1 + PrefixLen + 1 + SecretLen
+)
+
+// ErrMalformed is every parse failure: callers never reveal which check failed.
+var ErrMalformed = errors.New("malformed credential")
+
+// Credential is a parsed credential. Text is the whole string.
+type Credential struct {
+	Env    domain.Env
+	Prefix string
+	Text   string
+}
+
+// DummyHash is compared against when no key has the presented prefix, so an
+// unknown prefix costs what a known one does.
+var DummyHash = sha256.Sum256([]byte("agentapi dummy credential"))
+
+// Generate makes a new credential from a CSPRNG.
+func Generate(env domain.Env) (Credential, error) {
+	if _, ok := domain.ParseEnv(string(env)); !ok {
+		return Credential{}, errors.New("credential: env must be live or test")
+	}
+	buf := make([]byte, 0, maxTextBytes)
+	buf = append(buf, Tag...)
+	buf = append(buf, '_')
+	buf = append(buf, env...)
+	buf = append(buf, '_')
+	prefixStart := len(buf)
+	buf = appendRandom(buf, prefixChars, PrefixLen)
+	prefix := string(buf[prefixStart:])
+	buf = append(buf, '_')
+	buf = appendRandom(buf, base62, RandomLen)
+	buf = append(buf, Checksum(string(buf))...)
+	return Credential{Env: env, Prefix: prefix, Text: string(buf)}, nil
+}
+
+// appendRandom appends n characters drawn uniformly from alphabet, by
+// rejection sampling so no character is more likely than another.
+func appendRandom(buf []byte, alphabet string, n int) []byte {
+	limit := byte(256 - 256%len(alphabet)) // largest multiple of len(alphabet) ≤ 256
+	var b [64]byte
+	for n > 0 {
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+		for _, c := range b {
+			if n == 0 {
+				break
+			}
+			if limit != 0 && c >= limit {
+				continue
+			}
+			buf = append(buf, alphabet[int(c)%len(alphabet)])
+			n--
+		}
+	}
+	return buf
+}
+
+// Checksum is the CRC32 (IEEE) of body in base62, left-padded with '0' to
+// six characters. body is the credential text before the checksum.
+func Checksum(body string) string {
+	sum := crc32.ChecksumIEEE([]byte(body))
+	var out [ChecksumLen]byte
+	for i := ChecksumLen - 1; i >= 0; i-- {
+		out[i] = base62[sum%62]
+		sum /= 62
+	}
+	return string(out[:])
+}
+
+func checksumMatches(body, sum string) bool {
+	c := crc32.ChecksumIEEE([]byte(body))
+	for i := ChecksumLen - 1; i >= 0; i-- {
+		if sum[i] != base62[c%62] {
+			return false
+		}
+		c /= 62
+	}
+	return c == 0
+}
+
+// Parse checks the tag, env, prefix and secret alphabets and lengths, and the
+// checksum. It allocates nothing: the result refers into text.
+func Parse(text string) (Credential, error) {
+	// agk_ + env(4) + _ + prefix + _ + secret
+	const envStart = len(Tag) + 1
+	if len(text) != maxTextBytes || text[:envStart] != Tag+"_" || text[envStart+4] != '_' {
+		return Credential{}, ErrMalformed
+	}
+	env := domain.Env(text[envStart : envStart+4])
+	if env != domain.EnvLive && env != domain.EnvTest {
+		return Credential{}, ErrMalformed
+	}
+	prefixStart := envStart + 5
+	prefix := text[prefixStart : prefixStart+PrefixLen]
+	for i := 0; i < len(prefix); i++ {
+		if c := prefix[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return Credential{}, ErrMalformed
+		}
+	}
+	if text[prefixStart+PrefixLen] != '_' {
+		return Credential{}, ErrMalformed
+	}
+	secret := text[prefixStart+PrefixLen+1:]
+	for i := 0; i < len(secret); i++ {
+		if c := secret[i]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return Credential{}, ErrMalformed
+		}
+	}
+	body := text[:len(text)-ChecksumLen]
+	if !checksumMatches(body, text[len(text)-ChecksumLen:]) {
+		return Credential{}, ErrMalformed
+	}
+	return Credential{Env: env, Prefix: prefix, Text: text}, nil
+}
+
+// Hash is what the store keeps: SHA-256 of the whole credential text.
+func Hash(text string) [32]byte { return sha256.Sum256([]byte(text)) }
+
+// Equal compares text against a stored hash in constant time.
+func Equal(storedHash []byte, text string) bool {
+	h := Hash(text)
+	return len(storedHash) == len(h) && subtle.ConstantTimeCompare(storedHash, h[:]) == 1
+}
+
+// ParseBearer reads an Authorization header value: the scheme "Bearer"
+// (any case), one or more spaces, then a token without spaces.
+func ParseBearer(header string) (token string, ok bool) {
+	const scheme = "bearer"
+	if len(header) <= len(scheme) {
+		return "", false
+	}
+	for i := 0; i < len(scheme); i++ {
+		c := header[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != scheme[i] {
+			return "", false
+		}
+	}
+	rest := header[len(scheme):]
+	if rest[0] != ' ' {
+		return "", false
+	}
+	for len(rest) > 0 && rest[0] == ' ' {
+		rest = rest[1:]
+	}
+	if rest == "" {
+		return "", false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c == ' ' || c == '\t' || c < 0x20 || c == 0x7f {
+			return "", false
+		}
+	}
+	return rest, true
+}
+
+// Redact returns a form of text safe to log: tag, env and prefix, never any
+// of the secret; "" when text does not even look like a credential.
+func Redact(text string) string {
+	const envStart = len(Tag) + 1
+	if len(text) < envStart+5+PrefixLen || text[:envStart] != Tag+"_" {
+		return ""
+	}
+	head := text[:envStart+5+PrefixLen]
+	for i := envStart; i < len(head); i++ {
+		if c := head[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '_') {
+			return ""
+		}
+	}
+	return head + "_…"
+}
