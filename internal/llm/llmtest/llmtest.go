@@ -1,0 +1,123 @@
+// Package llmtest is a fake Chat Completions peer for tests: a real HTTP
+// server on loopback that records what it was asked and answers as told, so
+// tests exercise the same client, wire format and failure paths as
+// production.
+package llmtest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/agentapi/agentapi/internal/llm"
+)
+
+// Request is what the peer received at /v1/chat/completions.
+type Request struct {
+	Model         string
+	Messages      []llm.Message
+	Stream        bool
+	Authorization string // the header as sent, e.g. "Bearer sk-…"; empty when absent
+	// Context ends when the client aborts the request, so a reply can play
+	// a slow model that still notices the caller going away.
+	Context context.Context
+}
+
+// Server is the fake peer. It is closed when the test ends.
+type Server struct {
+	// URL is the base URL to configure the client with; it ends in /v1.
+	URL string
+
+	reply func(Request) (int, string)
+	mu    sync.Mutex
+	reqs  []Request
+}
+
+// NewServer starts a peer that answers each completion request with the
+// status and JSON body reply returns; nil reply means Echo. A reply that
+// blocks must return once req.Context is done, or closing the server waits.
+func NewServer(t testing.TB, reply func(req Request) (status int, body string)) *Server {
+	t.Helper()
+	if reply == nil {
+		reply = Echo
+	}
+	s := &Server{reply: reply}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handle)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL + "/v1"
+	return s
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Model    string        `json:"model"`
+		Messages []llm.Message `json:"messages"`
+		Stream   bool          `json:"stream"`
+	}
+	// Read to the end: only then does the server watch the connection, and
+	// Request.Context end when the client goes away.
+	data, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(data, &body)
+	}
+	if err != nil {
+		http.Error(w, `{"error":{"message":"request body is not JSON"}}`, http.StatusBadRequest)
+		return
+	}
+	req := Request{
+		Model: body.Model, Messages: body.Messages, Stream: body.Stream,
+		Authorization: r.Header.Get("Authorization"), Context: r.Context(),
+	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	status, out := s.reply(req)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(out))
+}
+
+// Requests returns the completion requests received so far, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reqs)
+}
+
+// Echo answers "echo: " followed by the last user message.
+func Echo(req Request) (int, string) {
+	last := ""
+	for _, m := range slices.Backward(req.Messages) {
+		if m.Role == "user" {
+			last = m.Content
+			break
+		}
+	}
+	return http.StatusOK, Answer("echo: " + last)
+}
+
+// Answer is a successful Chat Completions body whose reply is content.
+func Answer(content string) string {
+	b, err := json.Marshal(map[string]any{
+		"id":      "chatcmpl-llmtest",
+		"object":  "chat.completion",
+		"created": 0,
+		"model":   "llmtest",
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       map[string]string{"role": "assistant", "content": content},
+			"finish_reason": "stop",
+		}},
+	})
+	if err != nil {
+		panic(err) // only strings and numbers above: cannot happen
+	}
+	return string(b)
+}
