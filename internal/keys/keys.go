@@ -1,0 +1,328 @@
+// Package keys owns the API key lifecycle: who may create, rotate and revoke
+// keys, with what settings, and the audit trail of it. The operator CLI and
+// the console both go through Service, so the role rule lives in one place.
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentapi/agentapi/internal/credential"
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// Limits on what a key may be given.
+const (
+	MaxNameLength        = 200
+	MaxDescriptionLength = 1000
+	MaxAgents            = 1000
+)
+
+// Service creates, rotates, revokes and lists keys.
+type Service struct {
+	store *store.Store
+	now   func() time.Time
+}
+
+// New returns a Service; now is the clock (time.Now when nil).
+func New(st *store.Store, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: st, now: now}
+}
+
+// Actor is who asks for a change: a user of the account, or support tooling.
+type Actor struct {
+	User    *domain.User // nil for support tooling
+	Support bool
+}
+
+func (a Actor) id() string {
+	if a.User != nil {
+		return a.User.ID
+	}
+	return ""
+}
+
+func (a Actor) label() string {
+	if a.User != nil {
+		return a.User.Email
+	}
+	return "support"
+}
+
+// Manager returns the user with that email if they are an active Owner or
+// Admin of the account. Anyone else, including a user of another account, is
+// refused with access_denied; an unknown account is not_found.
+func (s *Service) Manager(ctx context.Context, accountID, email string) (domain.User, error) {
+	if _, err := s.account(ctx, accountID); err != nil {
+		return domain.User{}, err
+	}
+	u, err := s.store.GetUserByEmail(ctx, domain.NormalizeEmail(email))
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return domain.User{}, domain.Errorf(domain.CodeAccessDenied, "%s is not an Owner or Admin of account %s", email, accountID)
+	case err != nil:
+		return domain.User{}, fmt.Errorf("get user: %w", err)
+	}
+	if u.AccountID != accountID || !u.Active || !u.Role.CanManageKeys() {
+		return domain.User{}, domain.Errorf(domain.CodeAccessDenied, "%s is not an Owner or Admin of account %s", email, accountID)
+	}
+	return u, nil
+}
+
+func (s *Service) account(ctx context.Context, id string) (domain.Account, error) {
+	a, err := s.store.GetAccount(ctx, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return a, domain.Errorf(domain.CodeNotFound, "no account %q", id)
+	}
+	if err != nil {
+		return a, fmt.Errorf("get account: %w", err)
+	}
+	return a, nil
+}
+
+// CreateParams describe a new key.
+type CreateParams struct {
+	AccountID   string
+	Name        string
+	Description string
+	Scopes      []domain.Scope
+	AgentIDs    []string
+	ExpiresAt   *time.Time
+	RateLimit   int // 0: the default
+	Env         domain.Env
+	rotatedFrom string
+}
+
+// Created is a new key and the credential, which exists only here.
+type Created struct {
+	Key        domain.APIKey
+	Credential string
+}
+
+// Create makes a key. The actor must already be authorized for the account
+// (see Manager), or be support.
+func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Created, error) {
+	if actor.User != nil && actor.User.AccountID != p.AccountID {
+		return Created{}, domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), p.AccountID)
+	}
+	if _, err := s.account(ctx, p.AccountID); err != nil {
+		return Created{}, err
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	k, err := s.validate(ctx, p, now)
+	if err != nil {
+		return Created{}, err
+	}
+	k.CreatedBy = actor.id()
+	action, detail := "created", ""
+	if p.rotatedFrom != "" {
+		action, detail = "rotated", "replaces "+p.rotatedFrom
+	}
+	// A prefix collision (12 random base36 characters) is astronomically
+	// rare, but the store refuses it rather than trusting luck: try again.
+	for attempt := 0; ; attempt++ {
+		cred, err := credential.Generate(k.Env)
+		if err != nil {
+			return Created{}, fmt.Errorf("generate credential: %w", err)
+		}
+		h := credential.Hash(cred.Text)
+		k.ID = domain.NewID(domain.PrefixKey, now)
+		k.Prefix = cred.Prefix
+		k.Hash = h[:]
+		ev := domain.AuditEvent{
+			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
+			Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
+		}
+		err = s.store.CreateKey(ctx, k, ev)
+		var dup *domain.DuplicateError
+		if errors.As(err, &dup) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return Created{}, fmt.Errorf("create key: %w", err)
+		}
+		return Created{Key: k, Credential: cred.Text}, nil
+	}
+}
+
+func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (domain.APIKey, error) {
+	name := strings.TrimSpace(p.Name)
+	switch {
+	case name == "":
+		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs a name")
+	case utf8.RuneCountInString(name) > MaxNameLength:
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name has at most %d characters", MaxNameLength)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name cannot contain control characters")
+	}
+	desc := strings.TrimSpace(p.Description)
+	if utf8.RuneCountInString(desc) > MaxDescriptionLength {
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description has at most %d characters", MaxDescriptionLength)
+	}
+	if len(p.Scopes) == 0 {
+		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs at least one scope")
+	}
+	set := map[domain.Scope]bool{}
+	for _, sc := range p.Scopes {
+		if !domain.ValidScope(string(sc)) {
+			return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "unknown scope %q", sc)
+		}
+		set[sc] = true
+	}
+	env := p.Env
+	if env == "" {
+		env = domain.EnvLive
+	}
+	if _, ok := domain.ParseEnv(string(env)); !ok {
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "env must be live or test")
+	}
+	limit := p.RateLimit
+	if limit == 0 {
+		limit = domain.DefaultRateLimitPerMinute
+	}
+	if limit < 1 || limit > domain.MaxRateLimitPerMinute {
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "rate limit must be between 1 and %d requests a minute", domain.MaxRateLimitPerMinute)
+	}
+	var expires *time.Time
+	if p.ExpiresAt != nil {
+		e := p.ExpiresAt.UTC().Truncate(time.Millisecond)
+		if !e.After(now) {
+			return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "expiry must be in the future")
+		}
+		expires = &e
+	}
+	var agents []string
+	for _, id := range p.AgentIDs {
+		id = strings.TrimSpace(id)
+		if id == "" || slices.Contains(agents, id) {
+			continue
+		}
+		if _, err := s.store.GetAgent(ctx, p.AccountID, id); errors.Is(err, domain.ErrNotFound) {
+			return domain.APIKey{}, domain.Errorf(domain.CodeNotFound, "no AI agent %q in account %s", id, p.AccountID)
+		} else if err != nil {
+			return domain.APIKey{}, fmt.Errorf("get agent: %w", err)
+		}
+		agents = append(agents, id)
+	}
+	if len(agents) > MaxAgents {
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key may be restricted to at most %d AI agents", MaxAgents)
+	}
+	return domain.APIKey{
+		AccountID: p.AccountID, Name: name, Description: desc, Env: env,
+		Scopes: domain.NormalizeScopes(set), AgentIDs: agents, RateLimitPerMinute: limit,
+		ExpiresAt: expires, CreatedAt: now, RotatedFrom: p.rotatedFrom,
+	}, nil
+}
+
+// Rotate creates a second key with the same scopes, restriction, rate limit,
+// env and expiry policy as keyID, leaving keyID active so traffic can move
+// before it is revoked. A key that expired keeps its lifetime: the new key
+// gets the same duration from now.
+func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID string) (Created, error) {
+	old, err := s.Get(ctx, accountID, keyID)
+	if err != nil {
+		return Created{}, err
+	}
+	if old.RevokedAt != nil {
+		return Created{}, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; create a new key instead", keyID)
+	}
+	p := CreateParams{
+		AccountID: accountID, Name: rotatedName(old.Name), Description: old.Description,
+		Scopes: old.Scopes, AgentIDs: old.AgentIDs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
+	}
+	if old.ExpiresAt != nil {
+		e := s.now().Add(old.ExpiresAt.Sub(old.CreatedAt))
+		p.ExpiresAt = &e
+	}
+	p.rotatedFrom = old.ID
+	return s.Create(ctx, actor, p)
+}
+
+func rotatedName(name string) string {
+	const suffix = " (rotated)"
+	if strings.HasSuffix(name, suffix) || utf8.RuneCountInString(name)+utf8.RuneCountInString(suffix) > MaxNameLength {
+		return name
+	}
+	return name + suffix
+}
+
+// Get returns a key of the account; not_found otherwise.
+func (s *Service) Get(ctx context.Context, accountID, keyID string) (domain.APIKey, error) {
+	k, err := s.store.GetKey(ctx, accountID, keyID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return k, domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
+	}
+	if err != nil {
+		return k, fmt.Errorf("get key: %w", err)
+	}
+	return k, nil
+}
+
+// Revoke revokes a key of the account at once, on every instance: the next
+// request with it gets 401. Revoking a revoked key changes nothing.
+func (s *Service) Revoke(ctx context.Context, actor Actor, accountID, keyID string) error {
+	if actor.User != nil && actor.User.AccountID != accountID {
+		return domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), accountID)
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	ev := domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
+		Action: "revoked", ActorID: actor.id(), Actor: actor.label(), CreatedAt: now,
+	}
+	err := s.store.RevokeKey(ctx, accountID, keyID, actor.id(), now, ev)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
+	}
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	return nil
+}
+
+// SetRateLimit changes a key's ceiling; support only. It applies on the
+// key's next request, on every instance, because the ceiling is read with
+// the key.
+func (s *Service) SetRateLimit(ctx context.Context, keyID string, n int) error {
+	if n < 1 || n > domain.MaxRateLimitPerMinute {
+		return domain.Errorf(domain.CodeInvalidValue, "rate limit must be between 1 and %d requests a minute", domain.MaxRateLimitPerMinute)
+	}
+	k, err := s.store.GetKeyByID(ctx, keyID)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "no API key %q", keyID)
+	}
+	if err != nil {
+		return fmt.Errorf("get key: %w", err)
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	ev := domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
+		Action: "rate_limit_changed", Actor: "support",
+		Detail: fmt.Sprintf("%d → %d requests a minute", k.RateLimitPerMinute, n), CreatedAt: now,
+	}
+	if err := s.store.SetKeyRateLimit(ctx, keyID, n, ev); err != nil {
+		return fmt.Errorf("set rate limit: %w", err)
+	}
+	return nil
+}
+
+// List returns the account's keys, oldest first.
+func (s *Service) List(ctx context.Context, accountID string) ([]domain.APIKey, error) {
+	if _, err := s.account(ctx, accountID); err != nil {
+		return nil, err
+	}
+	ks, err := s.store.ListKeys(ctx, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return ks, nil
+}
