@@ -1,0 +1,60 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"time"
+)
+
+// A cursor is opaque to clients: version, the last row's position in the
+// keyset order, and a MAC that binds it to the account and the filter that
+// produced it. A tampered cursor, or one replayed with another filter or by
+// another account, fails the MAC.
+const (
+	cursorVersion = 1
+	cursorMACLen  = 16
+	maxCursorLen  = 256
+)
+
+type cursor struct {
+	createdAt time.Time
+	id        string
+}
+
+func cursorMAC(key []byte, accountID, filter string, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("agentapi cursor v1\x00"))
+	m.Write([]byte(accountID))
+	m.Write([]byte{0})
+	m.Write([]byte(filter))
+	m.Write([]byte{0})
+	m.Write(payload)
+	return m.Sum(nil)[:cursorMACLen]
+}
+
+func encodeCursor(key []byte, accountID, filter string, c cursor) string {
+	payload := make([]byte, 0, 1+8+len(c.id)+cursorMACLen)
+	payload = append(payload, cursorVersion)
+	payload = binary.BigEndian.AppendUint64(payload, uint64(c.createdAt.UnixMilli()))
+	payload = append(payload, c.id...)
+	payload = append(payload, cursorMAC(key, accountID, filter, payload)...)
+	return base64.RawURLEncoding.EncodeToString(payload)
+}
+
+func decodeCursor(key []byte, accountID, filter, s string) (cursor, bool) {
+	if len(s) > maxCursorLen {
+		return cursor{}, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 1+8+1+cursorMACLen || b[0] != cursorVersion {
+		return cursor{}, false
+	}
+	payload, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
+	if !hmac.Equal(mac, cursorMAC(key, accountID, filter, payload)) {
+		return cursor{}, false
+	}
+	ms := int64(binary.BigEndian.Uint64(payload[1:9]))
+	return cursor{createdAt: time.UnixMilli(ms).UTC(), id: string(payload[9:])}, true
+}

@@ -1,0 +1,40 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// keyObject is the contract's API key object, as GET /me describes it.
+type keyObject struct {
+	ID                 string         `json:"id"`
+	Name               string         `json:"name"`
+	Description        string         `json:"description"`
+	Prefix             string         `json:"prefix"`
+	Scopes             []domain.Scope `json:"scopes"`
+	RateLimitPerMinute int            `json:"rate_limit_per_minute"`
+	LastUsedAt         *string        `json:"last_used_at"`
+	ExpiresAt          *string        `json:"expires_at"`
+}
+
+func (s *Server) handleMe() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := authFrom(r.Context())
+		var p problems
+		p.query(r)
+		if err := p.err(); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		k := a.key
+		// The stored last_used_at lags by up to a second (write-behind);
+		// this request is the latest use, so it is what /me shows.
+		now := a.now
+		writeJSON(w, http.StatusOK, single{Data: keyObject{
+			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
+			Scopes: k.Scopes, RateLimitPerMinute: k.RateLimitPerMinute,
+			LastUsedAt: formatTimePtr(&now), ExpiresAt: formatTimePtr(k.ExpiresAt),
+		}})
+	})
+}

@@ -1,0 +1,387 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/credential"
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+)
+
+type ctxKey int
+
+const (
+	ctxRequestID ctxKey = iota
+	ctxAuth
+	ctxLogAttrs
+)
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxRequestID).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// recorder remembers what a handler wrote, for the request log and for
+// panic recovery (a 500 can only be sent if nothing was).
+type recorder struct {
+	http.ResponseWriter
+	status  int
+	written int64
+	keyPfx  string
+	route   string // the matched pattern, for metrics
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.written += int64(n)
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// observe gives every response an X-Request-Id, turns a panic into a 500
+// server_error naming that id (the stack goes only to the log), and writes
+// one JSON log line per request. The line carries no query string and no
+// credential: only the key's public prefix.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := newRequestID()
+		w.Header().Set("X-Request-Id", id)
+		rec := &recorder{ResponseWriter: w}
+		ctx := context.WithValue(r.Context(), ctxRequestID, id)
+		ctx = context.WithValue(ctx, ctxLogAttrs, rec)
+		r = r.WithContext(ctx)
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic", "request_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					writeError(rec, r, s.log, domain.Errorf(domain.CodeServerError,
+						"The service failed to handle this request; it is safe to retry with backoff (request id %s).", id))
+				}
+			}
+			if rec.route == "" {
+				rec.route = r.Pattern
+			}
+			if rec.route == "" {
+				rec.route = "unmatched"
+			}
+			d := time.Since(start)
+			s.metrics.Request(rec.route, r.Method, rec.status, d)
+			s.log.Info("request", "request_id", id, "method", r.Method, "path", logPath(r.URL.Path),
+				"route", rec.route, "status", rec.status, "bytes", rec.written,
+				"duration_ms", float64(d.Microseconds())/1000, "key_prefix", rec.keyPfx, "remote", clientAddr(r))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// logPath keeps a credential pasted into a URL path out of the log.
+func logPath(p string) string {
+	if !strings.Contains(p, "agk_") {
+		return p
+	}
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		if strings.Contains(part, "agk_") {
+			parts[i] = "[redacted]"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// queryCredentialNames are refused in the query string before anything else.
+var queryCredentialNames = []string{"authorization", "access_token", "api_key", "apikey", "token"}
+
+func hasQueryCredential(raw string) bool {
+	if raw == "" {
+		return false
+	}
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		for _, piece := range strings.Split(part, ";") {
+			name, _, _ := strings.Cut(piece, "=")
+			if n, err := unescapeLoose(name); err == nil {
+				name = n
+			}
+			for _, c := range queryCredentialNames {
+				if strings.EqualFold(name, c) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func unescapeLoose(s string) (string, error) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, nil
+	}
+	return url.QueryUnescape(s)
+}
+
+// auth is what the authentication step learned about a request.
+type auth struct {
+	key domain.APIKey
+	now time.Time
+}
+
+func authFrom(ctx context.Context) auth {
+	a, _ := ctx.Value(ctxAuth).(auth)
+	return a
+}
+
+// serveV1 runs the order of checks of decisions.md up to routing.
+func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	// 1. A credential in the query string is refused before anything else.
+	rec, _ := ctx.Value(ctxLogAttrs).(*recorder)
+	if rec == nil {
+		rec = &recorder{}
+	}
+	rec.route = "/v1 (refused before routing)"
+	if hasQueryCredential(r.URL.RawQuery) {
+		s.metrics.AuthFailure("query_credential")
+		s.refuseAnonymous(w, r, domain.Errorf(domain.CodeAccessDenied,
+			"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
+		return
+	}
+	// 2. Exactly one Authorization header with a Bearer token.
+	headers := r.Header.Values("Authorization")
+	token, ok := "", len(headers) == 1
+	if ok {
+		token, ok = credential.ParseBearer(headers[0])
+	}
+	if !ok {
+		s.metrics.AuthFailure("header")
+		s.refuseAnonymous(w, r, domain.Errorf(domain.CodeInvalidCredentials,
+			"The Authorization header is missing or malformed; send Authorization: Bearer <API key>."))
+		return
+	}
+	// 3. The key itself.
+	now := s.now().UTC()
+	key, reason, err := s.authenticate(ctx, token, now)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if reason != "" {
+		s.metrics.AuthFailure(reason)
+		s.refuseAnonymous(w, r, domain.Errorf(domain.CodeInvalidCredentials, "The API key is invalid."))
+		return
+	}
+	rec.keyPfx = key.Prefix
+	// 4. The key's rate limit; refused requests are not counted.
+	res, err := s.limiter.Allow(ctx, key.ID, key.RateLimitPerMinute)
+	if err != nil {
+		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
+		return
+	}
+	setRateHeaders(w.Header(), res, now, "per-key")
+	if !res.Allowed {
+		s.metrics.RateLimited("key")
+		writeError(w, r, s.log, rateLimited(res))
+		return
+	}
+	s.toucher.Touch(key.ID, now)
+	// 5. Routing: an unclean path is no endpoint (a mux would redirect it).
+	if p := r.URL.Path; p != "/v1/" && path.Clean(p) != p {
+		rec.route = "unmatched"
+		writeError(w, r, s.log, notFoundRoute(r))
+		return
+	}
+	inner := r.WithContext(context.WithValue(ctx, ctxAuth, auth{key: key, now: now}))
+	s.mux.ServeHTTP(w, inner)
+	rec.route = inner.Pattern
+}
+
+// authenticate returns the key for token, or the reason it is unusable
+// (for metrics only: the client gets one answer whatever the reason). An
+// unknown prefix costs the same hash comparison as a known one, so timing
+// does not tell them apart either. Malformed tokens (failed checksum) are
+// refused before any lookup.
+func (s *Server) authenticate(ctx context.Context, token string, now time.Time) (domain.APIKey, string, error) {
+	cred, err := credential.Parse(token)
+	if err != nil {
+		return domain.APIKey{}, "malformed", nil
+	}
+	start := time.Now()
+	k, accountActive, err := s.store.KeyByPrefix(ctx, cred.Prefix)
+	s.metrics.Store("key_by_prefix", time.Since(start))
+	if errors.Is(err, domain.ErrNotFound) {
+		credential.Equal(credential.DummyHash[:], token)
+		return domain.APIKey{}, "unknown", nil
+	}
+	if err != nil {
+		return domain.APIKey{}, "", fmt.Errorf("look up key: %w", err)
+	}
+	switch {
+	case !credential.Equal(k.Hash, token):
+		return k, "wrong_secret", nil
+	case k.Env != cred.Env:
+		return k, "env_mismatch", nil
+	case !accountActive:
+		return k, "account_inactive", nil
+	}
+	switch k.Status(now) {
+	case domain.KeyRevoked:
+		return k, "revoked", nil
+	case domain.KeyExpired:
+		s.expiredInUse(ctx, k, now)
+		return k, "expired", nil
+	}
+	return k, "", nil
+}
+
+// refuseAnonymous answers a request that identified no key. Such requests
+// are limited per client address; past the limit they get 429 instead.
+func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal *domain.Error) {
+	res, err := s.unauth.Allow(r.Context(), "addr:"+clientAddr(r), s.unauthLimit)
+	if err != nil {
+		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
+		return
+	}
+	setRateHeaders(w.Header(), res, s.now(), "per-address")
+	if !res.Allowed {
+		s.metrics.RateLimited("address")
+		writeError(w, r, s.log, rateLimited(res))
+		return
+	}
+	writeError(w, r, s.log, refusal)
+}
+
+// setRateHeaders writes the contract's X-RateLimit-* fields and, consistent
+// with them, the IETF httpapi RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers: q quota, w window, r remaining,
+// t seconds until reset).
+func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
+	reset := res.Reset.Unix()
+	h.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	secs := max(reset-now.Unix(), 0)
+	h.Set("RateLimit-Policy", `"`+policy+`";q=`+strconv.Itoa(res.Limit)+";w=60")
+	h.Set("RateLimit", `"`+policy+`";r=`+strconv.Itoa(res.Remaining)+";t="+strconv.FormatInt(secs, 10))
+	if !res.Allowed {
+		h.Set("Retry-After", strconv.Itoa(retrySeconds(res)))
+	}
+}
+
+func retrySeconds(res ratelimit.Result) int {
+	secs := int((res.RetryAfter + time.Second - 1) / time.Second)
+	return max(secs, 1)
+}
+
+func rateLimited(res ratelimit.Result) error {
+	return domain.Errorf(domain.CodeRateLimitExceeded,
+		"Rate limit of %d requests per minute exceeded; retry after %d seconds.", res.Limit, retrySeconds(res))
+}
+
+func notFoundRoute(r *http.Request) error {
+	return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", r.Method, logPath(r.URL.Path))
+}
+
+// scoped refuses the route unless the key holds scope (no inheritance).
+func (s *Server) scoped(scope domain.Scope, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !authFrom(r.Context()).key.HasScope(scope) {
+			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+				"This API key lacks the %s scope, which this endpoint requires.", scope))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// agentRoute enforces a key's agent restriction on routes naming an agent:
+// an agent of the caller's account outside the list is 403, and an id not in
+// the caller's account is 404 for every key, never 403.
+func (s *Server) agentRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := authFrom(r.Context())
+		id := r.PathValue("agent_id")
+		if !a.key.AllowsAgent(id) {
+			if _, err := s.store.GetAgent(r.Context(), a.key.AccountID, id); err != nil {
+				if errors.Is(err, domain.ErrNotFound) {
+					err = agentNotFound(id)
+				}
+				writeError(w, r, s.log, err)
+				return
+			}
+			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+				"This API key is restricted to other AI agents."))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func agentNotFound(id string) error {
+	if r := []rune(id); len(r) > 64 {
+		id = string(r[:64]) + "…"
+	}
+	return domain.Errorf(domain.CodeNotFound, "No AI agent %q in this account.", id)
+}
+
+// expiredInUse puts the first use of an expired key into the account's
+// audit trail (the console shows it), once per key per process; the store
+// write happens off the request path.
+func (s *Server) expiredInUse(ctx context.Context, k domain.APIKey, now time.Time) {
+	if _, seen := s.expired.LoadOrStore(k.ID, true); seen {
+		return
+	}
+	ev := domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
+		Action: "expired_in_use", Actor: "system", Detail: "a request used the key after it expired",
+		CreatedAt: now.Truncate(time.Millisecond),
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.store.AddAuditEvent(ctx, ev); err != nil {
+			s.log.Warn("audit expired key use", "key_prefix", k.Prefix, "err", err)
+			s.expired.Delete(k.ID)
+		}
+	}()
+}

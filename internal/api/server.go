@@ -1,0 +1,133 @@
+// Package api serves agentapi's public HTTP API under /v1, with the health
+// endpoints, and mounts the console beside it on one handler.
+//
+// Every /v1 request passes the checks of decisions.md in their order:
+// query-string credential, Authorization header, key, rate limit, route,
+// scope, agent restriction, validation, then the handler.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/llm"
+	"github.com/agentapi/agentapi/internal/metrics"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// DefaultUnauthRateLimit is the per-address ceiling for requests that
+// identify no key (decisions.md).
+const DefaultUnauthRateLimit = 300
+
+// Config holds a Server's dependencies; nothing is global.
+type Config struct {
+	Store   *store.Store
+	Limiter ratelimit.Limiter // per key
+	// UnauthLimiter counts requests that identify no key, per client address.
+	UnauthLimiter   ratelimit.Limiter
+	UnauthRateLimit int
+	Toucher         *keys.Toucher
+	Log             *slog.Logger
+	Now             func() time.Time
+	// CursorKey authenticates pagination cursors; every instance sharing a
+	// database must use the same one (store.Secret).
+	CursorKey []byte
+	// LLM answers questions; nil when no model is configured.
+	LLM *llm.Client
+	// Console is mounted at /console/ when set.
+	Console http.Handler
+	// Metrics receives request, auth, rate-limit and store figures; nil is fine.
+	Metrics *metrics.Metrics
+	// OpenAPI serves the API description at GET /v1/openapi.json, without a key.
+	OpenAPI http.Handler
+}
+
+// Server is the /v1 API.
+type Server struct {
+	store       *store.Store
+	limiter     ratelimit.Limiter
+	unauth      ratelimit.Limiter
+	unauthLimit int
+	toucher     *keys.Toucher
+	log         *slog.Logger
+	now         func() time.Time
+	cursorKey   []byte
+	llm         *llm.Client
+	metrics     *metrics.Metrics
+	mux         *http.ServeMux
+	// expired remembers keys whose use after expiry is already in the audit trail.
+	expired sync.Map
+}
+
+// New returns the whole HTTP handler: /v1, /healthz, /readyz and the console.
+func New(cfg Config) http.Handler {
+	s := &Server{
+		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter,
+		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
+		now: cfg.Now, cursorKey: cfg.CursorKey, llm: cfg.LLM, metrics: cfg.Metrics,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.unauthLimit <= 0 {
+		s.unauthLimit = DefaultUnauthRateLimit
+	}
+	s.mux = http.NewServeMux()
+	s.routes(s.mux)
+
+	root := http.NewServeMux()
+	root.Handle("GET /healthz", handleHealth())
+	root.Handle("GET /readyz", handleReady(s.store))
+	if cfg.Console != nil {
+		root.Handle("/console/", cfg.Console)
+		root.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
+	}
+	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
+	}))
+	// /v1 bypasses root's ServeMux: a mux would redirect unclean paths
+	// (//, /./) before authentication, and the contract wants every /v1
+	// request authenticated first and unknown paths answered 404.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cfg.OpenAPI != nil && r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == "" {
+			cfg.OpenAPI.ServeHTTP(w, r)
+			return
+		}
+		if p := r.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
+			s.serveV1(w, r)
+			return
+		}
+		root.ServeHTTP(w, r)
+	})
+	return s.observe(h)
+}
+
+func handleHealth() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+}
+
+func handleReady(st *store.Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := st.Ping(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorFields{
+				Code: domain.CodeServerError, Message: "The store is unreachable.",
+			}})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+}

@@ -1,0 +1,220 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// precedence is decisions.md's order of validation failures: when several
+// apply, error.code is the earliest of them and error.errors lists them all.
+var precedence = []domain.Code{
+	domain.CodeInvalidField, // unknown query parameter (and, after the body checks, unknown attribute)
+	domain.CodeUnsupportedType,
+	domain.CodeFileTooLarge,
+	domain.CodeInvalidJSON,
+	domain.CodeMissingField,
+	domain.CodeDatatypeMismatch,
+	domain.CodeInvalidValue,
+}
+
+// problems collects what is wrong with a request before its handler runs.
+type problems struct {
+	fields []domain.FieldError
+	body   *domain.Error // the body-level failure, if any
+}
+
+func (p *problems) add(field string, code domain.Code, format string, args ...any) {
+	p.fields = append(p.fields, domain.FieldError{Field: field, Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// err returns nil when the request is valid, else the single envelope that
+// reports it.
+func (p *problems) err() error {
+	if len(p.fields) == 0 && p.body == nil {
+		return nil
+	}
+	for _, code := range precedence {
+		if p.body != nil && p.body.Code == code {
+			return &domain.Error{Code: code, Message: p.body.Message, Fields: p.fields}
+		}
+		for _, f := range p.fields {
+			if f.Code == code {
+				msg := f.Message
+				if len(p.fields) > 1 {
+					msg = fmt.Sprintf("%s (and %d more problems; see errors)", strings.TrimSuffix(msg, "."), len(p.fields)-1)
+				}
+				return &domain.Error{Code: code, Message: msg, Fields: p.fields}
+			}
+		}
+	}
+	return &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid.", Fields: p.fields}
+}
+
+// query checks the query string against the parameters the route accepts:
+// unknown ones are invalid_field, repeated ones invalid_value. It returns the
+// single value of each accepted parameter that was given. Entries follow the
+// order of the query string, so error.errors is stable.
+func (p *problems) query(r *http.Request, allowed ...string) map[string]string {
+	params, ok := parseQuery(r.URL.RawQuery)
+	if !ok {
+		p.add("query", domain.CodeInvalidValue, "The query string is not valid URL encoding.")
+	}
+	out := make(map[string]string, len(params))
+	count := make(map[string]int, len(params))
+	var repeated []string
+	for _, q := range params {
+		count[q.name]++
+		switch {
+		case !slices.Contains(allowed, q.name):
+			if count[q.name] == 1 {
+				p.add(q.name, domain.CodeInvalidField, "%q is not a query parameter of this endpoint.", q.name)
+			}
+		case count[q.name] == 2:
+			repeated = append(repeated, q.name)
+			delete(out, q.name)
+		case count[q.name] == 1:
+			out[q.name] = q.value
+		}
+	}
+	// Repeated parameters come last in decisions.md's order.
+	for _, name := range repeated {
+		p.add(name, domain.CodeInvalidValue, "The query parameter %q is given more than once.", name)
+	}
+	return out
+}
+
+type queryParam struct{ name, value string }
+
+// parseQuery splits a raw query string in order. Unlike url.ParseQuery it
+// keeps the order, and it reports (rather than drops) undecodable parts.
+func parseQuery(raw string) (params []queryParam, ok bool) {
+	ok = true
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		if part == "" {
+			continue
+		}
+		if strings.Contains(part, ";") {
+			ok = false
+			continue
+		}
+		name, value, _ := strings.Cut(part, "=")
+		n, err1 := url.QueryUnescape(name)
+		v, err2 := url.QueryUnescape(value)
+		if err1 != nil || err2 != nil {
+			ok = false
+			continue
+		}
+		params = append(params, queryParam{n, v})
+	}
+	return params, ok
+}
+
+// object reads the body and checks its attribute names against the route's
+// contract; it returns the allowed members by name.
+func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...string) map[string]json.RawMessage {
+	members, bodyErr := readObject(w, r)
+	if bodyErr != nil {
+		p.body = bodyErr
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(members))
+	for _, m := range members {
+		if !slices.Contains(allowed, m.name) {
+			p.add(m.name, domain.CodeInvalidField, "%q is not an attribute of this request.", m.name)
+			continue
+		}
+		out[m.name] = m.raw
+	}
+	return out
+}
+
+// MaxAgentNameLength and friends bound user text (decisions.md).
+const (
+	MaxAgentNameLength    = 200
+	MaxInstructionsLength = 10_000
+	MaxQuestionLength     = 4_000
+)
+
+// name validates a required name attribute: null counts as absent.
+func (p *problems) name(obj map[string]json.RawMessage, field string, required bool) (string, bool) {
+	raw, present := obj[field]
+	if !present || jsonKind(raw) == "null" {
+		if required && obj != nil {
+			p.add(field, domain.CodeMissingField, "%s is required.", field)
+		}
+		return "", false
+	}
+	var s string
+	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
+		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
+		return "", false
+	}
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
+	case utf8.RuneCountInString(s) > MaxAgentNameLength:
+		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, MaxAgentNameLength)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters.", field)
+	default:
+		return s, true
+	}
+	return "", false
+}
+
+// text validates an optional free-text attribute that may span lines.
+func (p *problems) text(obj map[string]json.RawMessage, field string, max int, required bool) (string, bool) {
+	raw, present := obj[field]
+	if !present || (required && jsonKind(raw) == "null") {
+		if required && obj != nil {
+			p.add(field, domain.CodeMissingField, "%s is required.", field)
+		}
+		return "", false
+	}
+	var s string
+	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
+		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
+		return "", false
+	}
+	bad := func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }
+	switch {
+	case required && strings.TrimSpace(s) == "":
+		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
+	case utf8.RuneCountInString(s) > max:
+		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, max)
+	case strings.IndexFunc(s, bad) >= 0:
+		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters other than line breaks and tabs.", field)
+	default:
+		return s, true
+	}
+	return "", false
+}
+
+// boolean validates a required boolean: anything but true or false, null
+// included, is invalid_value (the contract's rule 3).
+func (p *problems) boolean(obj map[string]json.RawMessage, field string) (bool, bool) {
+	raw, present := obj[field]
+	if !present {
+		if obj != nil {
+			p.add(field, domain.CodeMissingField, "%s is required.", field)
+		}
+		return false, false
+	}
+	var b bool
+	if jsonKind(raw) != "boolean" || json.Unmarshal(raw, &b) != nil {
+		p.add(field, domain.CodeInvalidValue, "%s must be true or false.", field)
+		return false, false
+	}
+	return b, true
+}
