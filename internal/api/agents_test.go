@@ -2,8 +2,8 @@ package api
 
 import (
 	"fmt"
-	"slices"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
