@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+func accountCmd(ctx context.Context, e env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: account needs a subcommand: create, deactivate, activate or feature", errUsage)
+	}
+	switch args[0] {
+	case "create":
+		return accountCreate(ctx, e, args[1:])
+	case "deactivate", "activate":
+		return accountSetActive(ctx, e, args[0], args[1:])
+	case "feature":
+		return accountFeature(ctx, e, args[1:])
+	}
+	return fmt.Errorf("%w: unknown account subcommand %q", errUsage, args[0])
+}
+
+func accountCreate(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("account create")
+	name := fs.String("name", "", "the account's name")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "name"); err != nil {
+		return err
+	}
+	n := strings.TrimSpace(*name)
+	if n == "" || utf8.RuneCountInString(n) > 200 || strings.IndexFunc(n, unicode.IsControl) >= 0 {
+		return domain.Errorf(domain.CodeInvalidValue, "an account name is 1 to 200 characters with no control characters")
+	}
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: n, Active: true, CreatedAt: now}
+	if err := st.CreateAccount(ctx, a); err != nil {
+		return fmt.Errorf("create account: %w", err)
+	}
+	fmt.Fprintln(e.stdout, a.ID)
+	return nil
+}
+
+func accountSetActive(ctx context.Context, e env, verb string, args []string) error {
+	fs, db := e.flags("account " + verb)
+	pos, err := parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	err = st.SetAccountActive(ctx, pos[0], verb == "activate")
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "no account %q", pos[0])
+	}
+	if err != nil {
+		return fmt.Errorf("%s account: %w", verb, err)
+	}
+	return nil
+}
+
+func accountFeature(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("account feature")
+	enable := fs.String("enable", "", "feature to switch on (ai-answers)")
+	disable := fs.String("disable", "", "feature to switch off (ai-answers)")
+	pos, err := parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	if (*enable == "") == (*disable == "") {
+		return fmt.Errorf("%w: account feature needs exactly one of --enable or --disable", errUsage)
+	}
+	name, on := *enable, true
+	if name == "" {
+		name, on = *disable, false
+	}
+	f := domain.Feature(name)
+	known := false
+	for _, k := range domain.Features {
+		known = known || k == f
+	}
+	if !known {
+		return domain.Errorf(domain.CodeInvalidValue, "unknown feature %q (known: ai-answers)", name)
+	}
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	err = st.SetAccountFeature(ctx, pos[0], f, on)
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "no account %q", pos[0])
+	}
+	if err != nil {
+		return fmt.Errorf("set feature: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+)
+
+func keyCmd(ctx context.Context, e env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: key needs a subcommand: create, revoke, set-rate-limit or list", errUsage)
+	}
+	switch args[0] {
+	case "create":
+		return keyCreate(ctx, e, args[1:])
+	case "revoke":
+		return keyRevoke(ctx, e, args[1:])
+	case "set-rate-limit":
+		return keySetRateLimit(ctx, e, args[1:])
+	case "list":
+		return keyList(ctx, e, args[1:])
+	}
+	return fmt.Errorf("%w: unknown key subcommand %q", errUsage, args[0])
+}
+
+func keyCreate(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("key create")
+	account := fs.String("account", "", "the account id")
+	as := fs.String("as", "", "email of an Owner or Admin of the account, on whose behalf the key is created")
+	name := fs.String("name", "", "the key's label")
+	desc := fs.String("description", "", "free text")
+	preset := fs.String("preset", "", "aiagent-read, aiagent-query or full-access")
+	scopes := fs.String("scopes", "", "comma-separated scopes (instead of --preset)")
+	agents := fs.String("agents", "", "comma-separated AI agent ids the key is restricted to")
+	expires := fs.String("expires-at", "", "RFC 3339 time at which the key expires")
+	rate := fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute")
+	envName := fs.String("env", "live", "credential environment: live or test")
+	asJSON := fs.Bool("json", false, "print one JSON object with id, prefix and credential")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "account", "as", "name"); err != nil {
+		return err
+	}
+	if (*preset == "") == (*scopes == "") {
+		return fmt.Errorf("%w: key create needs exactly one of --preset or --scopes", errUsage)
+	}
+	p := keys.CreateParams{AccountID: *account, Name: *name, Description: *desc, RateLimit: *rate}
+	if *preset != "" {
+		pr, ok := domain.PresetByID(*preset)
+		if !ok {
+			return domain.Errorf(domain.CodeInvalidValue, "unknown preset %q (aiagent-read, aiagent-query, full-access)", *preset)
+		}
+		p.Scopes = pr.Scopes
+	} else {
+		sc, err := domain.ParseScopes(*scopes)
+		if err != nil {
+			return err
+		}
+		p.Scopes = sc
+	}
+	if *agents != "" {
+		p.AgentIDs = strings.Split(*agents, ",")
+	}
+	if *expires != "" {
+		t, err := time.Parse(time.RFC3339Nano, *expires)
+		if err != nil {
+			return domain.Errorf(domain.CodeInvalidValue, "--expires-at must be an RFC 3339 time such as 2027-01-02T15:04:05Z")
+		}
+		p.ExpiresAt = &t
+	}
+	ev, ok := domain.ParseEnv(*envName)
+	if !ok {
+		return domain.Errorf(domain.CodeInvalidValue, "--env must be live or test")
+	}
+	p.Env = ev
+	if *rate < 1 {
+		return domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
+	}
+
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	svc := keys.New(st, nil)
+	u, err := svc.Manager(ctx, *account, *as)
+	if err != nil {
+		return err
+	}
+	c, err := svc.Create(ctx, keys.Actor{User: &u}, p)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
+	}
+	fmt.Fprintln(e.stdout, c.Credential)
+	return nil
+}
+
+func keyRevoke(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("key revoke")
+	account := fs.String("account", "", "the account id")
+	as := fs.String("as", "", "email of an Owner or Admin of the account")
+	pos, err := parse(fs, args, "KEY_ID")
+	if err != nil {
+		return err
+	}
+	if err := required(fs, "account", "as"); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	svc := keys.New(st, nil)
+	u, err := svc.Manager(ctx, *account, *as)
+	if err != nil {
+		return err
+	}
+	return svc.Revoke(ctx, keys.Actor{User: &u}, *account, pos[0])
+}
+
+func keySetRateLimit(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("key set-rate-limit")
+	pos, err := parse(fs, args, "KEY_ID", "N")
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(pos[1])
+	if err != nil {
+		return domain.Errorf(domain.CodeInvalidValue, "N must be a whole number of requests a minute, not %q", pos[1])
+	}
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return keys.New(st, nil).SetRateLimit(ctx, pos[0], n)
+}
+
+// keyLine is a key as `key list` prints it: the contract's key object, plus
+// what support needs to see. Never the credential or its hash.
+type keyLine struct {
+	ID                 string         `json:"id"`
+	Name               string         `json:"name"`
+	Description        string         `json:"description"`
+	Prefix             string         `json:"prefix"`
+	Scopes             []domain.Scope `json:"scopes"`
+	RateLimitPerMinute int            `json:"rate_limit_per_minute"`
+	LastUsedAt         *string        `json:"last_used_at"`
+	ExpiresAt          *string        `json:"expires_at"`
+	Env                domain.Env     `json:"env"`
+	AgentIDs           []string       `json:"agent_ids"`
+	Status             string         `json:"status"`
+	CreatedAt          string         `json:"created_at"`
+	RevokedAt          *string        `json:"revoked_at"`
+}
+
+func keyList(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("key list")
+	account := fs.String("account", "", "the account id")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "account"); err != nil {
+		return err
+	}
+	st, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ks, err := keys.New(st, nil).List(ctx, *account)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(e.stdout)
+	now := time.Now()
+	for _, k := range ks {
+		agents := k.AgentIDs
+		if agents == nil {
+			agents = []string{}
+		}
+		if err := enc.Encode(keyLine{
+			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
+			RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt),
+			Env: k.Env, AgentIDs: agents, Status: string(k.Status(now)), CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
+		}); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	return nil
+}
+
+// formatTime matches the API's timestamps: RFC 3339, UTC, milliseconds, Z.
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func timePtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := formatTime(*t)
+	return &s
+}

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real program: in process through run(), and as a
+// built binary for what needs separate processes (revocation by the CLI
+// while serve runs, signals).
+
+// cli runs one command in process and returns stdout, stderr and the exit code.
+func cli(t *testing.T, db, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	getenv := func(k string) string {
+		if k == "AGENTAPI_DB" {
+			return db
+		}
+		return ""
+	}
+	code := run(context.Background(), args, getenv, strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// mustCLI runs a command that must succeed and returns its stdout's first line.
+func mustCLI(t *testing.T, db, stdin string, args ...string) string {
+	t.Helper()
+	out, errs, code := cli(t, db, stdin, args...)
+	if code != 0 {
+		t.Fatalf("agentapi %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	return strings.TrimSpace(strings.SplitN(out, "\n", 2)[0])
+}
+
+func TestOperatorCLI(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ops.db")
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	if !strings.HasPrefix(acct, "acct_") {
+		t.Fatalf("account id %q", acct)
+	}
+	owner := mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	mustCLI(t, db, "another password\n", "user", "create", "--account", acct, "--email", "bob@example.com", "--role", "agent")
+	mustCLI(t, db, "third password\n", "user", "create", "--account", acct, "--email", "cy@example.com", "--role", "admin")
+	if !strings.HasPrefix(owner, "usr_") {
+		t.Fatalf("user id %q", owner)
+	}
+	cred := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k1", "--preset", "aiagent-query")
+	if !strings.HasPrefix(cred, "agk_live_") || len(cred) != len("agk_live_")+12+1+38 {
+		t.Fatalf("credential %q", cred)
+	}
+	out, _, code := cli(t, db, "", "key", "create", "--account", acct, "--as", "CY@example.com", "--name", "k2",
+		"--scopes", "aiagents:write,aiagents:read", "--env", "test", "--rate-limit", "5", "--expires-at", "2099-01-01T00:00:00Z", "--json")
+	if code != 0 {
+		t.Fatalf("key create --json: exit %d", code)
+	}
+	var created struct{ ID, Prefix, Credential string }
+	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Credential, "agk_test_"+created.Prefix+"_") {
+		t.Fatalf("--json output %q (%v)", out, err)
+	}
+
+	// key list: one JSON object per line, never a secret.
+	out, _, _ = cli(t, db, "", "key", "list", "--account", acct)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Contains(out, cred) || strings.Contains(out, created.Credential) {
+		t.Fatalf("key list: %q", out)
+	}
+	var k2 map[string]any
+	if err := json.Unmarshal([]byte(lines[1]), &k2); err != nil {
+		t.Fatal(err)
+	}
+	if k2["id"] != created.ID || k2["rate_limit_per_minute"] != float64(5) || k2["expires_at"] != "2099-01-01T00:00:00.000Z" || k2["last_used_at"] != nil {
+		t.Fatalf("key list line %v", k2)
+	}
+	for _, secretish := range []string{"hash", "secret", "credential"} {
+		if _, ok := k2[secretish]; ok {
+			t.Fatalf("key list shows %q", secretish)
+		}
+	}
+
+	mustCLI(t, db, "", "key", "set-rate-limit", created.ID, "50")
+	mustCLI(t, db, "", "key", "revoke", "--account", acct, "--as", "ann@example.com", created.ID)
+	out, _, _ = cli(t, db, "", "key", "list", "--account", acct)
+	if !strings.Contains(out, `"status":"revoked"`) || !strings.Contains(out, `"rate_limit_per_minute":50`) {
+		t.Fatalf("after revoke and set-rate-limit: %s", out)
+	}
+	mustCLI(t, db, "", "account", "deactivate", acct)
+	mustCLI(t, db, "", "account", "activate", acct)
+	mustCLI(t, db, "", "account", "feature", "--enable", "ai-answers", acct)
+	mustCLI(t, db, "", "account", "feature", "--disable", "ai-answers", acct)
+
+	// Refusals: non-zero exit, one line on stderr, nothing on stdout.
+	other := mustCLI(t, db, "", "account", "create", "--name", "Other")
+	mustCLI(t, db, "pass-word-2\n", "user", "create", "--account", other, "--email", "olga@example.com", "--role", "owner")
+	for _, c := range []struct {
+		name  string
+		stdin string
+		args  []string
+	}{
+		{"agent role", "", []string{"key", "create", "--account", acct, "--as", "bob@example.com", "--name", "x", "--preset", "full-access"}},
+		{"owner of another account", "", []string{"key", "create", "--account", acct, "--as", "olga@example.com", "--name", "x", "--preset", "full-access"}},
+		{"unknown user", "", []string{"key", "create", "--account", acct, "--as", "nobody@example.com", "--name", "x", "--preset", "full-access"}},
+		{"revoke by agent role", "", []string{"key", "revoke", "--account", acct, "--as", "bob@example.com", created.ID}},
+		{"revoke other account's key", "", []string{"key", "revoke", "--account", other, "--as", "olga@example.com", created.ID}},
+		{"unknown preset", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "root"}},
+		{"unknown scope", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--scopes", "aiagents:admin"}},
+		{"preset and scopes", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--scopes", "aiagents:read"}},
+		{"past expiry", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--expires-at", "2001-01-01T00:00:00Z"}},
+		{"unknown agent", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--agents", "agt_nope"}},
+		{"bad env", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--env", "prod"}},
+		{"bad role", "pw-long-enough\n", []string{"user", "create", "--account", acct, "--email", "z@example.com", "--role", "boss"}},
+		{"duplicate email", "pw-long-enough\n", []string{"user", "create", "--account", acct, "--email", "ANN@example.com", "--role", "admin"}},
+		{"no password", "", []string{"user", "create", "--account", acct, "--email", "z@example.com", "--role", "admin"}},
+		{"short password", "short\n", []string{"user", "create", "--account", acct, "--email", "z@example.com", "--role", "admin"}},
+		{"bad email", "pw-long-enough\n", []string{"user", "create", "--account", acct, "--email", "not an email", "--role", "admin"}},
+		{"unknown account", "", []string{"account", "deactivate", "acct_nope"}},
+		{"unknown key", "", []string{"key", "set-rate-limit", "key_nope", "5"}},
+		{"zero rate", "", []string{"key", "set-rate-limit", created.ID, "0"}},
+		{"missing flag", "", []string{"account", "create"}},
+		{"flags after args", "", []string{"key", "revoke", created.ID, "--account", acct, "--as", "ann@example.com"}},
+		{"unknown command", "", []string{"frobnicate"}},
+		{"unknown feature", "", []string{"account", "feature", "--enable", "teleport", acct}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errs, code := cli(t, db, c.stdin, c.args...)
+			if code == 0 || out != "" {
+				t.Fatalf("exit %d, stdout %q", code, out)
+			}
+			lines := strings.Split(strings.TrimSpace(errs), "\n")
+			last := lines[len(lines)-1]
+			if !strings.HasPrefix(last, "agentapi: ") || len(last) < 15 {
+				t.Fatalf("stderr %q", errs)
+			}
+		})
+	}
+}
+
+// binary builds the program once per test run.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentapi-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "agentapi")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// server is a running `agentapi serve` process.
+type server struct {
+	cmd    *exec.Cmd
+	base   string
+	stdout *bytes.Buffer
+	stderr *syncBuf
+	done   chan error
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func startServer(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(binary(t), append([]string{"serve", "--addr", addr}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	s := &server{cmd: cmd, base: "http://" + addr, stdout: &bytes.Buffer{}, stderr: &syncBuf{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.done
+		if t.Failed() {
+			t.Logf("server stderr:\n%s", s.stderr.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(s.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not become healthy: %v\n%s", err, s.stderr.String())
+		}
+		select {
+		case err := <-s.done:
+			t.Fatalf("server exited: %v\n%s", err, s.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func call(t *testing.T, method, url, key, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: body not JSON: %v", method, url, err)
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "serve.db")
+	s := startServer(t, nil, "--db", db)
+
+	// First run: an account and its Owner exist, and the banner says how to go on.
+	banner := s.stdout.String()
+	for _, want := range []string{"/console/", "owner@localhost", "Password:", "agentapi key create"} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("first-run banner lacks %q:\n%s", want, banner)
+		}
+	}
+	var acct, pw string
+	sc := bufio.NewScanner(strings.NewReader(banner))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "Password:" {
+			pw = f[1]
+		}
+		for i, w := range f {
+			if w == "--account" && i+1 < len(f) {
+				acct = f[i+1]
+			}
+		}
+	}
+	if acct == "" || pw == "" {
+		t.Fatalf("banner without account or password:\n%s", banner)
+	}
+	raw, _ := os.ReadFile(db)
+	if bytes.Contains(raw, []byte(pw)) {
+		t.Fatal("the one-time password is stored in plain text")
+	}
+
+	// The CLI, a separate process, creates a key while serve runs.
+	cred := cliProc(t, db, "key", "create", "--account", acct, "--as", "owner@localhost", "--name", "First key", "--preset", "full-access", "--json")
+	var k struct{ ID, Credential string }
+	if err := json.Unmarshal([]byte(cred), &k); err != nil {
+		t.Fatal(err)
+	}
+	code, body, hdr := call(t, "GET", s.base+"/v1/me", k.Credential, "")
+	if code != 200 || hdr.Get("X-RateLimit-Limit") != "120" {
+		t.Fatalf("GET /v1/me: %d %v", code, body)
+	}
+	code, _, hdr = call(t, "POST", s.base+"/v1/ai-agents", k.Credential, `{"name":"Helper"}`)
+	if code != 201 || hdr.Get("Location") == "" {
+		t.Fatalf("create agent: %d", code)
+	}
+	code, body, _ = call(t, "GET", s.base+"/v1/ai-agents", k.Credential, "")
+	if code != 200 || len(body["data"].([]any)) != 1 {
+		t.Fatalf("list: %d %v", code, body)
+	}
+
+	// A restart must not bootstrap again.
+	// Revocation by another process takes effect on the very next request.
+	cliProc(t, db, "key", "revoke", "--account", acct, "--as", "owner@localhost", k.ID)
+	code, body, hdr = call(t, "GET", s.base+"/v1/me", k.Credential, "")
+	if code != 401 || body["error"].(map[string]any)["code"] != "invalid_credentials" || hdr.Get("WWW-Authenticate") == "" {
+		t.Fatalf("after revoke: %d %v", code, body)
+	}
+
+	// Account deactivation by another process, too.
+	cred2 := cliProc(t, db, "key", "create", "--account", acct, "--as", "owner@localhost", "--name", "Second", "--preset", "aiagent-read")
+	if code, _, _ := call(t, "GET", s.base+"/v1/me", cred2, ""); code != 200 {
+		t.Fatalf("second key: %d", code)
+	}
+	cliProc(t, db, "account", "deactivate", acct)
+	if code, _, _ := call(t, "GET", s.base+"/v1/me", cred2, ""); code != 401 {
+		t.Fatalf("after deactivation: %d", code)
+	}
+	cliProc(t, db, "account", "activate", acct)
+	if code, _, _ := call(t, "GET", s.base+"/v1/me", cred2, ""); code != 200 {
+		t.Fatalf("after reactivation: %d", code)
+	}
+
+	// SIGTERM: exit 0, and the pending last_used_at is flushed.
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.stderr.String())
+		}
+		s.done <- nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after SIGTERM")
+	}
+	list := cliProc(t, db, "key", "list", "--account", acct)
+	if strings.Count(list, `"last_used_at":null`) != 0 {
+		t.Fatalf("last_used_at not flushed on shutdown:\n%s", list)
+	}
+	if strings.Contains(s.stderr.String(), k.Credential) || strings.Contains(s.stderr.String(), cred2) {
+		t.Fatal("a credential reached the log")
+	}
+
+	// Restarting on the same database does not bootstrap again.
+	s2 := startServer(t, nil, "--db", db)
+	if strings.Contains(s2.stdout.String(), "Password:") {
+		t.Fatal("second start bootstrapped again")
+	}
+}
+
+func cliProc(t *testing.T, db string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = append(os.Environ(), "AGENTAPI_DB="+db)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agentapi %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentapi/agentapi/internal/api"
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/llm"
+	"github.com/agentapi/agentapi/internal/metrics"
+	"github.com/agentapi/agentapi/internal/password"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// Server timeouts (decisions.md: read-header at most 10 s; read, write and
+// idle set). Write covers a question's 30 s model time-out with room.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+	shutdownTimeout   = 30 * time.Second
+)
+
+type serveConfig struct {
+	addr, db, redisURL string
+	unauthLimit        int
+	llmURL, llmModel   string
+	llmKey             string
+	adminAddr          string
+}
+
+func serve(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("serve")
+	var c serveConfig
+	fs.StringVar(&c.addr, "addr", e.or("AGENTAPI_ADDR", "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
+	fs.StringVar(&c.redisURL, "redis", e.getenv("AGENTAPI_REDIS_URL"), "redis:// URL sharing rate-limit state between instances (env AGENTAPI_REDIS_URL)")
+	unauthDefault := api.DefaultUnauthRateLimit
+	if v := e.getenv("AGENTAPI_UNAUTH_RATE_LIMIT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%w: AGENTAPI_UNAUTH_RATE_LIMIT must be a positive whole number", errUsage)
+		}
+		unauthDefault = n
+	}
+	fs.IntVar(&c.unauthLimit, "unauth-rate-limit", unauthDefault, "requests a minute per client address that identify no key (env AGENTAPI_UNAUTH_RATE_LIMIT)")
+	fs.StringVar(&c.llmURL, "llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
+	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
+	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	c.db = *db
+	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
+	if c.unauthLimit < 1 {
+		return fmt.Errorf("%w: --unauth-rate-limit must be positive", errUsage)
+	}
+	return runServer(ctx, e, c)
+}
+
+func runServer(ctx context.Context, e env, c serveConfig) error {
+	log := slog.New(api.LogHandler(slog.NewJSONHandler(e.stderr, nil)))
+	m := metrics.New()
+
+	var model *llm.Client
+	if c.llmURL != "" {
+		var err error
+		if model, err = llm.New(llm.Config{BaseURL: c.llmURL, Model: c.llmModel, APIKey: c.llmKey}); err != nil {
+			return fmt.Errorf("%w: %s", errUsage, oneLine(err))
+		}
+	}
+	var limiter ratelimit.Limiter
+	mem := ratelimit.NewMemory(nil)
+	defer mem.Close()
+	limiter = mem
+	if c.redisURL != "" {
+		opts, err := redis.ParseURL(c.redisURL)
+		if err != nil {
+			return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
+		}
+		rc := redis.NewClient(opts)
+		defer rc.Close()
+		rl := ratelimit.NewRedis(rc, mem, log)
+		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "agentapi_ratelimit_fallback_total",
+			Help: "Rate-limit decisions made in process because Redis was unavailable.",
+		}, func() float64 { return float64(rl.Fallbacks()) }))
+		limiter = rl
+	}
+
+	st, err := openStore(ctx, c.db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	if err := bootstrap(ctx, e, st, base, c.db); err != nil {
+		ln.Close()
+		return err
+	}
+	cursorKey, err := st.Secret(ctx, "cursor")
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("cursor secret: %w", err)
+	}
+
+	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	go toucher.Run(loopCtx)
+
+	handler := api.New(api.Config{
+		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
+		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m,
+	})
+	var admin *http.Server
+	if c.adminAddr != "" {
+		aln, err := net.Listen("tcp", c.adminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen (admin): %w", err)
+		}
+		admin = &http.Server{Handler: adminHandler(m), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+		go func() { _ = admin.Serve(aln) }()
+		log.Info("admin listening", "addr", aln.Addr().String())
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
+		"store", st.Engine(), "redis", c.redisURL != "", "llm", model != nil)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Stop accepting, let in-flight requests finish, then write what the
+	// write-behind holds, so a graceful stop loses nothing.
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	shutErr := srv.Shutdown(shutCtx)
+	if admin != nil {
+		_ = admin.Shutdown(shutCtx)
+	}
+	stopLoops()
+	if err := toucher.Flush(shutCtx); err != nil {
+		return fmt.Errorf("flush last_used_at: %w", err)
+	}
+	if shutErr != nil && !errors.Is(shutErr, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", shutErr)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// firstOwnerEmail signs in to the console on a fresh install.
+const firstOwnerEmail = "owner@localhost"
+
+// bootstrap makes a fresh database usable: on the very first start it
+// creates an account and its Owner with a one-time password, and prints
+// what to do next. Only the password's hash is stored. Instances starting
+// together on one empty database agree on a single winner.
+func bootstrap(ctx context.Context, e env, st *store.Store, base, db string) error {
+	n, err := st.CountAccounts(ctx)
+	if err != nil {
+		return fmt.Errorf("count accounts: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	won, err := st.Claim(ctx, "bootstrap")
+	if err != nil || !won {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: "My account", Active: true, CreatedAt: now}
+	pw := rand.Text()
+	hash, err := password.Hash(pw)
+	if err != nil {
+		return fmt.Errorf("hash password: %w", err)
+	}
+	owner := domain.User{
+		ID: domain.NewID(domain.PrefixUser, now), AccountID: acct.ID, Email: firstOwnerEmail,
+		Role: domain.RoleOwner, PasswordHash: hash, MustChangePassword: true, Active: true, CreatedAt: now,
+	}
+	if err := st.CreateAccount(ctx, acct); err != nil {
+		return fmt.Errorf("create first account: %w", err)
+	}
+	if err := st.CreateUser(ctx, owner); err != nil {
+		return fmt.Errorf("create first owner: %w", err)
+	}
+	fmt.Fprintf(e.stdout, `
+agentapi: first start on an empty database; created account %s and its Owner.
+
+  Console:   %s/console/
+  Email:     %s
+  Password:  %s
+             (shown only now; you choose your own at first sign-in)
+
+  Create an API key (or use the console, Settings → Developers):
+    agentapi key create --db %s --account %s --as %s --name "First key" --preset full-access
+
+  Then:
+    curl -H "Authorization: Bearer <key>" %s/v1/me
+
+`, acct.ID, base, firstOwnerEmail, pw, shellQuote(db), acct.ID, firstOwnerEmail, base)
+	return nil
+}
+
+func shellQuote(s string) string {
+	for _, r := range s {
+		if !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return "'" + s + "'"
+		}
+	}
+	return s
+}
+
+// adminHandler serves operators only: metrics and profiles, on a listener
+// of their own that is never exposed with the API.
+func adminHandler(m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
