@@ -126,7 +126,7 @@ func (w *window) allow(nowMS int64, limit int) Result {
 	}
 	if w.n > 0 && w.at(w.n-1).ms >= nowMS {
 		// Same millisecond (or a clock that stepped back): one run.
-		w.at(w.n - 1).count++
+		w.at(w.n-1).count++
 	} else {
 		if w.n == len(w.buf) {
 			w.resize(max(2*len(w.buf), 2))
