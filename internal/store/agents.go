@@ -195,3 +195,37 @@ func listAgentsSQL(q AgentQuery) (string, []any) {
 	}
 	return b.String(), args
 }
+
+// ImportAgents inserts many agents at once, in batches of multi-row
+// inserts, one transaction per batch (bulk loads and benchmarks). Names must
+// already be unique per account; a collision fails its batch with
+// *domain.DuplicateError and leaves earlier batches in place.
+func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
+	const batch = 500
+	for start := 0; start < len(agents); start += batch {
+		chunk := agents[start:min(start+batch, len(agents))]
+		var b strings.Builder
+		b.WriteString(`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at) VALUES `)
+		args := make([]any, 0, len(chunk)*8)
+		for i, a := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			n := len(args)
+			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
+			args = append(args, a.ID, a.AccountID, a.Name, domain.AgentNameKey(a.Name), a.Instructions, a.Enabled,
+				toMS(a.CreatedAt), toMS(a.UpdatedAt))
+		}
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, b.String(), args...)
+			return err
+		})
+		if isUnique(err) {
+			return &domain.DuplicateError{}
+		}
+		if err != nil {
+			return fmt.Errorf("import agents: %w", err)
+		}
+	}
+	return nil
+}

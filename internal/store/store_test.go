@@ -1006,3 +1006,34 @@ func BenchmarkKeyByPrefix(b *testing.B) {
 		})
 	}
 }
+
+func TestImportAgents(t *testing.T) {
+	for _, engine := range storetest.Engines() {
+		t.Run(engine, func(t *testing.T) {
+			s := storetest.Open(t, engine)
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: "bulk", Active: true, CreatedAt: now}
+			if err := s.CreateAccount(ctx, acct); err != nil {
+				t.Fatal(err)
+			}
+			var agents []domain.Agent
+			for i := range 1203 {
+				at := now.Add(time.Duration(i) * time.Millisecond)
+				agents = append(agents, domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: acct.ID,
+					Name: fmt.Sprintf("bulk %d", i), Enabled: true, CreatedAt: at, UpdatedAt: at})
+			}
+			if err := s.ImportAgents(ctx, agents); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, Limit: 2000})
+			if err != nil || len(got) != len(agents) || got[1202].ID != agents[1202].ID {
+				t.Fatalf("listed %d agents (%v)", len(got), err)
+			}
+			var dup *domain.DuplicateError
+			if err := s.ImportAgents(ctx, agents[:1]); !errors.As(err, &dup) {
+				t.Fatalf("re-import: %v", err)
+			}
+		})
+	}
+}
