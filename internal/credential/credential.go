@@ -92,7 +92,8 @@ func Checksum(body string) string {
 }
 
 func checksumMatches(body, sum string) bool {
-	c := crc32.ChecksumIEEE([]byte(body))
+	var buf [maxTextBytes]byte // on the stack: Parse allocates nothing
+	c := crc32.ChecksumIEEE(buf[:copy(buf[:], body)])
 	for i := ChecksumLen - 1; i >= 0; i-- {
 		if sum[i] != base62[c%62] {
 			return false

@@ -1,0 +1,197 @@
+package credential
+
+import (
+	"hash/crc32"
+	"strings"
+	"testing"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+func TestGenerateParseRoundTrip(t *testing.T) {
+	seen := map[byte]bool{}
+	for range 2000 {
+		for _, env := range []domain.Env{domain.EnvLive, domain.EnvTest} {
+			c, err := Generate(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Text) != 4+5+12+1+38 || !strings.HasPrefix(c.Text, "agk_"+string(env)+"_"+c.Prefix+"_") {
+				t.Fatalf("shape of %q", c.Text)
+			}
+			if strings.Count(c.Text, "_") != 3 {
+				t.Fatalf("a segment contains _: %q", c.Text)
+			}
+			p, err := Parse(c.Text)
+			if err != nil || p != c {
+				t.Fatalf("Parse(%q) = %+v, %v", c.Text, p, err)
+			}
+			for i := len(c.Text) - SecretLen; i < len(c.Text)-ChecksumLen; i++ {
+				seen[c.Text[i]] = true
+			}
+		}
+	}
+	if len(seen) != 62 {
+		t.Fatalf("random part used %d of 62 characters", len(seen))
+	}
+}
+
+func TestChecksumIsCRC32InBase62(t *testing.T) {
+	body := "agk_live_abcdefghijkl_0123456789ABCDEFGHIJKLMNOPQRSTUV"
+	// Computed independently: CRC32 IEEE, then base62 digits, most significant first.
+	sum := crc32.ChecksumIEEE([]byte(body))
+	digits := []byte{}
+	for range 6 {
+		digits = append([]byte{"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"[sum%62]}, digits...)
+		sum /= 62
+	}
+	if got := Checksum(body); got != string(digits) {
+		t.Fatalf("Checksum = %q, want %q", got, digits)
+	}
+	if _, err := Parse(body + string(digits)); err != nil {
+		t.Fatalf("known-good credential refused: %v", err)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	c, _ := Generate(domain.EnvLive)
+	good := c.Text
+	swap := func(i int, b byte) string { s := []byte(good); s[i] = b; return string(s) }
+	cases := map[string]string{
+		"empty":            "",
+		"wrong tag":        "agx" + good[3:],
+		"unknown env":      strings.Replace(good, "_live_", "_prod_", 1),
+		"upper prefix":     swap(9, 'A'),
+		"prefix symbol":    swap(10, '-'),
+		"short":            good[:len(good)-1],
+		"long":             good + "0",
+		"secret symbol":    swap(30, '+'),
+		"bad checksum":     swap(len(good)-1, flipChar(good[len(good)-1])),
+		"changed secret":   swap(25, flipChar(good[25])),
+		"changed prefix":   swap(12, flipChar2(good[12])),
+		"trailing space":   good[:len(good)-1] + " ",
+		"leading space":    " " + good[1:],
+		"extra underscore": good[:20] + "_" + good[21:],
+		"unicode":          strings.Replace(good, good[30:32], "é", 1),
+		"bearer included":  "Bearer " + good,
+	}
+	for name, text := range cases {
+		if _, err := Parse(text); err != ErrMalformed {
+			t.Errorf("%s: Parse(%q) = %v, want ErrMalformed", name, text, err)
+		}
+	}
+}
+
+func flipChar(c byte) byte {
+	if c == 'a' {
+		return 'b'
+	}
+	return 'a'
+}
+
+func flipChar2(c byte) byte {
+	if c == '0' {
+		return '1'
+	}
+	return '0'
+}
+
+func TestParseBearer(t *testing.T) {
+	for header, want := range map[string]string{
+		"Bearer x": "x", "bearer x": "x", "BEARER x": "x", "Bearer   x": "x",
+		"Bearer": "", "Bearer ": "", "Basic x": "", "Bearerx": "", "Bearer  x y": "", "Bearer x\t": "",
+		"": "", "Bearer\tx": "", "Token x": "",
+	} {
+		got, ok := ParseBearer(header)
+		if got != want || ok != (want != "") {
+			t.Errorf("ParseBearer(%q) = %q, %v; want %q", header, got, ok, want)
+		}
+	}
+}
+
+func TestEqual(t *testing.T) {
+	c, _ := Generate(domain.EnvTest)
+	h := Hash(c.Text)
+	if !Equal(h[:], c.Text) {
+		t.Fatal("own hash does not match")
+	}
+	if Equal(h[:], c.Text[:len(c.Text)-1]+"x") || Equal(h[:31], c.Text) || Equal(nil, c.Text) || Equal(DummyHash[:], c.Text) {
+		t.Fatal("Equal accepted a mismatch")
+	}
+}
+
+func TestRedact(t *testing.T) {
+	c, _ := Generate(domain.EnvLive)
+	r := Redact(c.Text)
+	if r != "agk_live_"+c.Prefix+"_…" || strings.Contains(r, c.Text[len(c.Text)-38:len(c.Text)-30]) {
+		t.Fatalf("Redact = %q", r)
+	}
+	if Redact("hello") != "" || Redact("agk_LIVE_xxxxxxxxxxxx_") != "" {
+		t.Fatal("Redact of a non-credential")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	c, _ := Generate(domain.EnvLive)
+	f.Add(c.Text)
+	f.Add("agk_test_000000000000_" + strings.Repeat("A", 38))
+	f.Add("")
+	f.Add("agk_live__")
+	f.Fuzz(func(t *testing.T, text string) {
+		p, err := Parse(text)
+		if err != nil {
+			if err != ErrMalformed {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		// Success implies the exact shape and a valid checksum.
+		rebuilt := "agk_" + string(p.Env) + "_" + p.Prefix + "_" + text[len(text)-SecretLen:]
+		if rebuilt != text || p.Text != text {
+			t.Fatalf("%q rebuilt as %q", text, rebuilt)
+		}
+		if Checksum(text[:len(text)-ChecksumLen]) != text[len(text)-ChecksumLen:] {
+			t.Fatalf("accepted a wrong checksum: %q", text)
+		}
+		// Any single-character change of an accepted credential is refused,
+		// unless it happens to land on another valid checksum (CRC32 catches
+		// every single-character change, so it never does).
+		for i := range len(text) {
+			mut := []byte(text)
+			mut[i] ^= 1
+			if _, err := Parse(string(mut)); err == nil {
+				t.Fatalf("one-character change at %d accepted: %q", i, mut)
+			}
+		}
+	})
+}
+
+func FuzzParseBearer(f *testing.F) {
+	for _, s := range []string{"Bearer x", "bearer  abc", "Basic x", "Bearer", "Bearer \x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		tok, ok := ParseBearer(header)
+		if !ok {
+			return
+		}
+		if tok == "" || strings.ContainsAny(tok, " \t") || !strings.EqualFold(header[:6], "bearer") || !strings.HasSuffix(header, tok) {
+			t.Fatalf("ParseBearer(%q) = %q", header, tok)
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	c, _ := Generate(domain.EnvLive)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = Parse(c.Text)
+	}
+}
+
+func BenchmarkParseBearer(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = ParseBearer("Bearer agk_live_abcdefghijkl_0123456789")
+	}
+}
