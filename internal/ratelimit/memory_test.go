@@ -12,7 +12,7 @@ import (
 
 type fakeClock struct{ t atomic.Int64 } // Unix milliseconds
 
-func (c *fakeClock) now() time.Time           { return time.UnixMilli(c.t.Load()) }
+func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.t.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.t.Add(d.Milliseconds()) }
 
 func newFake(t *testing.T) (*Memory, *fakeClock) {
