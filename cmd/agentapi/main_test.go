@@ -380,3 +380,83 @@ func cliProc(t *testing.T, db string, args ...string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// TestServeInProcess runs serve through run() with an admin listener, and
+// stops it by cancelling the context, as SIGTERM does.
+func TestServeInProcess(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "inproc.db")
+	addr, admin := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		getenv := func(k string) string {
+			if k == "AGENTAPI_ADMIN_ADDR" {
+				return admin
+			}
+			return ""
+		}
+		done <- run(ctx, []string{"serve", "--addr", addr, "--db", db}, getenv, strings.NewReader(""), &out, &errb)
+	}()
+	base := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _, _ := call(t, "GET", base+"/v1/me", "", ""); code != 401 {
+		t.Fatalf("anonymous /v1/me: %d", code)
+	}
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`agentapi_http_requests_total{method="GET",route="GET /readyz",status="200"}`,
+		`agentapi_auth_failures_total{reason="header"} 1`,
+		"agentapi_http_request_duration_seconds_bucket",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if resp, err := http.Get(base + "/metrics"); err == nil {
+		if resp.StatusCode != 404 {
+			t.Errorf("/metrics on the API listener: %d", resp.StatusCode)
+		}
+		resp.Body.Close()
+	}
+	if resp, err := http.Get("http://" + admin + "/debug/pprof/"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("pprof on the admin listener: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	// Every log line is JSON; request lines carry the request id.
+	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if m["msg"] == "request" && m["request_id"] == nil {
+			t.Fatalf("request line without request_id: %q", line)
+		}
+	}
+}
