@@ -190,7 +190,7 @@ func freeAddr(t *testing.T) string {
 type server struct {
 	cmd    *exec.Cmd
 	base   string
-	stdout *bytes.Buffer
+	stdout *syncBuf
 	stderr *syncBuf
 	done   chan error
 }
@@ -208,7 +208,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	addr := freeAddr(t)
 	cmd := exec.Command(binary(t), append([]string{"serve", "--addr", addr}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	s := &server{cmd: cmd, base: "http://" + addr, stdout: &bytes.Buffer{}, stderr: &syncBuf{}, done: make(chan error, 1)}
+	s := &server{cmd: cmd, base: "http://" + addr, stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -272,6 +272,9 @@ func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
 	s := startServer(t, nil, "--db", db)
 
 	// First run: an account and its Owner exist, and the banner says how to go on.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.stdout.String(), "/v1/me") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	banner := s.stdout.String()
 	for _, want := range []string{"/console/", "owner@localhost", "Password:", "agentapi key create"} {
 		if !strings.Contains(banner, want) {
