@@ -286,3 +286,5 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, engine string)) {
 var _ = llm.Message{}
 
 func (f *fixture) logsLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(f.logs, nil)) }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -99,6 +99,11 @@ func New(cfg Config) http.Handler {
 	// (//, /./) before authentication, and the contract wants every /v1
 	// request authenticated first and unknown paths answered 404.
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if uncleanPath(r.URL.Path) && !strings.HasPrefix(r.URL.Path, "/v1/") {
+			// A mux would answer 301 to the cleaned path; an API answers 404.
+			writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
+			return
+		}
 		if cfg.OpenAPI != nil && r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == "" {
 			cfg.OpenAPI.ServeHTTP(w, r)
 			return
@@ -130,4 +135,10 @@ func handleReady(st *store.Store) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+}
+
+// uncleanPath reports a path with empty, "." or ".." segments.
+func uncleanPath(p string) bool {
+	return strings.Contains(p, "//") || strings.Contains(p, "/./") || strings.Contains(p, "/../") ||
+		strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..") || !strings.HasPrefix(p, "/")
 }
