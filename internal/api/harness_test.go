@@ -144,7 +144,6 @@ type response struct {
 type req struct {
 	method, path, key, body string
 	headers                 []string
-	noAuth                  bool
 	remote                  string
 }
 
