@@ -71,7 +71,12 @@ func (s *syncBuffer) String() string {
 
 func newFixture(t *testing.T, engine string, opts ...func(*Config)) *fixture {
 	t.Helper()
-	st := storetest.Open(t, engine)
+	return newFixtureOn(t, storetest.Open(t, engine), opts...)
+}
+
+// newFixtureOn builds the fixture on an already open store.
+func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*Config)) *fixture {
+	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))

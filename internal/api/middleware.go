@@ -161,6 +161,10 @@ func unescapeLoose(s string) (string, error) {
 	return url.QueryUnescape(s)
 }
 
+// requestTimeout bounds a /v1 request: above a question's 30 s model
+// time-out, below the server's 60 s write timeout.
+const requestTimeout = 45 * time.Second
+
 // auth is what the authentication step learned about a request.
 type auth struct {
 	key domain.APIKey
@@ -174,7 +178,11 @@ func authFrom(ctx context.Context) auth {
 
 // serveV1 runs the order of checks of decisions.md up to routing.
 func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
+	// Nothing a request does may outlive this bound, even when a store or
+	// model stops answering without closing the connection.
+	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	// 1. A credential in the query string is refused before anything else.
 	rec, _ := ctx.Value(ctxLogAttrs).(*recorder)
 	if rec == nil {

@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
-	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,63 +110,11 @@ func TestRedisResultFigures(t *testing.T) {
 	}
 }
 
-// switchable is a loopback TCP proxy to Redis that can be cut and restored.
-type switchable struct {
-	ln     net.Listener
-	target string
-	up     atomic.Bool
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newSwitchable(t *testing.T, target string) *switchable {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &switchable{ln: ln, target: target}
-	s.up.Store(true)
-	t.Cleanup(func() { ln.Close(); s.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if !s.up.Load() {
-				c.Close()
-				continue
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c, u)
-			s.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-	return s
-}
-
-func (s *switchable) cut() {
-	s.up.Store(false)
-	s.mu.Lock()
-	for _, c := range s.conns {
-		c.Close()
-	}
-	s.conns = nil
-	s.mu.Unlock()
-}
-
 func TestRedisFallbackAndRecovery(t *testing.T) {
 	real := redisClient(t)
-	proxy := newSwitchable(t, real.Options().Addr)
+	proxy := testenv.NewProxy(t, real.Options().Addr)
 	opts := *real.Options()
-	opts.Addr = proxy.ln.Addr().String()
+	opts.Addr = proxy.Addr()
 	opts.MaxRetries = 0
 	opts.DialTimeout = 200 * time.Millisecond
 	c := redis.NewClient(&opts)
@@ -179,7 +125,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 	if r, err := l.Allow(context.Background(), key, 5); err != nil || !r.Allowed {
 		t.Fatalf("with Redis: %+v %v", r, err)
 	}
-	proxy.cut()
+	proxy.Cut()
 	start := time.Now()
 	admitted := 0
 	for range 8 {
@@ -198,7 +144,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 		t.Fatalf("fallback took %v", time.Since(start))
 	}
 	// Redis returns: the limiter goes back to it by itself.
-	proxy.up.Store(true)
+	proxy.Restore()
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		before := l.Fallbacks()
 		if _, err := l.Allow(context.Background(), uniqueKey(), 5); err != nil {
