@@ -49,6 +49,7 @@ type fixture struct {
 	account domain.Account
 	owner   domain.User
 	logs    *syncBuffer
+	issued  []string // every credential this fixture minted
 }
 
 // syncBuffer collects log output from concurrent requests.
@@ -96,6 +97,16 @@ func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*Config)) *fixture
 	}
 	f := &fixture{t: t, st: st, h: New(cfg), clock: c, keys: keys.New(st, c.Now), toucher: toucher, logs: logs}
 	f.account, f.owner = f.newAccount("Acme")
+	// No credential may ever reach a log line: check everything this
+	// fixture logged against everything it issued.
+	t.Cleanup(func() {
+		logs := f.logs.String()
+		for _, c := range f.issued {
+			if strings.Contains(logs, c) || strings.Contains(logs, c[len(c)-38:]) {
+				t.Errorf("a credential (prefix %s) reached the log", c[9:21])
+			}
+		}
+	})
 	return f
 }
 
@@ -129,6 +140,7 @@ func (f *fixture) keyIn(a domain.Account, owner domain.User, mod func(*keys.Crea
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.issued = append(f.issued, c.Credential)
 	return c
 }
 

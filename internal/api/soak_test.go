@@ -1,0 +1,138 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/keys"
+)
+
+// TestSoak drives a real server with many keys and mixed endpoints for a
+// bounded time (AGENTAPI_SOAK_SECONDS, default 8; the issue's 60 s run is
+// `AGENTAPI_SOAK_SECONDS=60 go test -run TestSoak ./internal/api/`).
+// No error other than the designed 429s, exact admission per key, and no
+// goroutine or heap growth across the run.
+func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak")
+	}
+	secs := 8
+	if v, err := strconv.Atoi(os.Getenv("AGENTAPI_SOAK_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
+	// The fixture's clock stands still, so no admission ever leaves the
+	// window and each key's accounting is exact over the whole run.
+	f := newFixture(t, "sqlite")
+	srv := httptest.NewServer(f.h)
+	defer srv.Close()
+
+	const nKeys = 40
+	type k struct {
+		cred  string
+		limit int
+		ok    atomic.Int64
+		lim   atomic.Int64
+	}
+	ks := make([]*k, nKeys)
+	for i := range ks {
+		limit := 50 + i*10 // some keys run out within the run, some never do
+		ks[i] = &k{limit: limit, cred: f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = limit }, allAgentScopes...).Credential}
+	}
+	seedKey := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 100000 }, allAgentScopes...).Credential
+	var agentIDs []string
+	for i := range 20 {
+		r := f.send("POST", "/v1/ai-agents", seedKey, fmt.Sprintf(`{"name":"soak %d"}`, i))
+		agentIDs = append(agentIDs, r.data()["id"].(string))
+	}
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	var seq atomic.Int64
+	run := func(d time.Duration) (requests int64) {
+		var wg sync.WaitGroup
+		var n atomic.Int64
+		deadline := time.Now().Add(d)
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(deadline); i++ {
+					kk := ks[(w*7+i)%nKeys]
+					var req *http.Request
+					switch i % 5 {
+					case 0:
+						req, _ = http.NewRequest("GET", srv.URL+"/v1/me", nil)
+					case 1:
+						req, _ = http.NewRequest("GET", srv.URL+"/v1/ai-agents?limit=10", nil)
+					case 2:
+						req, _ = http.NewRequest("GET", srv.URL+"/v1/ai-agents/"+agentIDs[i%len(agentIDs)], nil)
+					case 3:
+						req, _ = http.NewRequest("PUT", srv.URL+"/v1/ai-agents/"+agentIDs[i%len(agentIDs)]+"/enabled", strings.NewReader(`{"enabled":true}`))
+						req.Header.Set("Content-Type", "application/json")
+					case 4:
+						req, _ = http.NewRequest("POST", srv.URL+"/v1/ai-agents", strings.NewReader(fmt.Sprintf(`{"name":"w%d"}`, seq.Add(1))))
+						req.Header.Set("Content-Type", "application/json")
+					}
+					req.Header.Set("Authorization", "Bearer "+kk.cred)
+					resp, err := client.Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					resp.Body.Close()
+					n.Add(1)
+					switch resp.StatusCode {
+					case 200, 201:
+						kk.ok.Add(1)
+					case 429:
+						kk.lim.Add(1)
+					default:
+						t.Errorf("status %d for %s %s", resp.StatusCode, req.Method, req.URL.Path)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return n.Load()
+	}
+
+	run(time.Second) // warm up: pools, caches, connections
+	client.CloseIdleConnections()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	goroutinesBefore := runtime.NumGoroutine()
+	total := run(time.Duration(secs) * time.Second)
+
+	client.CloseIdleConnections()
+	time.Sleep(200 * time.Millisecond)
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if g := runtime.NumGoroutine(); g > goroutinesBefore+5 {
+		t.Errorf("goroutines grew from %d to %d", goroutinesBefore, g)
+	}
+	if grow := int64(after.HeapAlloc) - int64(before.HeapAlloc); grow > 32<<20 {
+		t.Errorf("heap grew by %d MiB", grow>>20)
+	}
+	// Exact accounting: a key that was ever refused was admitted exactly
+	// its ceiling; one never refused, at most its ceiling.
+	var refused int64
+	for i, kk := range ks {
+		refused += kk.lim.Load()
+		if ok := kk.ok.Load(); (kk.lim.Load() > 0 && ok != int64(kk.limit)) || ok > int64(kk.limit) {
+			t.Errorf("key %d (ceiling %d): admitted %d, refused %d", i, kk.limit, ok, kk.lim.Load())
+		}
+	}
+	t.Logf("%d requests in %d s, %d refused by design; heap %d → %d KiB, goroutines %d → %d",
+		total, secs, refused, before.HeapAlloc>>10, after.HeapAlloc>>10, goroutinesBefore, runtime.NumGoroutine())
+}
