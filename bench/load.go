@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// request is one HTTP call of a scenario; next makes the i-th request of
+// worker w, so writers can send distinct bodies.
+type request func(w, i int) (*http.Request, error)
+
+// result is what one measured phase produced.
+type result struct {
+	n        int
+	elapsed  time.Duration
+	lat      []time.Duration
+	statuses map[int]int
+}
+
+func (r result) rps() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))]
+}
+
+func (r *result) merge(o result) {
+	r.n += o.n
+	r.elapsed += o.elapsed
+	r.lat = append(r.lat, o.lat...)
+	if r.statuses == nil {
+		r.statuses = map[int]int{}
+	}
+	for k, v := range o.statuses {
+		r.statuses[k] += v
+	}
+}
+
+func (r *result) sort() { slices.Sort(r.lat) }
+
+func newClient(conns int) *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns: conns * 2, MaxIdleConnsPerHost: conns * 2, MaxConnsPerHost: conns,
+			IdleConnTimeout: time.Minute, DisableCompression: true,
+		},
+	}
+}
+
+// drive runs conns workers for d, each issuing requests back to back.
+func drive(ctx context.Context, client *http.Client, conns int, d time.Duration, mk request) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		out    = result{statuses: map[int]int{}}
+		firstE error
+		wg     sync.WaitGroup
+	)
+	start := time.Now()
+	for w := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			st := map[int]int{}
+			for i := 0; ctx.Err() == nil; i++ {
+				req, err := mk(w, i)
+				if err != nil {
+					mu.Lock()
+					firstE = err
+					mu.Unlock()
+					return
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req.WithContext(ctx))
+				if err != nil {
+					if ctx.Err() != nil {
+						break
+					}
+					mu.Lock()
+					firstE = err
+					mu.Unlock()
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(t0))
+				st[resp.StatusCode]++
+			}
+			mu.Lock()
+			out.lat = append(out.lat, lat...)
+			for k, v := range st {
+				out.statuses[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	out.elapsed = time.Since(start)
+	out.n = len(out.lat)
+	out.sort()
+	return out, firstE
+}
+
+// abRounds alternates floor and service: A B A B, merging each side.
+func abRounds(ctx context.Context, c config, client *http.Client, floor, svc request) (result, result, error) {
+	var a, b result
+	for range c.rounds {
+		ra, err := drive(ctx, client, c.conns, c.duration, floor)
+		if err != nil {
+			return a, b, fmt.Errorf("floor: %w", err)
+		}
+		rb, err := drive(ctx, client, c.conns, c.duration, svc)
+		if err != nil {
+			return a, b, fmt.Errorf("service: %w", err)
+		}
+		a.merge(ra)
+		b.merge(rb)
+	}
+	a.sort()
+	b.sort()
+	if bad := non2xx(b.statuses); bad != "" {
+		return a, b, fmt.Errorf("service answered %s", bad)
+	}
+	return a, b, nil
+}
+
+func non2xx(st map[int]int) string {
+	var parts []string
+	for code, n := range st {
+		if code < 200 || code > 299 {
+			parts = append(parts, fmt.Sprintf("%d×%d", n, code))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func get(url, key string) request {
+	return func(int, int) (*http.Request, error) {
+		req, err := http.NewRequest("GET", url, nil)
+		if err == nil && key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		return req, err
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

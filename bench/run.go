@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+func run(ctx context.Context, c config, out io.Writer) error {
+	tmp, err := os.MkdirTemp("", "agentapi-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "agentapi")
+	fmt.Fprintln(out, "building agentapi…")
+	if b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/agentapi").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build (run from the repository root): %v: %s", err, b)
+	}
+	fmt.Fprintf(out, "machine: %s/%s, %d CPUs, %s\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+
+	t := &table{}
+	engines := []engine{{name: "SQLite", dsn: filepath.Join(tmp, "bench.db")}}
+	if c.postgres != "" && c.redis != "" {
+		dsn, drop, err := freshPostgres(ctx, c.postgres)
+		if err != nil {
+			return err
+		}
+		defer drop()
+		engines = append(engines, engine{name: "PostgreSQL + Redis", dsn: dsn, redis: c.redis})
+	}
+	for _, e := range engines {
+		if err := benchEngine(ctx, c, bin, tmp, e, t, out); err != nil {
+			return fmt.Errorf("%s: %w", e.name, err)
+		}
+	}
+	limiterFigures(t)
+	fmt.Fprintln(out)
+	t.print(out)
+	return nil
+}
+
+type engine struct{ name, dsn, redis string }
+
+// seeded is what the bench needs from the store.
+type seeded struct {
+	key     string // full-access key of the main account, ceiling high enough never to refuse
+	deepKey string // key of the account holding c.agents agents
+}
+
+func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t *table, out io.Writer) error {
+	fmt.Fprintf(out, "[%s] seeding %d agents…\n", e.name, c.agents)
+	st, err := store.Open(ctx, e.dsn)
+	if err != nil {
+		return err
+	}
+	s, err := seed(ctx, st, c.agents)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	args := []string{"serve", "--db", e.dsn, "--unauth-rate-limit", "100000000"}
+	if e.redis != "" {
+		args = append(args, "--redis", e.redis)
+	}
+	svc, err := startProc(ctx, filepath.Join(tmp, "serve-"+strings.Fields(e.name)[0]+".log"), bin, args...)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	defer svc.stop()
+
+	client := newClient(c.conns)
+	meBody, err := bodyOf(client, svc.base+"/v1/me", s.key)
+	if err != nil {
+		return err
+	}
+	floor, err := startProc(ctx, filepath.Join(tmp, "floor.log"), os.Args[0], "-floor", "127.0.0.1:0", "-floor-bytes", fmt.Sprint(len(meBody)))
+	if err != nil {
+		return err
+	}
+	defer floor.stop()
+
+	for _, sc := range []struct{ name, path, key string }{
+		{"GET /v1/me", "/v1/me", s.key},
+		{"GET /v1/ai-agents?limit=30", "/v1/ai-agents?limit=30", s.deepKey},
+		{"GET /v1/ai-agents?limit=100", "/v1/ai-agents?limit=100", s.deepKey},
+	} {
+		fmt.Fprintf(out, "[%s] %s…\n", e.name, sc.name)
+		a, b, err := abRounds(ctx, c, client, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key))
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		t.add(e.name, sc.name, fmt.Sprintf("%.0f req/s", b.rps()), ms(b.pct(.5)), ms(b.pct(.99)),
+			fmt.Sprintf("%.2f (floor %.0f req/s)", b.rps()/a.rps(), a.rps()))
+	}
+
+	fmt.Fprintf(out, "[%s] walking every page of %d agents…\n", e.name, c.agents)
+	first, last, pages, err := walk(ctx, client, svc.base, s.deepKey)
+	if err != nil {
+		return err
+	}
+	f, l, err := firstVsDeepest(ctx, client, svc.base, s.deepKey, last)
+	if err != nil {
+		return err
+	}
+	t.add(e.name, fmt.Sprintf("walk %d pages of 100 (%s)", pages, first), "", ms(f.pct(.5))+" first", ms(l.pct(.5))+" deepest",
+		fmt.Sprintf("deepest/first p50 %.2f", float64(l.pct(.5))/float64(f.pct(.5))))
+
+	fmt.Fprintf(out, "[%s] POST /v1/ai-agents with %d writers…\n", e.name, c.writers)
+	var seq atomic.Int64
+	post := func(w, i int) (*http.Request, error) {
+		body := fmt.Sprintf(`{"name":"bench %d-%d-%d"}`, w, i, seq.Add(1))
+		req, err := http.NewRequest("POST", svc.base+"/v1/ai-agents", strings.NewReader(body))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+s.key)
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	}
+	wr, err := drive(ctx, newClient(c.writers), c.writers, 2*c.duration, post)
+	if err != nil {
+		return err
+	}
+	fivexx := 0
+	for code, n := range wr.statuses {
+		if code >= 500 {
+			fivexx += n
+		}
+	}
+	busy := strings.Count(readFile(svc.log), "SQLITE_BUSY")
+	t.add(e.name, fmt.Sprintf("POST /v1/ai-agents, %d writers", c.writers), fmt.Sprintf("%.0f req/s", wr.rps()),
+		ms(wr.pct(.5)), ms(wr.pct(.99)), fmt.Sprintf("p99/p50 %.1f; 5xx %d; SQLITE_BUSY %d; statuses %v",
+			float64(wr.pct(.99))/float64(wr.pct(.5)), fivexx, busy, wr.statuses))
+
+	if !c.skipRSS && e.redis == "" {
+		fmt.Fprintf(out, "[%s] making %d keys active…\n", e.name, c.keys)
+		rss, err := rssWithActiveKeys(ctx, st, svc, c.keys)
+		if err != nil {
+			return err
+		}
+		t.add(e.name, fmt.Sprintf("serve RSS, %d keys active in the last minute", c.keys), "", "", "", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)))
+	}
+	return st.Close()
+}
+
+func seed(ctx context.Context, st *store.Store, agents int) (seeded, error) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	svc := keys.New(st, nil)
+	mk := func(name string) (string, error) {
+		a := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: name, Active: true, CreatedAt: now}
+		if err := st.CreateAccount(ctx, a); err != nil {
+			return "", err
+		}
+		u := domain.User{ID: domain.NewID(domain.PrefixUser, now), AccountID: a.ID, Email: strings.ToLower(strings.ReplaceAll(name, " ", "-")) + "-" + a.ID[5:15] + "@bench.test",
+			Role: domain.RoleOwner, PasswordHash: "-", Active: true, CreatedAt: now}
+		if err := st.CreateUser(ctx, u); err != nil {
+			return "", err
+		}
+		cr, err := svc.Create(ctx, keys.Actor{User: &u}, keys.CreateParams{
+			AccountID: a.ID, Name: "bench", Scopes: domain.Scopes, RateLimit: domain.MaxRateLimitPerMinute,
+		})
+		return cr.Credential, err
+	}
+	var s seeded
+	var err error
+	if s.key, err = mk("Bench main"); err != nil {
+		return s, err
+	}
+	if s.deepKey, err = mk("Bench deep"); err != nil {
+		return s, err
+	}
+	k, _, err := st.KeyByPrefix(ctx, strings.Split(s.deepKey, "_")[2])
+	if err != nil {
+		return s, err
+	}
+	batch := make([]domain.Agent, 0, 10_000)
+	base := now.Add(-time.Duration(agents) * time.Millisecond)
+	for i := range agents {
+		at := base.Add(time.Duration(i) * time.Millisecond)
+		batch = append(batch, domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: k.AccountID,
+			Name: fmt.Sprintf("agent %07d", i), Enabled: true, CreatedAt: at, UpdatedAt: at})
+		if len(batch) == cap(batch) || i == agents-1 {
+			if err := st.ImportAgents(ctx, batch); err != nil {
+				return s, err
+			}
+			batch = batch[:0]
+		}
+	}
+	return s, nil
+}
+
+// walk follows every page with limit=100 and returns the first page's
+// timing label, the deepest page's cursor and the number of pages.
+func walk(ctx context.Context, client *http.Client, base, key string) (string, string, int, error) {
+	next, pages := "", 0
+	start := time.Now()
+	for {
+		url := base + "/v1/ai-agents?limit=100"
+		if next != "" {
+			url += "&next=" + next
+		}
+		b, err := bodyOf(client, url, key)
+		if err != nil {
+			return "", "", pages, err
+		}
+		pages++
+		var page struct {
+			Meta struct {
+				Next    *string `json:"next"`
+				HasMore bool    `json:"has_more"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			return "", "", pages, err
+		}
+		if !page.Meta.HasMore {
+			// next is the cursor that fetched this, the deepest page.
+			return fmt.Sprintf("%.1f s", time.Since(start).Seconds()), next, pages, nil
+		}
+		next = *page.Meta.Next
+	}
+}
+
+// firstVsDeepest times page 1 against the deepest page, interleaved.
+func firstVsDeepest(ctx context.Context, client *http.Client, base, key, deepest string) (result, result, error) {
+	var f, l result
+	for range 300 {
+		for i, url := range []string{base + "/v1/ai-agents?limit=100", base + "/v1/ai-agents?limit=100&next=" + deepest} {
+			t0 := time.Now()
+			if _, err := bodyOf(client, url, key); err != nil {
+				return f, l, err
+			}
+			if i == 0 {
+				f.lat = append(f.lat, time.Since(t0))
+			} else {
+				l.lat = append(l.lat, time.Since(t0))
+			}
+		}
+	}
+	f.sort()
+	l.sort()
+	return f, l, nil
+}
+
+func rssWithActiveKeys(ctx context.Context, st *store.Store, svc *proc, n int) (int64, error) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: "Bench keys", Active: true, CreatedAt: now}
+	if err := st.CreateAccount(ctx, a); err != nil {
+		return 0, err
+	}
+	u := domain.User{ID: domain.NewID(domain.PrefixUser, now), AccountID: a.ID, Email: "keys-" + a.ID[5:15] + "@bench.test",
+		Role: domain.RoleOwner, PasswordHash: "-", Active: true, CreatedAt: now}
+	if err := st.CreateUser(ctx, u); err != nil {
+		return 0, err
+	}
+	ks := keys.New(st, nil)
+	creds := make([]string, n)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	work := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				cr, err := ks.Create(ctx, keys.Actor{User: &u}, keys.CreateParams{AccountID: a.ID, Name: "k", Scopes: []domain.Scope{domain.ScopeAgentsRead}})
+				if err != nil {
+					firstErr.Store(err)
+					continue
+				}
+				creds[i] = cr.Credential
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	client := newClient(16)
+	var idx atomic.Int64
+	r, err := drive(ctx, client, 16, 10*time.Minute, func(int, int) (*http.Request, error) {
+		i := idx.Add(1) - 1
+		if i >= int64(n) {
+			return nil, errDone
+		}
+		return get(svc.base+"/v1/me", creds[i])(0, 0)
+	})
+	if err != nil && err != errDone {
+		return 0, err
+	}
+	if bad := non2xx(r.statuses); bad != "" {
+		return 0, fmt.Errorf("activating keys: %s", bad)
+	}
+	runtime.GC()
+	return svc.rss()
+}
+
+var errDone = fmt.Errorf("done")
+
+// limiterFigures measures the in-process limiter alone.
+func limiterFigures(t *table) {
+	m := ratelimit.NewMemory(nil)
+	defer m.Close()
+	keysN := 10_000
+	names := make([]string, keysN)
+	for i := range names {
+		names[i] = fmt.Sprintf("key_%08d", i)
+	}
+	var ctr atomic.Int64
+	res := testing.Benchmark(func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(ctr.Add(7919))
+			for pb.Next() {
+				_, _ = m.Allow(context.Background(), names[i%keysN], 1_000_000)
+				i++
+			}
+		})
+	})
+	t.add("in process", "rate-limit check, parallel, 10k keys", fmt.Sprintf("%d ns/op", res.NsPerOp()), "", "",
+		fmt.Sprintf("%d allocs/op", res.AllocsPerOp()))
+
+	m2 := ratelimit.NewMemory(nil)
+	defer m2.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const active = 100_000
+	for i := range active {
+		for range 3 {
+			_, _ = m2.Allow(context.Background(), fmt.Sprintf("key_%08d", i), 1_000_000)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.add("in process", "limiter memory, 100k active keys (ceiling 1,000,000)", "", "", "",
+		fmt.Sprintf("%.0f bytes/key", float64(after.HeapAlloc-before.HeapAlloc)/active))
+}
+
+func bodyOf(client *http.Client, url, key string) ([]byte, error) {
+	req, _ := get(url, key)(0, 0)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return b, err
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+// freshPostgres creates an empty database next to the one in url.
+func freshPostgres(ctx context.Context, url string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: %w", err)
+	}
+	name := "agentapi_bench_" + strings.ToLower(rand.Text()[:10])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		conn.Close(ctx)
+		return "", nil, err
+	}
+	cfg, _ := pgx.ParseConfig(url)
+	dsn := strings.Replace(url, "/"+cfg.Database, "/"+name, 1)
+	return dsn, func() {
+		_, _ = conn.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)")
+		conn.Close(context.Background())
+	}, nil
+}
+
+// proc is a child process serving HTTP.
+type proc struct {
+	cmd  *exec.Cmd
+	base string
+	log  string
+}
+
+func startProc(ctx context.Context, logPath, bin string, args ...string) (*proc, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for i, a := range args {
+		if a == "127.0.0.1:0" {
+			args[i] = addr
+		}
+	}
+	if args[0] == "serve" {
+		args = append(args, "--addr", addr)
+	}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, base: "http://" + addr, log: logPath}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(p.base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return p, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.stop()
+	return nil, fmt.Errorf("%s did not start; log: %s", bin, readFile(logPath))
+}
+
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+func (p *proc) rss() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%d", &kb)
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS")
+}
