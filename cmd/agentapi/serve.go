@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -233,8 +234,18 @@ agentapi: first start on an empty database; created account %s and its Owner.
   Then:
     curl -H "Authorization: Bearer <key>" %s/v1/me
 
-`, acct.ID, base, firstOwnerEmail, pw, shellQuote(db), acct.ID, firstOwnerEmail, base)
+`, acct.ID, base, firstOwnerEmail, pw, dbArg(db), acct.ID, firstOwnerEmail, base)
 	return nil
+}
+
+// dbArg is --db as the banner shows it: never a database password.
+func dbArg(db string) string {
+	if u, err := url.Parse(db); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			return `"$AGENTAPI_DB"`
+		}
+	}
+	return shellQuote(db)
 }
 
 func shellQuote(s string) string {
