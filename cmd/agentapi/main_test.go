@@ -469,7 +469,7 @@ func TestBannerNeverShowsADatabasePassword(t *testing.T) {
 		"agentapi.db":                     "agentapi.db",
 		"/tmp/my db.db":                   "'/tmp/my db.db'",
 		"postgres://u:s3cret@h:5432/d":    `"$AGENTAPI_DB"`,
-		"postgres://u@h:5432/d?sslmode=x": "postgres://u@h:5432/d?sslmode=x",
+		"postgres://u@h:5432/d?sslmode=x": "'postgres://u@h:5432/d?sslmode=x'",
 	} {
 		if got := dbArg(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("dbArg(%q) = %q, want %q", in, got, want)
