@@ -84,25 +84,34 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 		return domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
 	}
 
-	st, err := openStore(ctx, *db)
+	err := asManager(ctx, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
+		c, err := svc.Create(ctx, actor, p)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
+		}
+		_, err = fmt.Fprintln(e.stdout, c.Credential)
+		return err
+	})
+	return err
+}
+
+// asManager opens the store and runs fn as the account's Owner or Admin
+// named by email; anyone else is refused by keys.Service.Manager.
+func asManager(ctx context.Context, db, account, email string, fn func(*keys.Service, keys.Actor) error) error {
+	st, err := openStore(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	svc := keys.New(st, nil)
-	u, err := svc.Manager(ctx, *account, *as)
+	u, err := svc.Manager(ctx, account, email)
 	if err != nil {
 		return err
 	}
-	c, err := svc.Create(ctx, keys.Actor{User: &u}, p)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
-	}
-	fmt.Fprintln(e.stdout, c.Credential)
-	return nil
+	return fn(svc, keys.Actor{User: &u})
 }
 
 func keyRevoke(ctx context.Context, e env, args []string) error {
@@ -116,17 +125,9 @@ func keyRevoke(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "as"); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	svc := keys.New(st, nil)
-	u, err := svc.Manager(ctx, *account, *as)
-	if err != nil {
-		return err
-	}
-	return svc.Revoke(ctx, keys.Actor{User: &u}, *account, pos[0])
+	return asManager(ctx, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
+		return svc.Revoke(ctx, actor, *account, pos[0])
+	})
 }
 
 func keySetRateLimit(ctx context.Context, e env, args []string) error {

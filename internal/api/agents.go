@@ -204,22 +204,38 @@ func duplicateName(err error, name string) error {
 	}
 }
 
+// noQuery refuses any query parameter on a route that takes none; false
+// when it has answered.
+func (s *Server) noQuery(w http.ResponseWriter, r *http.Request) bool {
+	var p problems
+	p.query(r)
+	if err := p.err(); err != nil {
+		writeError(w, r, s.log, err)
+		return false
+	}
+	return true
+}
+
+// pathAgent validates a read route on one agent and loads the agent its
+// path names from the caller's account; false when it has answered.
+func (s *Server) pathAgent(w http.ResponseWriter, r *http.Request) (domain.Agent, bool) {
+	if !s.noQuery(w, r) {
+		return domain.Agent{}, false
+	}
+	id := r.PathValue("agent_id")
+	ag, err := s.store.GetAgent(r.Context(), authFrom(r.Context()).key.AccountID, id)
+	if err != nil {
+		writeError(w, r, s.log, agentErr(err, id))
+		return domain.Agent{}, false
+	}
+	return ag, true
+}
+
 func (s *Server) handleGetAgent() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
-		var p problems
-		p.query(r)
-		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
-			return
+		if ag, ok := s.pathAgent(w, r); ok {
+			writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
 		}
-		id := r.PathValue("agent_id")
-		ag, err := s.store.GetAgent(r.Context(), a.key.AccountID, id)
-		if err != nil {
-			writeError(w, r, s.log, agentErr(err, id))
-			return
-		}
-		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
 	})
 }
 

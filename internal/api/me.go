@@ -20,13 +20,10 @@ type keyObject struct {
 
 func (s *Server) handleMe() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
-		var p problems
-		p.query(r)
-		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+		if !s.noQuery(w, r) {
 			return
 		}
+		a := authFrom(r.Context())
 		k := a.key
 		// The stored last_used_at lags by up to a second (write-behind);
 		// this request is the latest use, so it is what /me shows.

@@ -24,19 +24,12 @@ type statsObject struct {
 
 func (s *Server) handleAgentStats() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
-		var p problems
-		p.query(r)
-		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+		ag, ok := s.pathAgent(w, r)
+		if !ok {
 			return
 		}
-		id := r.PathValue("agent_id")
-		if _, err := s.store.GetAgent(r.Context(), a.key.AccountID, id); err != nil {
-			writeError(w, r, s.log, agentErr(err, id))
-			return
-		}
-		st, err := s.store.AgentStats(r.Context(), a.key.AccountID, id)
+		id := ag.ID
+		st, err := s.store.AgentStats(r.Context(), ag.AccountID, id)
 		if err != nil {
 			writeError(w, r, s.log, fmt.Errorf("agent stats: %w", err))
 			return
