@@ -84,7 +84,7 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 		return domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
 	}
 
-	err := asManager(ctx, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
+	return asManager(ctx, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
 		if err != nil {
 			return err
@@ -95,7 +95,6 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 		_, err = fmt.Fprintln(e.stdout, c.Credential)
 		return err
 	})
-	return err
 }
 
 // asManager opens the store and runs fn as the account's Owner or Admin
