@@ -37,6 +37,26 @@ const (
 	shutdownTimeout   = 30 * time.Second
 )
 
+// timeouts of the API listener; a type so tests can shorten them.
+type timeouts struct{ readHeader, read, write, idle time.Duration }
+
+var defaultTimeouts = timeouts{readHeaderTimeout, readTimeout, writeTimeout, idleTimeout}
+
+// newHTTPServer is the API listener's server: every timeout set and headers
+// bounded, so a slow or silent client cannot hold a connection.
+func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t timeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+}
+
 type serveConfig struct {
 	addr, db, redisURL string
 	unauthLimit        int
@@ -144,16 +164,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		go func() { _ = admin.Serve(aln) }()
 		log.Info("admin listening", "addr", aln.Addr().String())
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	srv := newHTTPServer(ctx, handler, log, defaultTimeouts)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
