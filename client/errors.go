@@ -1,0 +1,134 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The contract's error codes; clients branch on Error.Code.
+const (
+	CodeMissingField       = "missing_field"
+	CodeInvalidValue       = "invalid_value"
+	CodeDatatypeMismatch   = "datatype_mismatch"
+	CodeInvalidField       = "invalid_field"
+	CodeInvalidJSON        = "invalid_json"
+	CodeInvalidCredentials = "invalid_credentials"
+	CodeTokenExpired       = "token_expired"
+	CodeAccessDenied       = "access_denied"
+	CodeFeatureNotEnabled  = "feature_not_enabled"
+	CodeNotFound           = "not_found"
+	CodeDuplicateValue     = "duplicate_value"
+	CodeImmutableState     = "immutable_state"
+	CodeInconsistentState  = "inconsistent_state"
+	CodeFileTooLarge       = "file_too_large"
+	CodeUnsupportedType    = "unsupported_type"
+	CodeRateLimitExceeded  = "rate_limit_exceeded"
+	CodeServerError        = "server_error"
+)
+
+// Error is an answer of the API other than 2xx: the contract's error
+// envelope plus what the response's headers said. Use errors.As to get it.
+type Error struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is error.code, for example "not_found". A non-2xx response that
+	// did not carry the API's envelope (a proxy's 502 page, say) has
+	// server_error for a 5xx and an empty Code otherwise.
+	Code string
+	// Message is error.message, a human-readable sentence.
+	Message string
+	// Errors lists the fields at fault, when specific fields are.
+	Errors []FieldError
+	// ExistingID is the record already holding the value, on 409 duplicate_value.
+	ExistingID string
+	// RequestID is the X-Request-Id header; quote it to support.
+	RequestID string
+	// RetryAfter is the Retry-After header (on 429), zero when absent.
+	RetryAfter time.Duration
+	// RateLimit holds the X-RateLimit-* headers.
+	RateLimit RateLimit
+}
+
+// FieldError is one entry of error.errors.
+type FieldError struct {
+	Field   string `json:"field"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// RateLimit is what the X-RateLimit-* headers said. Zero values mean the
+// header was absent.
+type RateLimit struct {
+	Limit     int       // requests allowed per minute for the key
+	Remaining int       // requests left in the current window
+	Reset     time.Time // when the oldest counted request leaves the window
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "agentapi: %d", e.StatusCode)
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	for i, f := range e.Errors {
+		if i == 0 {
+			b.WriteString(" [")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", f.Field, f.Code)
+		if i == len(e.Errors)-1 {
+			b.WriteString("]")
+		}
+	}
+	if e.RequestID != "" {
+		b.WriteString(" (request " + e.RequestID + ")")
+	}
+	return b.String()
+}
+
+// IsCode reports whether err is, or wraps, an *Error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// IsRetryable reports whether the contract allows retrying err unchanged:
+// 429 (after Retry-After) and 5xx. A Client has already retried these as
+// far as its RetryPolicy allows.
+func IsRetryable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500)
+}
+
+// parseError builds the *Error of a non-2xx response.
+func parseError(status int, h http.Header, body []byte, rl RateLimit) *Error {
+	e := &Error{
+		StatusCode: status, RequestID: h.Get("X-Request-Id"),
+		RetryAfter: parseRetryAfter(h.Get("Retry-After")), RateLimit: rl,
+	}
+	var env struct {
+		Error *struct {
+			Code       string       `json:"code"`
+			Message    string       `json:"message"`
+			Errors     []FieldError `json:"errors"`
+			ExistingID string       `json:"existing_id"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Code != "" {
+		e.Code, e.Message, e.Errors, e.ExistingID = env.Error.Code, env.Error.Message, env.Error.Errors, env.Error.ExistingID
+		return e
+	}
+	if status >= 500 {
+		e.Code = CodeServerError
+	}
+	e.Message = fmt.Sprintf("unexpected %d %s response without the API's error envelope", status, http.StatusText(status))
+	return e
+}
