@@ -2,12 +2,17 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 	"github.com/agentapi/agentapi/internal/testenv"
@@ -71,5 +76,94 @@ func TestPostgresOutage(t *testing.T) {
 	f.send("POST", "/v1/ai-agents", key, `{"name":"After the outage"}`).wantStatus(t, 201)
 	if !strings.Contains(f.logs.String(), "internal error") {
 		t.Fatal("the outage's causes are not in the log")
+	}
+}
+
+// TestRedisOutage cuts the connection to Redis mid-run: the API keeps
+// answering (the in-process fallback decides, at the full ceiling: degraded,
+// never unlimited), every response keeps its rate-limit headers, nothing
+// waits long on the dead connection, the change is logged, and decisions go
+// back to Redis by itself when it returns.
+func TestRedisOutage(t *testing.T) {
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, opts.Addr)
+	opts.Addr = proxy.Addr()
+	opts.MaxRetries = 0
+	rc := redis.NewClient(opts)
+	t.Cleanup(func() { rc.Close() })
+	var rl *ratelimit.Redis
+	f := newFixture(t, "sqlite", func(c *Config) {
+		fallback := ratelimit.NewMemory(nil)
+		t.Cleanup(fallback.Close)
+		rl = ratelimit.NewRedis(rc, fallback, c.Log)
+		c.Limiter = rl
+	})
+	const ceiling = 5
+	key := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = ceiling }, domain.ScopeAgentsRead).Credential
+	remaining := func(r *response) string { return r.Header().Get("X-RateLimit-Remaining") }
+
+	// Redis decides: three admissions counted there.
+	for i := range 3 {
+		r := f.get("/v1/me", key)
+		r.wantStatus(t, 200)
+		if got, want := remaining(r), fmt.Sprint(ceiling-1-i); got != want {
+			t.Fatalf("with Redis, request %d: remaining %s, want %s", i, got, want)
+		}
+	}
+
+	// Redis goes away: the fallback starts its own window at the full
+	// ceiling, so exactly `ceiling` more are admitted, then 429.
+	proxy.Cut()
+	for i := range ceiling + 1 {
+		start := time.Now()
+		r := f.get("/v1/me", key)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("request %d during the outage took %v", i, d)
+		}
+		for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if r.Header().Get(h) == "" {
+				t.Fatalf("request %d during the outage lacks %s", i, h)
+			}
+		}
+		if i < ceiling {
+			r.wantStatus(t, 200)
+			continue
+		}
+		r.wantError(t, 429, domain.CodeRateLimitExceeded)
+		if r.Header().Get("Retry-After") == "" {
+			t.Fatal("429 during the outage without Retry-After")
+		}
+	}
+	if rl.Fallbacks() < ceiling+1 {
+		t.Fatalf("fallbacks %d, want at least %d", rl.Fallbacks(), ceiling+1)
+	}
+	if !strings.Contains(f.logs.String(), "redis unavailable") {
+		t.Fatal("the fallback was not logged")
+	}
+
+	// Redis returns: its own count (3) decides again, so one more request
+	// leaves one slot, and the window is the shared one, not the fallback's.
+	proxy.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before := rl.Fallbacks()
+		r := f.get("/v1/me", key)
+		if rl.Fallbacks() == before {
+			r.wantStatus(t, 200)
+			if got := remaining(r); got != fmt.Sprint(ceiling-4) {
+				t.Fatalf("back on Redis: remaining %s, want %d", got, ceiling-4)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the limiter did not go back to Redis after it returned")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(f.logs.String(), "redis is back") {
+		t.Fatal("the return to Redis was not logged")
 	}
 }
