@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -203,6 +204,9 @@ type syncBuf struct {
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
+// credentialShape matches an API credential anywhere in a text.
+var credentialShape = regexp.MustCompile(`agk_(live|test)_[a-z0-9]{12}_[0-9A-Za-z]{38}`)
+
 func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
@@ -217,6 +221,13 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-s.done
+		// Whatever the test did, serve's output never holds a credential:
+		// matched by form, so it covers keys minted anywhere (CLI, console).
+		for name, out := range map[string]string{"log (stderr)": s.stderr.String(), "stdout": s.stdout.String()} {
+			if m := credentialShape.FindString(out); m != "" {
+				t.Errorf("a credential (prefix %s) reached serve's %s", m[9:21], name)
+			}
+		}
 		if t.Failed() {
 			t.Logf("server stderr:\n%s", s.stderr.String())
 		}
@@ -307,6 +318,9 @@ func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
 	var k struct{ ID, Credential string }
 	if err := json.Unmarshal([]byte(cred), &k); err != nil {
 		t.Fatal(err)
+	}
+	if !credentialShape.MatchString(k.Credential) {
+		t.Fatal("credentialShape does not match a real credential: the log check would be blind")
 	}
 	code, body, hdr := call(t, "GET", s.base+"/v1/me", k.Credential, "")
 	if code != 200 || hdr.Get("X-RateLimit-Limit") != "120" {
