@@ -45,7 +45,8 @@ type Config struct {
 	Console http.Handler
 	// Metrics receives request, auth, rate-limit and store figures; nil is fine.
 	Metrics *metrics.Metrics
-	// OpenAPI serves the API description at GET /v1/openapi.json, without a key.
+	// OpenAPI serves the API description at GET /v1/openapi.json, without a
+	// key; nil serves the embedded document (openapi.json).
 	OpenAPI http.Handler
 }
 
@@ -95,6 +96,10 @@ func New(cfg Config) http.Handler {
 	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 	}))
+	openAPI := cfg.OpenAPI
+	if openAPI == nil {
+		openAPI = handleOpenAPI()
+	}
 	// /v1 bypasses root's ServeMux: a mux would redirect unclean paths
 	// (//, /./) before authentication, and the contract wants every /v1
 	// request authenticated first and unknown paths answered 404.
@@ -104,8 +109,8 @@ func New(cfg Config) http.Handler {
 			writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 			return
 		}
-		if cfg.OpenAPI != nil && r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == "" {
-			cfg.OpenAPI.ServeHTTP(w, r)
+		if r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == "" {
+			openAPI.ServeHTTP(w, r)
 			return
 		}
 		if p := r.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
