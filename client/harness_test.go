@@ -273,4 +273,3 @@ func wantAPIError(t *testing.T, err error, status int, code string, fields ...st
 	}
 	return e
 }
-

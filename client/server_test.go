@@ -177,9 +177,15 @@ func TestErrorsAreTypedAndNotRetried(t *testing.T) {
 		{name: "name too long", key: admin, status: 400, code: client.CodeInvalidValue, fields: []string{"name:invalid_value"},
 			call: func(c *client.Client) error { _, err := c.CreateAgent(ctx, client.NewAgent{Name: long}); return err }},
 		{name: "blank question", key: admin, status: 400, code: client.CodeInvalidValue, fields: []string{"question:invalid_value"},
-			call: func(c *client.Client) error { _, err := c.Ask(ctx, first.ID, client.Question{Question: " "}); return err }},
+			call: func(c *client.Client) error {
+				_, err := c.Ask(ctx, first.ID, client.Question{Question: " "})
+				return err
+			}},
 		{name: "forged cursor", key: admin, status: 400, code: client.CodeInvalidValue, fields: []string{"next:invalid_value"},
-			call: func(c *client.Client) error { _, err := c.ListAgents(ctx, client.ListOptions{Next: "bm90IGEgY3Vyc29y"}); return err }},
+			call: func(c *client.Client) error {
+				_, err := c.ListAgents(ctx, client.ListOptions{Next: "bm90IGEgY3Vyc29y"})
+				return err
+			}},
 		{name: "unknown key", key: unknown.Text, status: 401, code: client.CodeInvalidCredentials,
 			call:  func(c *client.Client) error { _, err := c.Me(ctx); return err },
 			check: func(t *testing.T, e *client.Error) { wantText(t, e.Message, "invalid") }},
@@ -189,12 +195,18 @@ func TestErrorsAreTypedAndNotRetried(t *testing.T) {
 			call:  func(c *client.Client) error { _, err := c.CreateAgent(ctx, client.NewAgent{Name: "x"}); return err },
 			check: func(t *testing.T, e *client.Error) { wantText(t, e.Message, "aiagents:write") }},
 		{name: "missing query scope", key: readOnly, status: 403, code: client.CodeAccessDenied,
-			call:  func(c *client.Client) error { _, err := c.Ask(ctx, first.ID, client.Question{Question: "hi"}); return err },
+			call: func(c *client.Client) error {
+				_, err := c.Ask(ctx, first.ID, client.Question{Question: "hi"})
+				return err
+			},
 			check: func(t *testing.T, e *client.Error) { wantText(t, e.Message, "aiagents:query") }},
 		{name: "restricted key, other agent", key: restricted, status: 403, code: client.CodeAccessDenied,
 			call: func(c *client.Client) error { _, err := c.GetAgent(ctx, second.ID); return err }},
 		{name: "feature off", key: admin, status: 403, code: client.CodeFeatureNotEnabled,
-			call: func(c *client.Client) error { _, err := c.Ask(ctx, first.ID, client.Question{Question: "hi"}); return err }},
+			call: func(c *client.Client) error {
+				_, err := c.Ask(ctx, first.ID, client.Question{Question: "hi"})
+				return err
+			}},
 		{name: "unknown agent", key: admin, status: 404, code: client.CodeNotFound,
 			call: func(c *client.Client) error { _, err := c.GetAgent(ctx, "agt_nope"); return err }},
 		{name: "another account's agent", key: admin, status: 404, code: client.CodeNotFound,
@@ -202,7 +214,10 @@ func TestErrorsAreTypedAndNotRetried(t *testing.T) {
 		{name: "id with a slash stays one segment", key: admin, status: 404, code: client.CodeNotFound,
 			call: func(c *client.Client) error { _, err := c.DisableAgent(ctx, first.ID+"/x"); return err }},
 		{name: "duplicate name", key: admin, status: 409, code: client.CodeDuplicateValue, fields: []string{"name:duplicate_value"},
-			call: func(c *client.Client) error { _, err := c.CreateAgent(ctx, client.NewAgent{Name: " HELPDESK "}); return err },
+			call: func(c *client.Client) error {
+				_, err := c.CreateAgent(ctx, client.NewAgent{Name: " HELPDESK "})
+				return err
+			},
 			check: func(t *testing.T, e *client.Error) {
 				if e.ExistingID != first.ID {
 					t.Fatalf("existing_id %q, want %q", e.ExistingID, first.ID)
