@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentapi/agentapi/internal/api"
+	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
@@ -149,9 +150,13 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	defer stopLoops()
 	go toucher.Run(loopCtx)
 
+	// The console shares the API's listener, store and limiter: its
+	// sessions live in the store and its sign-in throttle in the limiter,
+	// so it works across instances like the API does.
+	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log})
 	handler := api.New(api.Config{
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
-		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m,
+		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
 	})
 	var admin *http.Server
 	if c.adminAddr != "" {

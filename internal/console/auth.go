@@ -1,0 +1,396 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/password"
+)
+
+// Cookie names. The session cookie is scoped to /console/ and never
+// readable by script; the sign-in cookie carries the double-submit CSRF
+// token of the sign-in form, the one form shown before there is a session.
+const (
+	sessionCookie = "agentapi_session"
+	loginCookie   = "agentapi_signin"
+	cookiePath    = "/console/"
+	maxFormBytes  = 64 << 10
+)
+
+// session is the signed-in user of a request.
+type session struct {
+	user      domain.User
+	csrf      string
+	tokenHash []byte
+}
+
+// access is what a route requires.
+type access int
+
+const (
+	signedIn access = 1 << iota
+	manager         // Owner or Admin (keys.Service.Manager decides)
+	owner
+	// allowMustChange lets a user who must still choose a password through
+	// (the password page and sign-out); every other page sends them there.
+	allowMustChange
+)
+
+type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
+
+// guard runs h for a request that passes, in order: the cross-origin check
+// (POST), a live session (else to the sign-in page), the forced password
+// change, the role (else 404, so a route's existence is not revealed), and
+// the CSRF token (POST).
+func (c *Console) guard(need access, h sessionHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		post := r.Method == http.MethodPost
+		if post && !sameOrigin(r) {
+			c.renderError(w, r, nil, http.StatusForbidden, "This request came from another site and was refused.")
+			return
+		}
+		s, err := c.session(r)
+		if err != nil {
+			if !errors.Is(err, domain.ErrNotFound) {
+				c.serverError(w, r, nil, err)
+				return
+			}
+			clearCookie(w, r, sessionCookie)
+			target := "/console/signin"
+			if !post && r.URL.Path != "/console/" {
+				target += "?next=" + url.QueryEscape(r.URL.Path)
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+			return
+		}
+		if s.user.MustChangePassword && need&allowMustChange == 0 {
+			http.Redirect(w, r, "/console/password", http.StatusSeeOther)
+			return
+		}
+		switch {
+		case need&owner != 0 && s.user.Role != domain.RoleOwner:
+			c.notFound(w, r, s)
+			return
+		case need&manager != 0:
+			// The role rule lives in keys.Service; anyone it refuses sees 404.
+			if _, err := c.keys.Manager(r.Context(), s.user.AccountID, s.user.Email); err != nil {
+				if domain.IsCode(err, domain.CodeAccessDenied) || domain.IsCode(err, domain.CodeNotFound) {
+					c.notFound(w, r, s)
+				} else {
+					c.serverError(w, r, s, err)
+				}
+				return
+			}
+		}
+		if post {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+			if err := r.ParseForm(); err != nil {
+				c.renderError(w, r, s, http.StatusBadRequest, "The form could not be read.")
+				return
+			}
+			if !tokenEqual(r.PostForm.Get("csrf"), s.csrf) {
+				c.renderError(w, r, s, http.StatusForbidden, "This form has expired or did not come from this console. Go back, reload the page and try again.")
+				return
+			}
+		}
+		h(w, r, s)
+	})
+}
+
+// session returns the request's signed-in user, or ErrNotFound.
+func (c *Console) session(r *http.Request) (*session, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" || len(ck.Value) > 100 {
+		return nil, domain.ErrNotFound
+	}
+	h := sha256.Sum256([]byte(ck.Value))
+	sess, u, err := c.store.SessionUser(r.Context(), h[:], c.now())
+	if err != nil {
+		return nil, err
+	}
+	return &session{user: u, csrf: sess.CSRF, tokenHash: sess.TokenHash}, nil
+}
+
+// sameOrigin refuses cross-site form posts by the browser's own headers:
+// Sec-Fetch-Site when sent, else Origin, compared by host with the request's
+// Host (the scheme is not compared, so TLS may end at a proxy). A request
+// with neither (an old browser, or not a browser) still needs the CSRF token.
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+func tokenEqual(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func newToken() string { return rand.Text() + rand.Text() }
+
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: cookiePath, MaxAge: int(maxAge.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		// Secure whenever this server itself speaks TLS (r.TLS). Behind a
+		// TLS-terminating proxy the cookie is sent without the flag; the
+		// proxy should add it.
+		Secure: r.TLS != nil,
+	})
+}
+
+func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: cookiePath, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+}
+
+// --- sign-in ---
+
+type signInPage struct {
+	Email, Next, LoginCSRF, Error string
+}
+
+func (c *Console) handleSignInForm(w http.ResponseWriter, r *http.Request) {
+	if s, err := c.session(r); err == nil && s != nil {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+		return
+	}
+	c.renderSignIn(w, r, http.StatusOK, signInPage{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, p signInPage) {
+	p.LoginCSRF = newToken()
+	setCookie(w, r, loginCookie, p.LoginCSRF, time.Hour)
+	c.render(w, r, nil, status, "signin", "Sign in", p)
+}
+
+// badSignIn is the one message for every refused sign-in: unknown email,
+// wrong password, deactivated user or account.
+const badSignIn = "The email or password is incorrect, or this user cannot sign in."
+
+func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		c.renderError(w, r, nil, http.StatusForbidden, "This request came from another site and was refused.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	email := domain.NormalizeEmail(r.PostForm.Get("email"))
+	pw := r.PostForm.Get("password")
+	p := signInPage{Email: email, Next: safeNext(r.PostForm.Get("next"))}
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !tokenEqual(r.PostForm.Get("csrf"), ck.Value) {
+		p.Error = "This form has expired. Please sign in again."
+		c.renderSignIn(w, r, http.StatusForbidden, p)
+		return
+	}
+	if retry, ok := c.allowSignIn(r.Context(), email, clientAddr(r)); !ok {
+		w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
+		p.Error = fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))
+		c.renderSignIn(w, r, http.StatusTooManyRequests, p)
+		return
+	}
+	u, ok, err := c.checkPassword(r.Context(), email, pw)
+	if err != nil {
+		c.serverError(w, r, nil, err)
+		return
+	}
+	if !ok {
+		p.Error = badSignIn
+		c.renderSignIn(w, r, http.StatusUnauthorized, p)
+		return
+	}
+	if err := c.startSession(w, r, u); err != nil {
+		c.serverError(w, r, nil, err)
+		return
+	}
+	clearCookie(w, r, loginCookie)
+	c.log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
+	target := "/console/"
+	if u.MustChangePassword {
+		target = "/console/password"
+	} else if p.Next != "" {
+		target = p.Next
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// allowSignIn applies the throttle per email and per client address; both
+// must admit the attempt. The limiter's keys are namespaced apart from API
+// keys' windows. When the limiter fails, sign-in is refused rather than left
+// unthrottled.
+func (c *Console) allowSignIn(ctx context.Context, email, addr string) (time.Duration, bool) {
+	var retry time.Duration
+	ok := true
+	for _, k := range []string{"console-signin:email:" + email, "console-signin:addr:" + addr} {
+		res, err := c.limiter.Allow(ctx, k, c.loginLimit)
+		if err != nil {
+			c.log.Error("sign-in throttle", "err", err)
+			return time.Minute, false
+		}
+		if !res.Allowed {
+			ok = false
+			retry = max(retry, res.RetryAfter)
+		}
+	}
+	return max(retry, time.Second), ok
+}
+
+// checkPassword returns the user if the email names an active user of an
+// active account and pw is their password. An unknown email costs the same
+// argon2 work as a wrong password.
+func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.User, bool, error) {
+	u, err := c.store.GetUserByEmail(ctx, email)
+	if errors.Is(err, domain.ErrNotFound) {
+		password.DummyVerify(pw)
+		return domain.User{}, false, nil
+	}
+	if err != nil {
+		return domain.User{}, false, fmt.Errorf("get user: %w", err)
+	}
+	ok, err := password.Verify(u.PasswordHash, pw)
+	if err != nil {
+		return domain.User{}, false, fmt.Errorf("verify password of %s: %w", u.ID, err)
+	}
+	if !ok || !u.Active {
+		return domain.User{}, false, nil
+	}
+	a, err := c.store.GetAccount(ctx, u.AccountID)
+	if err != nil {
+		return domain.User{}, false, fmt.Errorf("get account: %w", err)
+	}
+	return u, a.Active, nil
+}
+
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, u domain.User) error {
+	now := c.now().UTC()
+	// Expired rows are never served; clearing them here keeps the table small.
+	if _, err := c.store.DeleteExpiredSessions(r.Context(), now); err != nil {
+		c.log.Warn("delete expired sessions", "err", err)
+	}
+	token := newToken()
+	h := sha256.Sum256([]byte(token))
+	if err := c.store.CreateSession(r.Context(), domain.Session{
+		TokenHash: h[:], UserID: u.ID, CSRF: newToken(), CreatedAt: now, ExpiresAt: now.Add(c.sessionTTL),
+	}); err != nil {
+		return fmt.Errorf("create session: %w", err)
+	}
+	setCookie(w, r, sessionCookie, token, c.sessionTTL)
+	return nil
+}
+
+func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *session) {
+	if err := c.store.DeleteSession(r.Context(), s.tokenHash); err != nil {
+		c.serverError(w, r, s, err)
+		return
+	}
+	clearCookie(w, r, sessionCookie)
+	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in destination only if it is a console path on
+// this site (no open redirect).
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/console/") || strings.ContainsAny(next, "\\\r\n") || strings.HasPrefix(next, "/console/signin") {
+		return ""
+	}
+	return next
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// --- password ---
+
+type passwordPage struct {
+	Forced bool
+	Error  string
+}
+
+func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *session) {
+	c.render(w, r, s, http.StatusOK, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword})
+}
+
+func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) {
+	p := passwordPage{Forced: s.user.MustChangePassword}
+	fail := func(msg string) {
+		p.Error = msg
+		c.render(w, r, s, http.StatusUnprocessableEntity, "password", "Choose a password", p)
+	}
+	current, next, confirm := r.PostForm.Get("current"), r.PostForm.Get("new"), r.PostForm.Get("confirm")
+	// The current password is asked for a voluntary change: a session left
+	// open on someone's screen must not be enough to take the account over.
+	// A forced change follows a sign-in with the one-time password moments ago.
+	if !p.Forced {
+		if ok, err := password.Verify(s.user.PasswordHash, current); err != nil {
+			c.serverError(w, r, s, err)
+			return
+		} else if !ok {
+			fail("The current password is incorrect.")
+			return
+		}
+	}
+	if err := password.Check(next); err != nil {
+		fail(capitalize(err.Error()) + ".")
+		return
+	}
+	if next != confirm {
+		fail("The two new passwords differ.")
+		return
+	}
+	if same, err := password.Verify(s.user.PasswordHash, next); err == nil && same {
+		fail("Choose a password different from the current one.")
+		return
+	}
+	hash, err := password.Hash(next)
+	if err != nil {
+		c.serverError(w, r, s, err)
+		return
+	}
+	if err := c.store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
+		c.serverError(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/console/?done=password", http.StatusSeeOther)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func (c *Console) handleHome(w http.ResponseWriter, r *http.Request, s *session) {
+	target := "/console/agents"
+	if s.user.Role.CanManageKeys() {
+		target = "/console/developers"
+	}
+	if r.URL.Query().Get("done") == "password" {
+		target += "?done=password"
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}

@@ -1,0 +1,127 @@
+package console
+
+import (
+	"bytes"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+type pageTemplate = *template.Template
+
+// view is what every page template gets: the signed-in user (nil on the
+// sign-in page), the session's CSRF token for forms, which nav entry is
+// current, and the page's own data.
+type view struct {
+	Title     string
+	User      *domain.User
+	CSRF      string
+	Nav       string
+	CanManage bool
+	IsOwner   bool
+	Notice    string
+	Page      any
+}
+
+var funcs = template.FuncMap{
+	"when": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return formatTime(v)
+		case *time.Time:
+			if v == nil {
+				return ""
+			}
+			return formatTime(*v)
+		}
+		return ""
+	},
+	"join": func(list []string) string { return strings.Join(list, ", ") },
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// parsePages builds one template per page: the layout plus that page's
+// "content", so pages cannot clash over block names.
+func parsePages() map[string]pageTemplate {
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	pages := map[string]pageTemplate{}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
+	}
+	return pages
+}
+
+// notices are the fixed messages a redirect may ask for with ?done=; the
+// query never carries text of its own into the page.
+var notices = map[string]string{
+	"password":    "Your password is changed. Other sessions of yours were signed out.",
+	"revoked":     "The key is revoked. Requests with it are refused from now on.",
+	"deactivated": "The user is deactivated and signed out everywhere.",
+	"instructions": "The instructions are saved.",
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) {
+	v := view{Title: title, Page: data, Nav: navOf(r.URL.Path), Notice: notices[r.URL.Query().Get("done")]}
+	if s != nil {
+		u := s.user
+		v.User, v.CSRF = &u, s.csrf
+		v.CanManage = u.Role.CanManageKeys()
+		v.IsOwner = u.Role == domain.RoleOwner
+	}
+	t, ok := c.pages[page]
+	if !ok {
+		panic("console: no page " + page)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		c.log.Error("render console page", "page", page, "err", err)
+		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func navOf(path string) string {
+	for _, p := range []string{"developers", "users", "agents", "password"} {
+		if strings.HasPrefix(path, "/console/"+p) {
+			return p
+		}
+	}
+	return ""
+}
+
+type errorPage struct {
+	Status  int
+	Heading string
+	Message string
+}
+
+func (c *Console) renderError(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
+	c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg})
+}
+
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request, s *session) {
+	c.renderError(w, r, s, http.StatusNotFound, "There is no such page.")
+}
+
+// serverError logs the cause (never a secret: causes come from the store and
+// services) and shows the user nothing of it.
+func (c *Console) serverError(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "err", err)
+	c.renderError(w, r, s, http.StatusInternalServerError, "Something went wrong on our side. Please try again.")
+}
