@@ -303,9 +303,9 @@ func userMessage(err error) (string, bool) {
 // --- one key, rotation, revocation ---
 
 type keyPage struct {
-	Key      keyRow
-	Lineage  []keyRow // the key it replaced and the keys that replace it
-	Events   []auditRow
+	Key        keyRow
+	Lineage    []keyRow // the key it replaced and the keys that replace it
+	Events     []auditRow
 	Revokeable bool
 }
 
@@ -421,8 +421,8 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 // --- audit trail ---
 
 type auditRow struct {
-	At                       time.Time
-	Action, Actor, Detail    string
+	At                        time.Time
+	Action, Actor, Detail     string
 	KeyID, KeyName, KeyPrefix string
 }
 

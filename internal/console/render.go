@@ -67,9 +67,9 @@ func parsePages() map[string]pageTemplate {
 // notices are the fixed messages a redirect may ask for with ?done=; the
 // query never carries text of its own into the page.
 var notices = map[string]string{
-	"password":    "Your password is changed. Other sessions of yours were signed out.",
-	"revoked":     "The key is revoked. Requests with it are refused from now on.",
-	"deactivated": "The user is deactivated and signed out everywhere.",
+	"password":     "Your password is changed. Other sessions of yours were signed out.",
+	"revoked":      "The key is revoked. Requests with it are refused from now on.",
+	"deactivated":  "The user is deactivated and signed out everywhere.",
 	"instructions": "The instructions are saved.",
 }
 
