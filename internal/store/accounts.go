@@ -64,7 +64,11 @@ func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) er
 		if err != nil {
 			return fmt.Errorf("update account: %w", err)
 		}
-		return checkAffected(res)
+		if err := checkAffected(res); err != nil {
+			return err
+		}
+		// Every key of the account changes with it.
+		return bumpKeyEpoch(ctx, tx)
 	})
 }
 

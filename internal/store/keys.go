@@ -109,9 +109,10 @@ func insertKeyAgents(ctx context.Context, tx *sql.Tx, keyID string, agentIDs []s
 	return nil
 }
 
-// KeyByPrefix is the authentication hot path: the key with that prefix and
-// whether its account is active. ErrNotFound when no key has the prefix.
-func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
+// readKeyByPrefix reads the key with that prefix and whether its account is
+// active from the database (KeyByPrefix holds what it returns).
+// ErrNotFound when no key has the prefix.
+func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.APIKey{}, false, domain.ErrNotFound
@@ -198,6 +199,9 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 			}
 			return nil
 		}
+		if err := bumpKeyEpoch(ctx, tx); err != nil {
+			return err
+		}
 		return insertAuditEvent(ctx, tx, ev)
 	})
 }
@@ -210,6 +214,9 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 			return fmt.Errorf("update key rate limit: %w", err)
 		}
 		if err := checkAffected(res); err != nil {
+			return err
+		}
+		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
 		return insertAuditEvent(ctx, tx, ev)

@@ -40,6 +40,11 @@ type Store struct {
 	w, r *sql.DB
 	// keyByPrefix is the authentication hot path's statement, prepared once.
 	keyByPrefix *sql.Stmt
+	// keyCache holds keys between requests; watch (SQLite) or epochStmt
+	// (PostgreSQL) tells it when they may have changed (keycache.go).
+	keyCache  *keyCache
+	watch     *sqliteWatch
+	epochStmt *sql.Stmt
 }
 
 // Engine names.
@@ -98,7 +103,7 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax)}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -133,8 +138,22 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(sqliteReaders)
 	r.SetMaxIdleConns(sqliteReaders)
-	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r}
+	// The key epoch's watch gets a pool of its own, of one connection that
+	// it holds: PRAGMA data_version is per connection.
+	wdb, err := sql.Open("sqlite", sqliteDSN(path, sqliteReaderParams))
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
+		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}}
 	if err := s.prepare(ctx); err != nil {
+		wdb.Close()
 		r.Close()
 		w.Close()
 		return nil, err
@@ -185,6 +204,11 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.keyByPrefix, err = s.r.PrepareContext(ctx, keyByPrefixSQL); err != nil {
 		return fmt.Errorf("prepare key by prefix: %w", err)
 	}
+	if s.engine == EnginePostgres {
+		if s.epochStmt, err = s.r.PrepareContext(ctx, keyEpochSQL); err != nil {
+			return fmt.Errorf("prepare key epoch: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -193,6 +217,17 @@ func (s *Store) Close() error {
 	var errs []error
 	if s.keyByPrefix != nil {
 		errs = append(errs, s.keyByPrefix.Close())
+	}
+	if s.epochStmt != nil {
+		errs = append(errs, s.epochStmt.Close())
+	}
+	if s.watch != nil {
+		// Wait (briefly) for a running check to leave the watch's connection.
+		select {
+		case s.keyCache.sem <- struct{}{}:
+		case <-time.After(5 * time.Second):
+		}
+		errs = append(errs, s.watch.close())
 	}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())

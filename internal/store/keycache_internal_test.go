@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+func TestKeyCacheEpochs(t *testing.T) {
+	c := newKeyCache(10)
+	e := func(id string) cachedKey { return cachedKey{key: domain.APIKey{ID: id}} }
+	c.put(1, "a", e("a1"))
+	if got, ok := c.get(1, "a"); !ok || got.key.ID != "a1" {
+		t.Fatalf("get after put: %v %v", got, ok)
+	}
+	if _, ok := c.get(2, "a"); ok {
+		t.Fatal("an entry of epoch 1 served under epoch 2")
+	}
+	c.put(2, "b", e("b2"))
+	if _, ok := c.get(2, "a"); ok {
+		t.Fatal("a newer epoch kept an older entry")
+	}
+	// Read under epoch 1, put after the cache moved to 2: a revocation may
+	// have committed in between, so it must not be kept.
+	c.put(1, "a", e("a1-late"))
+	if _, ok := c.get(2, "a"); ok {
+		t.Fatal("a late put of an older epoch was kept")
+	}
+	if got, ok := c.get(2, "b"); !ok || got.key.ID != "b2" {
+		t.Fatalf("b: %v %v", got, ok)
+	}
+}
+
+func TestKeyCacheIsBounded(t *testing.T) {
+	c := newKeyCache(3)
+	for _, p := range []string{"a", "b", "c", "d", "e"} {
+		c.put(1, p, cachedKey{key: domain.APIKey{ID: p}})
+	}
+	if n := len(c.entries); n != 3 {
+		t.Fatalf("%d entries, want at most 3", n)
+	}
+	if _, ok := c.get(1, "e"); !ok {
+		t.Fatal("the newest entry was evicted")
+	}
+}
+
+// TestKeyCacheSharesOnlyLaterChecks: concurrent callers share checks, but
+// each gets the result of a check that started after it arrived.
+func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
+	c := newKeyCache(10)
+	var started atomic.Int64
+	check := func(context.Context) (int64, error) {
+		n := started.Add(1)
+		time.Sleep(2 * time.Millisecond)
+		return n, nil // the epoch returned is the check's number
+	}
+	const callers = 64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				before := started.Load()
+				got, err := c.currentEpoch(context.Background(), check)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got <= before {
+					t.Errorf("got the result of check %d, which started before this call (%d had started)", got, before)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := started.Load(); n >= callers*5/2 {
+		t.Fatalf("%d checks for %d calls: concurrent callers did not share", n, callers*5)
+	}
+}
+
+// TestKeyCacheFailedCheckIsNotShared: a failed check (say, its caller's
+// context ended) is not handed to others; the next caller checks again.
+func TestKeyCacheFailedCheckIsNotShared(t *testing.T) {
+	c := newKeyCache(10)
+	boom := errors.New("boom")
+	if _, err := c.currentEpoch(context.Background(), func(context.Context) (int64, error) { return 0, boom }); !errors.Is(err, boom) {
+		t.Fatalf("err %v", err)
+	}
+	got, err := c.currentEpoch(context.Background(), func(context.Context) (int64, error) { return 7, nil })
+	if err != nil || got != 7 {
+		t.Fatalf("after a failure: %d %v", got, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.sem <- struct{}{} // a check in progress
+	if _, err := c.currentEpoch(ctx, func(context.Context) (int64, error) { return 8, nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting with an ended context: %v", err)
+	}
+	<-c.sem
+}
