@@ -64,7 +64,10 @@ func ExampleClient_Agents() {
 		}
 		fmt.Println(a.Name, a.Enabled)
 	}
-	// Output:
+	// The order is creation order, but agents made within one millisecond
+	// are ordered by id, so this example does not depend on it.
+
+	// Unordered output:
 	// Billing true
 	// Sales true
 	// Support true
