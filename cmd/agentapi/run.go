@@ -27,7 +27,17 @@ Usage:
   agentapi key set-rate-limit KEY_ID N
   agentapi key list --account ID
 
-Every command takes --db: a postgres:// URL selects PostgreSQL, anything else
+  agentapi api me
+  agentapi api agents list [--limit N] [--updated-since RFC3339]
+  agentapi api agents get|enable|disable|stats ID
+  agentapi api agents create --name NAME [--instructions TEXT] [--adopt-existing]
+  agentapi api agents update ID [--name NAME] [--instructions TEXT]
+  agentapi api ask AGENT_ID [--conversation ID] QUESTION      (QUESTION "-" reads stdin)
+
+The api commands call a running service as an API user: the key comes from
+$AGENTAPI_KEY (never a flag), the service from --url or $AGENTAPI_URL
+(default http://127.0.0.1:8080/v1).
+The operator commands take --db: a postgres:// URL selects PostgreSQL, anything else
 is a SQLite file (default agentapi.db, or $AGENTAPI_DB).
 Run "agentapi COMMAND -h" for a command's flags.
 `
@@ -88,6 +98,8 @@ func dispatch(ctx context.Context, e env, args []string) error {
 		return userCmd(ctx, e, rest)
 	case "key":
 		return keyCmd(ctx, e, rest)
+	case "api":
+		return apiCmd(ctx, e, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return nil

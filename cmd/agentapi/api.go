@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/client"
+)
+
+// The `agentapi api` commands are for API users, not operators: they call
+// a running service over HTTP through the public Go client, with the key
+// from AGENTAPI_KEY. There is deliberately no --key flag: a key on the
+// command line lands in shell history and in every process listing.
+
+const defaultAPIURL = "http://127.0.0.1:8080/v1"
+
+const apiUsage = "api needs a subcommand: me, agents (list, get, create, update, enable, disable, stats) or ask"
+
+func apiCmd(ctx context.Context, e env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s", errUsage, apiUsage)
+	}
+	switch args[0] {
+	case "me":
+		return apiMe(ctx, e, args[1:])
+	case "agents":
+		return apiAgents(ctx, e, args[1:])
+	case "ask":
+		return apiAsk(ctx, e, args[1:])
+	}
+	return fmt.Errorf("%w: unknown api subcommand %q; %s", errUsage, args[0], apiUsage)
+}
+
+func apiAgents(ctx context.Context, e env, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: api agents needs a subcommand: list, get, create, update, enable, disable or stats", errUsage)
+	}
+	rest := args[1:]
+	switch args[0] {
+	case "list":
+		return apiAgentsList(ctx, e, rest)
+	case "create":
+		return apiAgentsCreate(ctx, e, rest)
+	case "update":
+		return apiAgentsUpdate(ctx, e, rest)
+	case "get":
+		return apiAgentOne(e, "get", rest, func(c *client.Client, id string) (any, error) { return c.GetAgent(ctx, id) })
+	case "enable":
+		return apiAgentOne(e, "enable", rest, func(c *client.Client, id string) (any, error) { return c.EnableAgent(ctx, id) })
+	case "disable":
+		return apiAgentOne(e, "disable", rest, func(c *client.Client, id string) (any, error) { return c.DisableAgent(ctx, id) })
+	case "stats":
+		return apiAgentOne(e, "stats", rest, func(c *client.Client, id string) (any, error) { return c.AgentStats(ctx, id) })
+	}
+	return fmt.Errorf("%w: unknown api agents subcommand %q", errUsage, args[0])
+}
+
+// apiCommand is one `agentapi api` command line: its flags, with the
+// --url and --insecure-http every api command has.
+type apiCommand struct {
+	e        env
+	fs       *flag.FlagSet
+	url      *string
+	insecure *bool
+}
+
+func (e env) apiCommand(name string) *apiCommand {
+	fs := flag.NewFlagSet("agentapi api "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return &apiCommand{
+		e: e, fs: fs,
+		url:      fs.String("url", e.or("AGENTAPI_URL", defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
+		insecure: fs.Bool("insecure-http", false, "allow sending the key over plain http to a host that is not loopback"),
+	}
+}
+
+// parse reads flags anywhere on the line (`agents update ID --name N` and
+// `agents update --name N ID` both work; after "--" everything is
+// positional) and checks the number of positional arguments: exactly
+// len(positional), or at least that many when the last one ends in "...".
+func (a *apiCommand) parse(args []string, positional ...string) ([]string, error) {
+	for _, arg := range args {
+		if name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "="); strings.HasPrefix(arg, "-") && (name == "key" || name == "api-key" || name == "token") {
+			return nil, fmt.Errorf("%w: there is no --%s flag: the key is read only from AGENTAPI_KEY, so that it never lands in shell history", errUsage, name)
+		}
+		if arg == "--" {
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := a.fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %s", errUsage, oneLine(err))
+		}
+		rest := a.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	n, variadic := len(positional), len(positional) > 0 && strings.HasSuffix(positional[len(positional)-1], "...")
+	if len(pos) < n || (!variadic && len(pos) > n) {
+		want := "no arguments"
+		if n > 0 {
+			want = strings.Join(positional, " ")
+		}
+		return nil, fmt.Errorf("%w: %s expects %s", errUsage, a.fs.Name(), want)
+	}
+	return pos, nil
+}
+
+// client builds the API client from the flags and AGENTAPI_KEY.
+func (a *apiCommand) client() (*client.Client, error) {
+	key := strings.TrimSpace(a.e.getenv("AGENTAPI_KEY"))
+	if key == "" {
+		return nil, fmt.Errorf("%w: set AGENTAPI_KEY to your API key (agk_…); it is read only from the environment", errUsage)
+	}
+	opts := []client.Option{
+		client.WithUserAgent("agentapi-cli/1"),
+		// Bounds a whole request, an answer from a model included (the
+		// server gives the model 30 s).
+		client.WithHTTPClient(&http.Client{Timeout: 90 * time.Second}),
+	}
+	if *a.insecure {
+		opts = append(opts, client.WithInsecureHTTP())
+	}
+	c, err := client.New(*a.url, key, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), "client: "))
+	}
+	return c, nil
+}
+
+// apiError is the one line printed for a failed API call:
+// "<code>: <message>", then the fields at fault, the existing id of a
+// duplicate and the request id of a server error.
+type apiError struct{ e *client.Error }
+
+func (a apiError) Error() string {
+	e := a.e
+	code := e.Code
+	if code == "" {
+		code = fmt.Sprintf("http_%d", e.StatusCode)
+	}
+	var b strings.Builder
+	b.WriteString(code + ": " + e.Message)
+	for i, f := range e.Errors {
+		sep := "; "
+		if i == 0 {
+			sep = " ("
+		}
+		b.WriteString(sep + f.Field + ": " + f.Message)
+		if i == len(e.Errors)-1 {
+			b.WriteString(")")
+		}
+	}
+	if e.ExistingID != "" {
+		b.WriteString(" existing_id=" + e.ExistingID)
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " retry_after=%ds", int(e.RetryAfter.Round(time.Second)/time.Second))
+	}
+	if e.StatusCode >= 500 && e.RequestID != "" && !strings.Contains(e.Message, e.RequestID) {
+		b.WriteString(" request_id=" + e.RequestID)
+	}
+	return b.String()
+}
+
+func (a apiError) Unwrap() error { return a.e }
+
+// callErr turns a client error into the CLI's line.
+func callErr(err error) error {
+	var e *client.Error
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) {
+		return err
+	}
+	return apiError{e}
+}
+
+func printJSON(w io.Writer, v any) error {
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func apiMe(ctx context.Context, e env, args []string) error {
+	a := e.apiCommand("me")
+	if _, err := a.parse(args); err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	k, err := c.Me(ctx)
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(e.stdout, k)
+}
+
+func apiAgentsList(ctx context.Context, e env, args []string) error {
+	a := e.apiCommand("agents list")
+	limit := a.fs.Int("limit", 0, "page size (1-100; default: the server's, 30); every page is followed")
+	since := a.fs.String("updated-since", "", "only agents changed at or after this RFC 3339 time")
+	if _, err := a.parse(args); err != nil {
+		return err
+	}
+	opts := client.ListOptions{Limit: *limit}
+	if *limit < 0 {
+		return fmt.Errorf("%w: --limit must be a positive number", errUsage)
+	}
+	if *since != "" {
+		t, err := time.Parse(time.RFC3339Nano, *since)
+		if err != nil {
+			return fmt.Errorf("%w: --updated-since must be an RFC 3339 time such as 2026-01-02T15:04:05Z", errUsage)
+		}
+		opts.UpdatedSince = t
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(e.stdout)
+	for ag, err := range c.Agents(ctx, opts) {
+		if err != nil {
+			return callErr(err)
+		}
+		if err := enc.Encode(ag); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	return nil
+}
+
+func apiAgentsCreate(ctx context.Context, e env, args []string) error {
+	a := e.apiCommand("agents create")
+	name := a.fs.String("name", "", "the agent's name (unique in the account)")
+	instructions := a.fs.String("instructions", "", "what the agent is told about its job")
+	adopt := a.fs.Bool("adopt-existing", false, "if an agent of that name exists, print it instead of failing")
+	if _, err := a.parse(args); err != nil {
+		return err
+	}
+	if err := required(a.fs, "name"); err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ag, err := c.CreateAgent(ctx, client.NewAgent{Name: *name, Instructions: *instructions, AdoptExisting: *adopt})
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(e.stdout, ag)
+}
+
+func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
+	a := e.apiCommand("agents update")
+	name := a.fs.String("name", "", "new name")
+	instructions := a.fs.String("instructions", "", "new instructions (\"\" clears them)")
+	pos, err := a.parse(args, "ID")
+	if err != nil {
+		return err
+	}
+	var u client.AgentUpdate
+	a.fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "name":
+			u.Name = name
+		case "instructions":
+			u.Instructions = instructions
+		}
+	})
+	if u.Name == nil && u.Instructions == nil {
+		return fmt.Errorf("%w: agents update needs --name or --instructions", errUsage)
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ag, err := c.UpdateAgent(ctx, pos[0], u)
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(e.stdout, ag)
+}
+
+// apiAgentOne runs a command that takes one agent id and prints one object.
+func apiAgentOne(e env, name string, args []string, fn func(*client.Client, string) (any, error)) error {
+	a := e.apiCommand("agents " + name)
+	pos, err := a.parse(args, "ID")
+	if err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	v, err := fn(c, pos[0])
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(e.stdout, v)
+}
+
+func apiAsk(ctx context.Context, e env, args []string) error {
+	a := e.apiCommand("ask")
+	conv := a.fs.String("conversation", "", "continue this conversation (conversation_id of an earlier answer)")
+	pos, err := a.parse(args, "AGENT_ID", "QUESTION...")
+	if err != nil {
+		return err
+	}
+	question := strings.Join(pos[1:], " ")
+	if question == "-" {
+		b, err := io.ReadAll(io.LimitReader(e.stdin, 1<<20))
+		if err != nil {
+			return fmt.Errorf("read question from stdin: %w", err)
+		}
+		question = strings.TrimSpace(string(b))
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ans, err := c.Ask(ctx, pos[0], client.Question{Question: question, ConversationID: *conv})
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(e.stdout, ans)
+}
