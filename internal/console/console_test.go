@@ -1,0 +1,697 @@
+package console_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+func TestSignedOutGoesToSignIn(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	for _, path := range []string{"/console/", "/console/developers", "/console/developers/keys/new",
+		"/console/users", "/console/agents", "/console/password", "/console/nope"} {
+		p := b.get(path)
+		wantRedirect(t, "GET "+path, p, "/console/signin")
+	}
+	p := b.get("/console/developers/audit")
+	if got := p.header.Get("Location"); got != "/console/signin?next=%2Fconsole%2Fdevelopers%2Faudit" {
+		t.Fatalf("next not kept: %q", got)
+	}
+	// A POST without a session goes to sign-in too, and changes nothing.
+	p = b.do(http.MethodPost, "/console/developers/keys", url.Values{"name": {"x"}, "preset": {"full-access"}})
+	wantRedirect(t, "POST signed out", p, "/console/signin")
+	// The root of the site leads to the console.
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(f.srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" {
+		t.Fatalf("GET /: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+func TestSignInSessionAndSignOut(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	b := f.browser()
+
+	p := b.signInRaw(owner.Email, "wrong password")
+	wantStatus(t, "wrong password", p, http.StatusUnauthorized)
+	unknown := b.signInRaw("nobody@acme.example", testPassword)
+	wantStatus(t, "unknown email", unknown, http.StatusUnauthorized)
+	if !strings.Contains(p.body, "The email or password is incorrect") || !strings.Contains(unknown.body, "The email or password is incorrect") {
+		t.Fatal("the refusal message differs or is missing")
+	}
+
+	p = b.signInRaw(" OWNER@acme.example ", testPassword)
+	wantRedirect(t, "sign in", p, "/console/")
+	var token string
+	for _, c := range strings.Split(strings.Join(p.header.Values("Set-Cookie"), "\n"), "\n") {
+		if strings.HasPrefix(c, "agentapi_session=") {
+			token = strings.TrimPrefix(strings.SplitN(c, ";", 2)[0], "agentapi_session=")
+			for _, attr := range []string{"Path=/console/", "HttpOnly", "SameSite=Lax", "Max-Age=43200"} {
+				if !strings.Contains(c, attr) {
+					t.Errorf("session cookie lacks %s: %s", attr, c)
+				}
+			}
+			if strings.Contains(c, "Secure") {
+				t.Errorf("Secure on a plain-HTTP server: %s", c)
+			}
+		}
+	}
+	if token == "" {
+		t.Fatal("no session cookie")
+	}
+	f.secrets = append(f.secrets, token)
+	// Only the SHA-256 of the token is stored.
+	ctx := context.Background()
+	h := sha256.Sum256([]byte(token))
+	if _, err := f.st.GetSession(ctx, h[:], f.clock.Now()); err != nil {
+		t.Fatalf("session by hash: %v", err)
+	}
+	if _, err := f.st.GetSession(ctx, []byte(token), f.clock.Now()); err == nil {
+		t.Fatal("the session is stored under the plain token")
+	}
+
+	wantRedirect(t, "home of an owner", b.get("/console/"), "/console/developers")
+	wantStatus(t, "developers", b.get("/console/developers"), http.StatusOK)
+
+	p = b.post("/console/developers", "/console/signout", nil)
+	wantRedirect(t, "sign out", p, "/console/signin")
+	if _, err := f.st.GetSession(ctx, h[:], f.clock.Now()); err == nil {
+		t.Fatal("sign-out left the session row")
+	}
+	wantRedirect(t, "after sign-out", b.get("/console/developers"), "/console/signin")
+}
+
+func TestSessionExpires(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	f.clock.Advance(12*time.Hour - time.Second)
+	wantStatus(t, "just before expiry", b.get("/console/developers"), http.StatusOK)
+	f.clock.Advance(time.Second)
+	wantRedirect(t, "at expiry", b.get("/console/developers"), "/console/signin")
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	anon, b := f.browser(), f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	pages := map[string]page{
+		"sign-in":    anon.get("/console/signin"),
+		"developers": b.get("/console/developers"),
+		"new key":    b.get("/console/developers/keys/new"),
+		"not found":  b.get("/console/nope"),
+		"redirect":   anon.get("/console/developers"),
+		"static":     anon.get("/console/static/console.css"),
+	}
+	for name, p := range pages {
+		h := p.header
+		csp := h.Get("Content-Security-Policy")
+		for _, d := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+			if !strings.Contains(csp, d) {
+				t.Errorf("%s: CSP %q lacks %s", name, csp, d)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("%s: CSP allows inline code: %q", name, csp)
+		}
+		for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
+			if got := h.Get(k); got != want {
+				t.Errorf("%s: %s = %q, want %q", name, k, got, want)
+			}
+		}
+		if name != "static" && h.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: Cache-Control %q", name, h.Get("Cache-Control"))
+		}
+	}
+	if ct := pages["static"].header.Get("Content-Type"); !strings.HasPrefix(ct, "text/css") {
+		t.Errorf("static CSS served as %q", ct)
+	}
+	// No inline script or style anywhere: the CSP would block it.
+	for name, p := range pages {
+		if strings.Contains(p.body, "<script>") || strings.Contains(p.body, " style=") || strings.Contains(p.body, "onclick") {
+			t.Errorf("%s: inline script or style", name)
+		}
+	}
+	wantStatus(t, "static directory listing", anon.get("/console/static/"), http.StatusNotFound)
+}
+
+// developerRoutes are every Developers route, GET and POST, for a key id.
+func developerRoutes(keyID string) (gets, posts []string) {
+	gets = []string{"/console/developers", "/console/developers/keys/new", "/console/developers/keys/" + keyID,
+		"/console/developers/keys/" + keyID + "/revoke", "/console/developers/audit"}
+	posts = []string{"/console/developers/keys", "/console/developers/keys/" + keyID + "/rotate",
+		"/console/developers/keys/" + keyID + "/revoke"}
+	return gets, posts
+}
+
+func TestAgentRoleHasNoDevelopers(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	ag := f.agent(a, "Helper")
+	k := f.key(a, owner, "prod")
+	agentUser := f.user(a, "agent@acme.example", domain.RoleAgent)
+	b := f.browser()
+	b.signIn(agentUser.Email, testPassword, "/console/")
+	wantRedirect(t, "home of an agent", b.get("/console/"), "/console/agents")
+
+	home := b.get("/console/agents")
+	wantStatus(t, "agents page", home, http.StatusOK)
+	if strings.Contains(home.body, "/console/developers") || strings.Contains(home.body, "Developers") ||
+		strings.Contains(home.body, "/console/users") {
+		t.Fatal("an agent-role user sees a Developers or Users link")
+	}
+	gets, posts := developerRoutes(k.Key.ID)
+	gets = append(gets, "/console/users", "/console/users/"+owner.ID+"/deactivate")
+	posts = append(posts, "/console/users", "/console/users/"+owner.ID+"/deactivate", "/console/agents/"+ag.ID)
+	for _, path := range gets {
+		p := b.get(path)
+		wantStatus(t, "GET "+path, p, http.StatusNotFound)
+		if strings.Contains(p.body, k.Key.Prefix) {
+			t.Fatalf("GET %s shows the key", path)
+		}
+	}
+	for _, path := range posts {
+		p := b.post("/console/agents", path, url.Values{"name": {"sneaky"}, "preset": {"full-access"},
+			"env": {"live"}, "email": {"x@acme.example"}, "role": {"owner"}, "instructions": {"pwned"}})
+		wantStatus(t, "POST "+path, p, http.StatusNotFound)
+	}
+	// Nothing changed.
+	if k2, _ := f.keys.Get(context.Background(), a.ID, k.Key.ID); k2.RevokedAt != nil {
+		t.Fatal("an agent-role user revoked a key")
+	}
+	if ks, _ := f.keys.List(context.Background(), a.ID); len(ks) != 1 {
+		t.Fatalf("an agent-role user made keys: %d", len(ks))
+	}
+	if us, _ := f.st.ListUsers(context.Background(), a.ID); len(us) != 2 || !us[0].Active {
+		t.Fatal("an agent-role user changed users")
+	}
+	if got, _ := f.st.GetAgent(context.Background(), a.ID, ag.ID); got.Instructions != "Be helpful." {
+		t.Fatal("an agent-role user edited instructions")
+	}
+	// The agent page is theirs to read, without an edit form.
+	p := b.get("/console/agents/" + ag.ID)
+	wantStatus(t, "agent page", p, http.StatusOK)
+	if !strings.Contains(p.body, "Be helpful.") || strings.Contains(p.body, `name="instructions"`) {
+		t.Fatal("agent page: instructions missing or editable")
+	}
+}
+
+func TestAdminManagesKeysButNotUsers(t *testing.T) {
+	f := newFixture(t)
+	a, _ := f.account("Acme")
+	admin := f.user(a, "admin@acme.example", domain.RoleAdmin)
+	b := f.browser()
+	b.signIn(admin.Email, testPassword, "/console/")
+	p := b.get("/console/developers")
+	wantStatus(t, "developers", p, http.StatusOK)
+	if !strings.Contains(p.body, `href="/console/developers"`) || strings.Contains(p.body, `href="/console/users"`) {
+		t.Fatal("an Admin's nav: Developers missing or Users shown")
+	}
+	wantStatus(t, "users", b.get("/console/users"), http.StatusNotFound)
+	wantStatus(t, "invite", b.post("/console/developers", "/console/users", url.Values{"email": {"x@acme.example"}, "role": {"owner"}}), http.StatusNotFound)
+}
+
+func TestOtherAccountsIDsAreNotFound(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	other, otherOwner := f.account("Globex")
+	theirKey := f.key(other, otherOwner, "theirs")
+	theirAgent := f.agent(other, "Their agent")
+	f.agent(a, "Ours")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+
+	gets, posts := developerRoutes(theirKey.Key.ID)
+	for _, path := range gets[2:4] {
+		wantStatus(t, "GET "+path, b.get(path), http.StatusNotFound)
+	}
+	for _, path := range posts[1:] {
+		wantStatus(t, "POST "+path, b.post("/console/developers", path, nil), http.StatusNotFound)
+	}
+	wantStatus(t, "their agent", b.get("/console/agents/"+theirAgent.ID), http.StatusNotFound)
+	wantStatus(t, "edit their agent", b.post("/console/developers", "/console/agents/"+theirAgent.ID,
+		url.Values{"instructions": {"pwned"}}), http.StatusNotFound)
+	wantStatus(t, "deactivate their owner", b.get("/console/users/"+otherOwner.ID+"/deactivate"), http.StatusNotFound)
+	wantStatus(t, "deactivate their owner (POST)", b.post("/console/developers", "/console/users/"+otherOwner.ID+"/deactivate", nil), http.StatusNotFound)
+	// A key restricted to their agent is refused.
+	p := b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
+		"name": {"x"}, "preset": {"aiagent-read"}, "env": {"live"}, "expiry": {"never"}, "agent": {theirAgent.ID}})
+	wantStatus(t, "restricted to their agent", p, http.StatusUnprocessableEntity)
+	if credentialRE.MatchString(p.body) {
+		t.Fatal("a key was issued")
+	}
+
+	if k, _ := f.keys.Get(context.Background(), other.ID, theirKey.Key.ID); k.RevokedAt != nil {
+		t.Fatal("their key was revoked")
+	}
+	if ks, _ := f.keys.List(context.Background(), other.ID); len(ks) != 1 {
+		t.Fatal("their key was rotated")
+	}
+	if u, _ := f.st.GetUser(context.Background(), otherOwner.ID); !u.Active {
+		t.Fatal("their owner was deactivated")
+	}
+	if ag, _ := f.st.GetAgent(context.Background(), other.ID, theirAgent.ID); ag.Instructions != "Be helpful." {
+		t.Fatal("their agent was edited")
+	}
+	if f.apiStatus(theirKey.Credential) != http.StatusOK {
+		t.Fatal("their key stopped working")
+	}
+}
+
+func TestCSRFAndCrossOrigin(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	k := f.key(a, owner, "prod")
+	b, other := f.browser(), f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	second := f.user(a, "admin@acme.example", domain.RoleAdmin)
+	other.signIn(second.Email, testPassword, "/console/")
+	othersToken := csrfOf(t, other.get("/console/developers"))
+
+	create := url.Values{"name": {"x"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"never"}}
+	revoke := "/console/developers/keys/" + k.Key.ID + "/revoke"
+	cases := []struct {
+		name  string
+		token string
+	}{
+		{"missing", ""},
+		{"wrong", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+		{"another session's", othersToken},
+	}
+	for _, c := range cases {
+		for _, path := range []string{"/console/developers/keys", revoke, "/console/users", "/console/signout"} {
+			form := url.Values{}
+			for k, v := range create {
+				form[k] = v
+			}
+			form.Set("email", "new@acme.example")
+			form.Set("role", "owner")
+			if c.token != "" {
+				form.Set("csrf", c.token)
+			}
+			p := b.do(http.MethodPost, path, form)
+			wantStatus(t, c.name+" token on "+path, p, http.StatusForbidden)
+		}
+	}
+	// Cross-origin posts are refused even with the right token.
+	for name, h := range map[string][2]string{
+		"Origin":         {"Origin", "https://evil.example"},
+		"Sec-Fetch-Site": {"Sec-Fetch-Site", "cross-site"},
+		"same-site":      {"Sec-Fetch-Site", "same-site"},
+	} {
+		token := csrfOf(t, b.get("/console/developers"))
+		b.header.Set(h[0], h[1])
+		form := url.Values{"csrf": {token}}
+		p := b.do(http.MethodPost, revoke, form)
+		b.header.Del(h[0])
+		wantStatus(t, "cross-origin by "+name, p, http.StatusForbidden)
+	}
+	// The sign-in form needs its own token.
+	anon := f.browser()
+	p := anon.do(http.MethodPost, "/console/signin", url.Values{"email": {owner.Email}, "password": {testPassword}})
+	wantStatus(t, "sign-in without token", p, http.StatusForbidden)
+
+	// Nothing happened.
+	if got, _ := f.keys.Get(context.Background(), a.ID, k.Key.ID); got.RevokedAt != nil {
+		t.Fatal("the key was revoked")
+	}
+	if ks, _ := f.keys.List(context.Background(), a.ID); len(ks) != 1 {
+		t.Fatal("a key was created")
+	}
+	if _, err := f.st.GetUserByEmail(context.Background(), "new@acme.example"); err == nil {
+		t.Fatal("a user was invited")
+	}
+	wantStatus(t, "still signed in", b.get("/console/developers"), http.StatusOK)
+	// With the token and a same-origin header it works.
+	b.header.Set("Origin", f.srv.URL)
+	wantRedirect(t, "same-origin revoke", b.post("/console/developers", revoke, nil), "/console/developers/keys/"+k.Key.ID)
+}
+
+func TestSignInThrottle(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	second := f.user(a, "second@acme.example", domain.RoleAdmin)
+	b := f.browser()
+	for i := range 10 {
+		wantStatus(t, fmt.Sprint("attempt ", i+1), b.signInRaw(owner.Email, "wrong password"), http.StatusUnauthorized)
+	}
+	p := b.signInRaw(owner.Email, testPassword)
+	wantStatus(t, "11th attempt, right password", p, http.StatusTooManyRequests)
+	if p.header.Get("Retry-After") == "" || !strings.Contains(p.body, "Too many sign-in attempts") {
+		t.Fatalf("429 without Retry-After or message: %q", p.header.Get("Retry-After"))
+	}
+	// The address is spent too: another email from it is refused.
+	wantStatus(t, "another email, same address", b.signInRaw(second.Email, testPassword), http.StatusTooManyRequests)
+
+	// The email is throttled from any address: straight to the handler
+	// with another RemoteAddr.
+	signin := func(email, addr string) int {
+		get := httptest.NewRequest(http.MethodGet, "/console/signin", nil)
+		get.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, get)
+		token := csrfRE.FindStringSubmatch(rec.Body.String())[1]
+		form := url.Values{"email": {email}, "password": {testPassword}, "csrf": {token}}
+		post := httptest.NewRequest(http.MethodPost, "/console/signin", strings.NewReader(form.Encode()))
+		post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		post.AddCookie(&http.Cookie{Name: "agentapi_signin", Value: token})
+		post.RemoteAddr = addr
+		rec = httptest.NewRecorder()
+		f.h.ServeHTTP(rec, post)
+		return rec.Code
+	}
+	if got := signin(owner.Email, "192.0.2.7:5555"); got != http.StatusTooManyRequests {
+		t.Fatalf("throttled email from another address: %d", got)
+	}
+	if got := signin(second.Email, "192.0.2.8:5555"); got != http.StatusSeeOther {
+		t.Fatalf("another email from another address: %d", got)
+	}
+	// A minute later the window has passed.
+	f.clock.Advance(61 * time.Second)
+	b.signIn(owner.Email, testPassword, "/console/")
+}
+
+func TestDeactivatedUserIsSignedOutAtOnce(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	agentUser := f.user(a, "agent@acme.example", domain.RoleAgent)
+	ob, ab := f.browser(), f.browser()
+	ob.signIn(owner.Email, testPassword, "/console/")
+	ab.signIn(agentUser.Email, testPassword, "/console/")
+	wantStatus(t, "agent before", ab.get("/console/agents"), http.StatusOK)
+
+	confirm := ob.get("/console/users/" + agentUser.ID + "/deactivate")
+	wantStatus(t, "confirmation page", confirm, http.StatusOK)
+	if !strings.Contains(confirm.body, "Deactivate agent@acme.example?") {
+		t.Fatal("no confirmation step")
+	}
+	p := ob.post("/console/users", "/console/users/"+agentUser.ID+"/deactivate", nil)
+	wantRedirect(t, "deactivate", p, "/console/users")
+
+	wantRedirect(t, "agent's next request", ab.get("/console/agents"), "/console/signin")
+	wantStatus(t, "agent signs in again", ab.signInRaw(agentUser.Email, testPassword), http.StatusUnauthorized)
+
+	// An Owner cannot deactivate themselves.
+	wantStatus(t, "self, page", ob.get("/console/users/"+owner.ID+"/deactivate"), http.StatusConflict)
+	wantStatus(t, "self, POST", ob.post("/console/users", "/console/users/"+owner.ID+"/deactivate", nil), http.StatusConflict)
+	if u, _ := f.st.GetUser(context.Background(), owner.ID); !u.Active {
+		t.Fatal("the owner deactivated themselves")
+	}
+	users := ob.get("/console/users")
+	if !strings.Contains(users.body, "deactivated") || strings.Contains(users.body, "/console/users/"+owner.ID+"/deactivate") {
+		t.Fatal("users page: no deactivated badge, or a self-deactivate link")
+	}
+}
+
+func TestInviteAndForcedPasswordChange(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	ob := f.browser()
+	ob.signIn(owner.Email, testPassword, "/console/")
+
+	p := ob.post("/console/users", "/console/users", url.Values{"email": {"Ann@Acme.example"}, "role": {"admin"}})
+	wantStatus(t, "invite", p, http.StatusCreated)
+	if p.header.Get("Cache-Control") != "no-store" {
+		t.Fatal("one-time password page may be cached")
+	}
+	m := regexpFind(`id="one-time-password" class="credential">([^<]+)<`, p.body)
+	if m == "" {
+		t.Fatalf("no one-time password shown:\n%s", p.body)
+	}
+	oneTime := m
+	f.secrets = append(f.secrets, oneTime)
+	if strings.Contains(ob.get("/console/users").body, oneTime) {
+		t.Fatal("the one-time password is shown again")
+	}
+	wantStatus(t, "invite same email", ob.post("/console/users", "/console/users",
+		url.Values{"email": {"ann@acme.example"}, "role": {"agent"}}), http.StatusUnprocessableEntity)
+	wantStatus(t, "invite bad email", ob.post("/console/users", "/console/users",
+		url.Values{"email": {"Ann <ann@x.example>"}, "role": {"agent"}}), http.StatusUnprocessableEntity)
+	wantStatus(t, "invite bad role", ob.post("/console/users", "/console/users",
+		url.Values{"email": {"bob@acme.example"}, "role": {"root"}}), http.StatusUnprocessableEntity)
+
+	b := f.browser()
+	b.signIn("ann@acme.example", oneTime, "/console/password")
+	for _, path := range []string{"/console/", "/console/developers", "/console/agents"} {
+		wantRedirect(t, "forced: GET "+path, b.get(path), "/console/password")
+	}
+	wantRedirect(t, "forced: POST", b.post("/console/password", "/console/developers/keys",
+		url.Values{"name": {"x"}, "preset": {"full-access"}}), "/console/password")
+	form := func(n, c string) url.Values { return url.Values{"new": {n}, "confirm": {c}} }
+	wantStatus(t, "mismatch", b.post("/console/password", "/console/password", form("a new password!", "another one!!")), http.StatusUnprocessableEntity)
+	wantStatus(t, "too short", b.post("/console/password", "/console/password", form("short", "short")), http.StatusUnprocessableEntity)
+	wantStatus(t, "same as one-time", b.post("/console/password", "/console/password", form(oneTime, oneTime)), http.StatusUnprocessableEntity)
+	const chosen = "my own good password"
+	wantRedirect(t, "change", b.post("/console/password", "/console/password", form(chosen, chosen)), "/console/")
+	wantStatus(t, "after change", b.get("/console/developers"), http.StatusOK)
+
+	// The one-time password is dead; the chosen one works.
+	wantStatus(t, "one-time again", f.browser().signInRaw("ann@acme.example", oneTime), http.StatusUnauthorized)
+	f.browser().signIn("ann@acme.example", chosen, "/console/")
+	// A voluntary change asks for the current password.
+	wantStatus(t, "voluntary without current", b.post("/console/password", "/console/password",
+		url.Values{"current": {"nope"}, "new": {"another password"}, "confirm": {"another password"}}), http.StatusUnprocessableEntity)
+}
+
+func TestCreateKeyShowsCredentialOnce(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	ag := f.agent(a, "Helper")
+	f.agent(a, "Other")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+
+	p := b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
+		"name": {"Billing sync"}, "description": {"nightly job"}, "preset": {"aiagent-query"}, "env": {"live"},
+		"expiry": {"30"}, "agent": {ag.ID}, "scope": {"webhooks:manage"}, // custom scopes are ignored with a preset
+	})
+	wantStatus(t, "create", p, http.StatusCreated)
+	cred := credentialRE.FindString(p.body)
+	if cred == "" {
+		t.Fatalf("no credential on the page:\n%s", p.body)
+	}
+	f.secrets = append(f.secrets, cred)
+	if p.header.Get("Cache-Control") != "no-store" || p.header.Get("Location") != "" {
+		t.Fatalf("credential page: Cache-Control %q, Location %q", p.header.Get("Cache-Control"), p.header.Get("Location"))
+	}
+	for _, c := range p.header.Values("Set-Cookie") {
+		if strings.Contains(c, cred[len(cred)-38:]) {
+			t.Fatal("the credential is in a cookie")
+		}
+	}
+	if !strings.Contains(p.body, "will not be shown again") {
+		t.Fatal("no warning")
+	}
+	ks, _ := f.keys.List(context.Background(), a.ID)
+	if len(ks) != 1 {
+		t.Fatalf("%d keys", len(ks))
+	}
+	k := ks[0]
+	if k.Name != "Billing sync" || k.Description != "nightly job" || strings.Join(scopeStrings(k.Scopes), ",") != "aiagents:read,aiagents:query" ||
+		len(k.AgentIDs) != 1 || k.AgentIDs[0] != ag.ID || k.ExpiresAt == nil || k.CreatedBy != owner.ID {
+		t.Fatalf("stored key: %+v", k)
+	}
+	if d := k.ExpiresAt.Sub(f.clock.Now()); d < 30*24*time.Hour-time.Minute || d > 30*24*time.Hour+time.Minute {
+		t.Fatalf("expires in %v", d)
+	}
+	// Never again: not on the list, the key's page, or the audit trail.
+	for _, path := range []string{"/console/developers", "/console/developers/keys/" + k.ID, "/console/developers/audit"} {
+		page := b.get(path)
+		if strings.Contains(page.body, cred[len(cred)-38:]) {
+			t.Fatalf("%s shows the credential", path)
+		}
+		if !strings.Contains(page.body, k.Prefix) {
+			t.Fatalf("%s does not show the prefix", path)
+		}
+	}
+	list := b.get("/console/developers")
+	for _, want := range []string{"Billing sync", "nightly job", "aiagents:query", "Helper", owner.Email, "active", "120/min", "Never"} {
+		if !strings.Contains(list.body, want) {
+			t.Errorf("keys list lacks %q", want)
+		}
+	}
+	if f.apiStatus(cred) != http.StatusOK {
+		t.Fatal("the new key does not work")
+	}
+
+	// Custom scopes, and mistakes to fix.
+	p = b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
+		"name": {"Custom"}, "preset": {"custom"}, "scope": {"staff:read", "aiagents:write"}, "env": {"test"}, "expiry": {"never"}})
+	wantStatus(t, "custom", p, http.StatusCreated)
+	if c := credentialRE.FindString(p.body); !strings.HasPrefix(c, "agk_test_") {
+		t.Fatalf("custom test key: %q", c)
+	} else {
+		f.secrets = append(f.secrets, c)
+	}
+	for name, form := range map[string]url.Values{
+		"no name":          {"name": {"  "}, "preset": {"full-access"}, "env": {"live"}},
+		"custom no scopes": {"name": {"x"}, "preset": {"custom"}, "env": {"live"}},
+		"unknown scope":    {"name": {"x"}, "preset": {"custom"}, "scope": {"root:all"}, "env": {"live"}},
+		"unknown preset":   {"name": {"x"}, "preset": {"everything"}, "env": {"live"}},
+		"past expiry":      {"name": {"x"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"custom"}, "expires_at": {"2001-01-01T00:00"}},
+		"bad expiry date":  {"name": {"x"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"custom"}, "expires_at": {"soon"}},
+		"bad env":          {"name": {"x"}, "preset": {"full-access"}, "env": {"prod"}},
+	} {
+		p := b.post("/console/developers/keys/new", "/console/developers/keys", form)
+		wantStatus(t, name, p, http.StatusUnprocessableEntity)
+		if credentialRE.MatchString(p.body) || !strings.Contains(p.body, "notice-error") {
+			t.Fatalf("%s: a key was shown or no error", name)
+		}
+	}
+	if ks, _ := f.keys.List(context.Background(), a.ID); len(ks) != 2 {
+		t.Fatalf("%d keys after refused forms", len(ks))
+	}
+}
+
+func TestRotateThenRevoke(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	old := f.key(a, owner, "prod")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	if f.apiStatus(old.Credential) != http.StatusOK {
+		t.Fatal("old key")
+	}
+	if err := f.toucher.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	f.clock.Advance(time.Second) // ids and lists order by creation time
+	p := b.post("/console/developers/keys/"+old.Key.ID, "/console/developers/keys/"+old.Key.ID+"/rotate", nil)
+	wantStatus(t, "rotate", p, http.StatusCreated)
+	cred := credentialRE.FindString(p.body)
+	if cred == "" || cred == old.Credential {
+		t.Fatal("no new credential")
+	}
+	f.secrets = append(f.secrets, cred)
+	if !strings.Contains(p.body, old.Key.Prefix) || !strings.Contains(p.body, `id="rotation"`) {
+		t.Fatal("the rotation page does not show the old key beside the new")
+	}
+	// Both work; the old one's last use shows on its page beside the new key.
+	if f.apiStatus(cred) != http.StatusOK || f.apiStatus(old.Credential) != http.StatusOK {
+		t.Fatal("after rotation both keys must work")
+	}
+	if err := f.toucher.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ks, _ := f.keys.List(context.Background(), a.ID)
+	if len(ks) != 2 || ks[1].RotatedFrom != old.Key.ID || ks[1].Name != "prod (rotated)" ||
+		strings.Join(scopeStrings(ks[1].Scopes), ",") != "aiagents:read" {
+		t.Fatalf("keys after rotation: %+v", ks)
+	}
+	keyPage := b.get("/console/developers/keys/" + old.Key.ID)
+	if !strings.Contains(keyPage.body, `id="lineage"`) || !strings.Contains(keyPage.body, ks[1].Prefix) ||
+		!strings.Contains(keyPage.body, formatUTC(*ks[0].LastUsedAt)) {
+		t.Fatal("the old key's page does not show the rotation with last use")
+	}
+
+	confirm := b.get("/console/developers/keys/" + old.Key.ID + "/revoke")
+	wantStatus(t, "revoke confirmation", confirm, http.StatusOK)
+	if !strings.Contains(confirm.body, "Revoke this key?") {
+		t.Fatal("no confirmation step")
+	}
+	wantRedirect(t, "revoke", b.post("/console/developers/keys/"+old.Key.ID+"/revoke", "/console/developers/keys/"+old.Key.ID+"/revoke", nil),
+		"/console/developers/keys/"+old.Key.ID)
+	if got := f.apiStatus(old.Credential); got != http.StatusUnauthorized {
+		t.Fatalf("revoked key: %d", got)
+	}
+	if f.apiStatus(cred) != http.StatusOK {
+		t.Fatal("the new key stopped working")
+	}
+	wantStatus(t, "rotate a revoked key", b.post("/console/developers", "/console/developers/keys/"+old.Key.ID+"/rotate", nil), http.StatusConflict)
+
+	audit := b.get("/console/developers/audit")
+	for _, want := range []string{"created", "rotated", "revoked", owner.Email, "replaces " + old.Key.ID} {
+		if !strings.Contains(audit.body, want) {
+			t.Errorf("audit trail lacks %q", want)
+		}
+	}
+	events, _ := f.st.ListAuditEvents(context.Background(), a.ID, 0)
+	if len(events) != 3 || events[0].Action != "revoked" || events[0].ActorID != owner.ID || events[1].Action != "rotated" {
+		t.Fatalf("stored events: %+v", events)
+	}
+	list := b.get("/console/developers")
+	if !strings.Contains(list.body, "badge-revoked") || !strings.Contains(list.body, "badge-active") {
+		t.Fatal("list does not show both statuses")
+	}
+}
+
+func TestExpiredKeyStatusAndAudit(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	exp := f.clock.Now().Add(time.Hour)
+	c, err := f.keys.Create(context.Background(), domainActor(owner), keysParams(a.ID, "short", &exp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.secrets = append(f.secrets, c.Credential)
+	f.clock.Advance(2 * time.Hour)
+	if got := f.apiStatus(c.Credential); got != http.StatusUnauthorized {
+		t.Fatalf("expired key: %d", got)
+	}
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	if !strings.Contains(b.get("/console/developers").body, "badge-expired") {
+		t.Fatal("no expired status")
+	}
+	waitFor(t, func() bool { return strings.Contains(b.get("/console/developers/audit").body, "expired in use") })
+}
+
+func TestAgentsPagesAndInstructions(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	ag := f.agent(a, "Helper")
+	ctx := context.Background()
+	q := domain.Question{ID: domain.NewID(domain.PrefixQuestion, f.clock.Now()), AccountID: a.ID, AgentID: ag.ID,
+		ConversationID: domain.NewID(domain.PrefixConvo, f.clock.Now()), Question: "Where is my order?",
+		Answer: "It ships tomorrow.", CreatedAt: f.clock.Now(), AnswerMS: 321}
+	if err := f.st.RecordQuestion(ctx, q, true, false); err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	list := b.get("/console/agents")
+	for _, want := range []string{"Helper", "321 ms", "enabled"} {
+		if !strings.Contains(list.body, want) {
+			t.Errorf("agents list lacks %q", want)
+		}
+	}
+	p := b.get("/console/agents/" + ag.ID)
+	for _, want := range []string{"Where is my order?", "It ships tomorrow.", `name="instructions"`, "Be helpful."} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("agent page lacks %q", want)
+		}
+	}
+	wantRedirect(t, "save", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
+		url.Values{"instructions": {"Line one.\r\nLine two."}}), "/console/agents/"+ag.ID)
+	got, _ := f.st.GetAgent(ctx, a.ID, ag.ID)
+	if got.Instructions != "Line one.\nLine two." || !got.UpdatedAt.After(ag.UpdatedAt) {
+		t.Fatalf("saved: %q, updated %v (was %v)", got.Instructions, got.UpdatedAt, ag.UpdatedAt)
+	}
+	// The API's limit, in code points: 10,000 are fine, 10,001 are not.
+	wantRedirect(t, "10000", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
+		url.Values{"instructions": {strings.Repeat("é", 10000)}}), "/console/agents/"+ag.ID)
+	wantStatus(t, "10001", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
+		url.Values{"instructions": {strings.Repeat("é", 10001)}}), http.StatusUnprocessableEntity)
+	wantStatus(t, "control character", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
+		url.Values{"instructions": {"bell\a"}}), http.StatusUnprocessableEntity)
+	if got, _ := f.st.GetAgent(ctx, a.ID, ag.ID); got.Instructions != strings.Repeat("é", 10000) {
+		t.Fatal("a refused edit was saved")
+	}
+	wantStatus(t, "unknown agent", b.get("/console/agents/agt_nope"), http.StatusNotFound)
+}

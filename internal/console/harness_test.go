@@ -1,0 +1,322 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/api"
+	"github.com/agentapi/agentapi/internal/console"
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/password"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
+)
+
+// testPassword is every fixture user's password; its argon2 hash is
+// computed once, as hashing is deliberately slow.
+const testPassword = "correct horse battery"
+
+var testHash = sync.OnceValue(func() string {
+	h, err := password.Hash(testPassword)
+	if err != nil {
+		panic(err)
+	}
+	return h
+})
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// fixture is the whole served handler (API and console, as serve mounts
+// them) on a real SQLite store, over a loopback server, with a fake clock.
+type fixture struct {
+	t       *testing.T
+	st      *store.Store
+	srv     *httptest.Server
+	h       http.Handler
+	clock   *clock
+	keys    *keys.Service
+	toucher *keys.Toucher
+	logs    *syncBuffer
+	secrets []string // every credential and password the test saw, never to be logged
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureOn(t, storetest.Open(t, store.EngineSQLite))
+}
+
+func newFixtureOn(t *testing.T, st *store.Store) *fixture {
+	t.Helper()
+	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	mem := ratelimit.NewMemory(c.Now)
+	t.Cleanup(mem.Close)
+	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
+	cursorKey, err := st.Secret(context.Background(), "cursor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := keys.New(st, c.Now)
+	cons := console.New(console.Config{Store: st, Keys: ks, Limiter: mem, Log: log, Now: c.Now})
+	h := api.New(api.Config{
+		Store: st, Limiter: mem, UnauthLimiter: mem, UnauthRateLimit: 10000,
+		Toucher: toucher, Log: log, Now: c.Now, CursorKey: cursorKey, Console: cons,
+	})
+	f := &fixture{t: t, st: st, h: h, clock: c, keys: ks, toucher: toucher, logs: logs}
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() {
+		logs := f.logs.String()
+		for _, s := range f.secrets {
+			if strings.Contains(logs, s) {
+				t.Errorf("a secret (%d characters) reached the log", len(s))
+			}
+		}
+		if strings.Contains(logs, testPassword) {
+			t.Error("a password reached the log")
+		}
+	})
+	return f
+}
+
+// account creates an account with an Owner; it returns both.
+func (f *fixture) account(name string) (domain.Account, domain.User) {
+	f.t.Helper()
+	now := f.clock.Now()
+	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: name, Active: true, CreatedAt: now}
+	if err := f.st.CreateAccount(context.Background(), a); err != nil {
+		f.t.Fatal(err)
+	}
+	return a, f.user(a, "owner@"+strings.ToLower(name)+".example", domain.RoleOwner)
+}
+
+func (f *fixture) user(a domain.Account, email string, role domain.Role) domain.User {
+	f.t.Helper()
+	now := f.clock.Now()
+	u := domain.User{ID: domain.NewID(domain.PrefixUser, now), AccountID: a.ID, Email: email, Role: role,
+		PasswordHash: testHash(), Active: true, CreatedAt: now}
+	if err := f.st.CreateUser(context.Background(), u); err != nil {
+		f.t.Fatal(err)
+	}
+	return u
+}
+
+func (f *fixture) agent(a domain.Account, name string) domain.Agent {
+	f.t.Helper()
+	now := f.clock.Now()
+	ag := domain.Agent{ID: domain.NewID(domain.PrefixAgent, now), AccountID: a.ID, Name: name,
+		Instructions: "Be helpful.", Enabled: true, CreatedAt: now, UpdatedAt: now}
+	if err := f.st.CreateAgent(context.Background(), ag); err != nil {
+		f.t.Fatal(err)
+	}
+	return ag
+}
+
+func (f *fixture) key(a domain.Account, by domain.User, name string) keys.Created {
+	f.t.Helper()
+	c, err := f.keys.Create(context.Background(), keys.Actor{User: &by},
+		keys.CreateParams{AccountID: a.ID, Name: name, Scopes: []domain.Scope{domain.ScopeAgentsRead}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.secrets = append(f.secrets, c.Credential)
+	return c
+}
+
+// browser is one user agent: its own cookie jar, redirects not followed so
+// tests see them.
+type browser struct {
+	f      *fixture
+	client *http.Client
+	header http.Header // added to every request
+}
+
+func (f *fixture) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{f: f, header: http.Header{}, client: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(method, path string, form url.Values) page {
+	b.f.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.f.srv.URL+path, body)
+	if err != nil {
+		b.f.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range b.header {
+		req.Header[k] = v
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.f.t.Fatal(err)
+	}
+	return page{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+}
+
+func (b *browser) get(path string) page { b.f.t.Helper(); return b.do(http.MethodGet, path, nil) }
+
+// post submits a form with the CSRF token read from the page at from.
+func (b *browser) post(from, path string, form url.Values) page {
+	b.f.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("csrf", csrfOf(b.f.t, b.get(from)))
+	return b.do(http.MethodPost, path, form)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, p page) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no CSRF token on the page (status %d):\n%s", p.status, p.body)
+	}
+	return m[1]
+}
+
+// signIn signs in and expects to land on want (a path prefix).
+func (b *browser) signIn(email, pw, want string) {
+	b.f.t.Helper()
+	p := b.signInRaw(email, pw)
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), want) {
+		b.f.t.Fatalf("sign in as %s: status %d, Location %q, want 303 to %s\n%s", email, p.status, p.header.Get("Location"), want, p.body)
+	}
+}
+
+func (b *browser) signInRaw(email, pw string) page {
+	b.f.t.Helper()
+	return b.post("/console/signin", "/console/signin", url.Values{"email": {email}, "password": {pw}})
+}
+
+func wantStatus(t *testing.T, what string, p page, status int) {
+	t.Helper()
+	if p.status != status {
+		t.Fatalf("%s: status %d, want %d\n%s", what, p.status, status, p.body)
+	}
+}
+
+func wantRedirect(t *testing.T, what string, p page, prefix string) {
+	t.Helper()
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), prefix) {
+		t.Fatalf("%s: status %d, Location %q, want 303 to %s\n%s", what, p.status, p.header.Get("Location"), prefix, p.body)
+	}
+}
+
+// apiStatus calls GET /v1/me with a credential.
+func (f *fixture) apiStatus(cred string) int {
+	f.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+var credentialRE = regexp.MustCompile(`agk_(live|test)_[0-9a-z]{12}_[0-9A-Za-z]{38}`)
+
+func regexpFind(expr, s string) string {
+	m := regexp.MustCompile(expr).FindStringSubmatch(s)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func scopeStrings(list []domain.Scope) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func formatUTC(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+func domainActor(u domain.User) keys.Actor { return keys.Actor{User: &u} }
+
+func keysParams(accountID, name string, expires *time.Time) keys.CreateParams {
+	return keys.CreateParams{AccountID: accountID, Name: name, Scopes: []domain.Scope{domain.ScopeAgentsRead}, ExpiresAt: expires}
+}
+
+// waitFor polls cond for up to five seconds (for work the server does after
+// answering, such as an audit write).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
