@@ -600,6 +600,7 @@ func TestRotateThenRevoke(t *testing.T) {
 		t.Fatal("the old key's page does not show the rotation with last use")
 	}
 
+	f.clock.Advance(time.Second)
 	confirm := b.get("/console/developers/keys/" + old.Key.ID + "/revoke")
 	wantStatus(t, "revoke confirmation", confirm, http.StatusOK)
 	if !strings.Contains(confirm.body, "Revoke this key?") {
