@@ -51,11 +51,11 @@ func apiAgents(ctx context.Context, e env, args []string) error {
 	case "update":
 		return apiAgentsUpdate(ctx, e, rest)
 	case "get":
-		return apiAgentOne(e, "get", rest, func(c *client.Client, id string) (any, error) { return c.GetAgent(ctx, id) })
+		return apiAgentOne(e, "get", rest, func(c *client.Client, id string) (any, error) { return one(c.GetAgent(ctx, id)) })
 	case "enable":
-		return apiAgentOne(e, "enable", rest, func(c *client.Client, id string) (any, error) { return c.EnableAgent(ctx, id) })
+		return apiAgentOne(e, "enable", rest, func(c *client.Client, id string) (any, error) { return one(c.EnableAgent(ctx, id)) })
 	case "disable":
-		return apiAgentOne(e, "disable", rest, func(c *client.Client, id string) (any, error) { return c.DisableAgent(ctx, id) })
+		return apiAgentOne(e, "disable", rest, func(c *client.Client, id string) (any, error) { return one(c.DisableAgent(ctx, id)) })
 	case "stats":
 		return apiAgentOne(e, "stats", rest, func(c *client.Client, id string) (any, error) { return c.AgentStats(ctx, id) })
 	}
@@ -192,6 +192,24 @@ func callErr(err error) error {
 	return apiError{e}
 }
 
+// agentRecord prints a single agent with all its fields, an empty
+// instructions included (client.Agent omits the fields list items lack).
+type agentRecord struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Enabled      bool      `json:"enabled"`
+	CreatedAt    time.Time `json:"created_at"`
+	Instructions string    `json:"instructions"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+func record(a client.Agent) agentRecord {
+	return agentRecord{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, Instructions: a.Instructions, UpdatedAt: a.UpdatedAt}
+}
+
+// one adapts a single-agent call for apiAgentOne.
+func one(a client.Agent, err error) (any, error) { return record(a), err }
+
 func printJSON(w io.Writer, v any) error {
 	if err := json.NewEncoder(w).Encode(v); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -268,7 +286,7 @@ func apiAgentsCreate(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, ag)
+	return printJSON(e.stdout, record(ag))
 }
 
 func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
@@ -299,7 +317,7 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, ag)
+	return printJSON(e.stdout, record(ag))
 }
 
 // apiAgentOne runs a command that takes one agent id and prints one object.
