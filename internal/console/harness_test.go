@@ -300,7 +300,8 @@ func scopeStrings(list []domain.Scope) []string {
 	return out
 }
 
-func formatUTC(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+// formatUTC is how a page marks up a time.
+func formatUTC(t time.Time) string { return `datetime="` + t.UTC().Format(time.RFC3339) + `"` }
 
 func domainActor(u domain.User) keys.Actor { return keys.Actor{User: &u} }
 

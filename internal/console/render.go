@@ -28,22 +28,27 @@ type view struct {
 }
 
 var funcs = template.FuncMap{
-	"when": func(t any) string {
+	// when shows a time in UTC; the date and the time each stay on one line.
+	"when": func(t any) template.HTML {
+		var tm time.Time
 		switch v := t.(type) {
 		case time.Time:
-			return formatTime(v)
+			tm = v
 		case *time.Time:
 			if v == nil {
 				return ""
 			}
-			return formatTime(*v)
+			tm = *v
+		default:
+			return ""
 		}
-		return ""
+		tm = tm.UTC()
+		// Only digits, dashes and colons come from the time: nothing to escape.
+		return template.HTML(`<time datetime="` + tm.Format(time.RFC3339) + `"><span class="nw">` +
+			tm.Format("2006-01-02") + `</span> <span class="nw">` + tm.Format("15:04") + ` UTC</span></time>`)
 	},
 	"join": func(list []string) string { return strings.Join(list, ", ") },
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 
 // parsePages builds one template per page: the layout plus that page's
 // "content", so pages cannot clash over block names.
