@@ -218,6 +218,14 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusUnauthorized, p)
 		return
 	}
+	// A session this browser already had ends: one sign-in, one session.
+	if old, err := r.Cookie(sessionCookie); err == nil && old.Value != "" {
+		h := sha256.Sum256([]byte(old.Value))
+		if err := c.store.DeleteSession(r.Context(), h[:]); err != nil {
+			c.serverError(w, r, nil, err)
+			return
+		}
+	}
 	if err := c.startSession(w, r, u); err != nil {
 		c.serverError(w, r, nil, err)
 		return

@@ -696,3 +696,39 @@ func TestAgentsPagesAndInstructions(t *testing.T) {
 	}
 	wantStatus(t, "unknown agent", b.get("/console/agents/agt_nope"), http.StatusNotFound)
 }
+
+func TestSigningInAgainEndsThePreviousSession(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	u, _ := url.Parse(f.srv.URL + "/console/")
+	first := sessionToken(t, b, u)
+	// A signed-in browser is sent away from the sign-in page, but may still
+	// post the form (say, from a tab opened earlier): give it a form token.
+	token := csrfOf(t, f.browser().get("/console/signin"))
+	b.client.Jar.SetCookies(u, []*http.Cookie{{Name: "agentapi_signin", Value: token, Path: "/console/"}})
+	p := b.do(http.MethodPost, "/console/signin", url.Values{"email": {owner.Email}, "password": {testPassword}, "csrf": {token}})
+	wantRedirect(t, "second sign-in", p, "/console/")
+	second := sessionToken(t, b, u)
+	if first == second {
+		t.Fatal("the session token was reused")
+	}
+	h := sha256.Sum256([]byte(first))
+	if _, err := f.st.GetSession(context.Background(), h[:], f.clock.Now()); err == nil {
+		t.Fatal("the previous session survived a new sign-in")
+	}
+	wantStatus(t, "new session", b.get("/console/developers"), http.StatusOK)
+}
+
+func sessionToken(t *testing.T, b *browser, u *url.URL) string {
+	t.Helper()
+	for _, c := range b.client.Jar.Cookies(u) {
+		if c.Name == "agentapi_session" {
+			b.f.secrets = append(b.f.secrets, c.Value)
+			return c.Value
+		}
+	}
+	t.Fatal("no session cookie")
+	return ""
+}
