@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -28,25 +29,37 @@ const (
 	ctxLogAttrs
 )
 
+// requestID is the id observe gave the request of ctx ("" outside one).
 func requestID(ctx context.Context) string {
+	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil {
+		return rec.id
+	}
 	id, _ := ctx.Value(ctxRequestID).(string)
 	return id
 }
 
+// newRequestID is "req_" and 24 hex digits of randomness, built in place.
 func newRequestID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
+	var raw [12]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
+	var b [4 + 2*len(raw)]byte
+	copy(b[:], "req_")
+	hex.Encode(b[4:], raw[:])
+	return string(b[:])
 }
 
 // recorder remembers what a handler wrote, for the request log and for
-// panic recovery (a 500 can only be sent if nothing was).
+// panic recovery (a 500 can only be sent if nothing was). It is also the
+// request's one context value: its id and, once authenticated, its key, so
+// that a request is copied (WithContext) as few times as possible.
 type recorder struct {
 	http.ResponseWriter
 	status  int
 	written int64
 	keyPfx  string
 	route   string // the matched pattern, for metrics
+	id      string
+	auth    *auth
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -71,14 +84,19 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // server_error naming that id (the stack goes only to the log), and writes
 // one JSON log line per request. The line carries no query string and no
 // credential: only the key's public prefix.
+//
+// Every request is bounded by requestTimeout: nothing it does may outlive
+// it, even when a store or model stops answering without closing the
+// connection. The bound is set here, with the request's one context value,
+// so that the request is copied once.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := newRequestID()
-		w.Header().Set("X-Request-Id", id)
-		rec := &recorder{ResponseWriter: w}
-		ctx := context.WithValue(r.Context(), ctxRequestID, id)
-		ctx = context.WithValue(ctx, ctxLogAttrs, rec)
+		rec := &recorder{ResponseWriter: w, id: newRequestID()}
+		id := rec.id
+		w.Header()["X-Request-Id"] = []string{id} // canonical already: no Set
+		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), ctxLogAttrs, rec), requestTimeout)
+		defer cancel()
 		r = r.WithContext(ctx)
 		defer func() {
 			if v := recover(); v != nil {
@@ -99,12 +117,30 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			}
 			d := time.Since(start)
 			s.metrics.Request(rec.route, r.Method, rec.status, d)
-			s.log.Info("request", "request_id", id, "method", r.Method, "path", logPath(r.URL.Path),
-				"route", rec.route, "status", rec.status, "bytes", rec.written,
-				"duration_ms", float64(d.Microseconds())/1000, "key_prefix", rec.keyPfx, "remote", clientAddr(r))
+			s.logRequest(r, rec, d)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// logRequest writes the request's log line. The attributes are typed (no
+// reflection, no fmt) and the whole call allocates little; the line is the
+// same as slog's Info with these key-value pairs would write.
+func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		slog.String("request_id", rec.id),
+		slog.String("method", r.Method),
+		slog.String("path", logPath(r.URL.Path)),
+		slog.String("route", rec.route),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes", rec.written),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("key_prefix", rec.keyPfx),
+		slog.String("remote", clientAddr(r)),
+	)
 }
 
 // logPath keeps a credential pasted into a URL path out of the log.
@@ -133,21 +169,22 @@ func clientAddr(r *http.Request) string {
 var queryCredentialNames = []string{"authorization", "access_token", "api_key", "apikey", "token"}
 
 func hasQueryCredential(raw string) bool {
-	if raw == "" {
-		return false
-	}
 	for raw != "" {
-		var part string
-		part, raw, _ = strings.Cut(raw, "&")
-		for _, piece := range strings.Split(part, ";") {
-			name, _, _ := strings.Cut(piece, "=")
-			if n, err := unescapeLoose(name); err == nil {
-				name = n
-			}
-			for _, c := range queryCredentialNames {
-				if strings.EqualFold(name, c) {
-					return true
-				}
+		var piece string
+		// "&" and ";" both end a parameter here: a server or proxy that
+		// splits on ";" must not see a credential this check missed.
+		if i := strings.IndexAny(raw, "&;"); i >= 0 {
+			piece, raw = raw[:i], raw[i+1:]
+		} else {
+			piece, raw = raw, ""
+		}
+		name, _, _ := strings.Cut(piece, "=")
+		if n, err := unescapeLoose(name); err == nil {
+			name = n
+		}
+		for _, c := range queryCredentialNames {
+			if strings.EqualFold(name, c) {
+				return true
 			}
 		}
 	}
@@ -172,22 +209,26 @@ type auth struct {
 }
 
 func authFrom(ctx context.Context) auth {
+	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil && rec.auth != nil {
+		return *rec.auth
+	}
 	a, _ := ctx.Value(ctxAuth).(auth)
 	return a
 }
 
 // serveV1 runs the order of checks of decisions.md up to routing.
 func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
-	// Nothing a request does may outlive this bound, even when a store or
-	// model stops answering without closing the connection.
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	r = r.WithContext(ctx)
-	// 1. A credential in the query string is refused before anything else.
+	ctx := r.Context()
 	rec, _ := ctx.Value(ctxLogAttrs).(*recorder)
-	if rec == nil {
+	if rec == nil { // not under observe (which also bounds the request)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
 		rec = &recorder{}
+		ctx = context.WithValue(ctx, ctxLogAttrs, rec)
+		r = r.WithContext(ctx)
 	}
+	// 1. A credential in the query string is refused before anything else.
 	rec.route = "/v1 (refused before routing)"
 	if hasQueryCredential(r.URL.RawQuery) {
 		s.metrics.AuthFailure("query_credential")
@@ -196,7 +237,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// 2. Exactly one Authorization header with a Bearer token.
-	headers := r.Header.Values("Authorization")
+	headers := r.Header["Authorization"] // canonical key: no Values lookup
 	token, ok := "", len(headers) == 1
 	if ok {
 		token, ok = credential.ParseBearer(headers[0])
@@ -239,9 +280,11 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, notFoundRoute(r))
 		return
 	}
-	inner := r.WithContext(context.WithValue(ctx, ctxAuth, auth{key: key, now: now}))
-	s.mux.ServeHTTP(w, inner)
-	rec.route = inner.Pattern
+	// The key reaches the handlers through the request's recorder, which
+	// its context already holds (authFrom): no second copy of the request.
+	rec.auth = &auth{key: key, now: now}
+	s.mux.ServeHTTP(w, r)
+	rec.route = r.Pattern
 }
 
 // authenticate returns the key for token, or the reason it is unusable
@@ -305,12 +348,39 @@ func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal
 // t seconds until reset).
 func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
 	reset := res.Reset.Unix()
-	h.Set("X-RateLimit-Limit", strconv.Itoa(res.Limit))
-	h.Set("X-RateLimit-Remaining", strconv.Itoa(res.Remaining))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 	secs := max(reset-now.Unix(), 0)
-	h.Set("RateLimit-Policy", `"`+policy+`";q=`+strconv.Itoa(res.Limit)+";w=60")
-	h.Set("RateLimit", `"`+policy+`";r=`+strconv.Itoa(res.Remaining)+";t="+strconv.FormatInt(secs, 10))
+	// One buffer for the values and one slice for the fields, assigned
+	// under their canonical keys (what Set would do, without its copies).
+	var buf [160]byte
+	b := buf[:0]
+	mark := func() int { return len(b) }
+	i0 := mark()
+	b = strconv.AppendInt(b, int64(res.Limit), 10)
+	i1 := mark()
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	i2 := mark()
+	b = strconv.AppendInt(b, reset, 10)
+	i3 := mark()
+	b = append(b, '"')
+	b = append(b, policy...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, int64(res.Limit), 10)
+	b = append(b, ";w=60"...)
+	i4 := mark()
+	b = append(b, '"')
+	b = append(b, policy...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, secs, 10)
+	i5 := mark()
+	all := string(b)
+	vals := []string{all[i0:i1], all[i1:i2], all[i2:i3], all[i3:i4], all[i4:i5]}
+	h["X-Ratelimit-Limit"] = vals[0:1:1]
+	h["X-Ratelimit-Remaining"] = vals[1:2:2]
+	h["X-Ratelimit-Reset"] = vals[2:3:3]
+	h["Ratelimit-Policy"] = vals[3:4:4]
+	h["Ratelimit"] = vals[4:5:5]
 	if !res.Allowed {
 		h.Set("Retry-After", strconv.Itoa(retrySeconds(res)))
 	}

@@ -73,8 +73,14 @@ func (c *keyCache) currentEpoch(ctx context.Context, check func(context.Context)
 	ticket := c.checkSeq.Load()
 	select {
 	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	default:
+		// Only now ask for ctx.Done: a context makes its channel on the
+		// first call, an allocation the uncontended path need not pay.
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
 	defer func() { <-c.sem }()
 	// A check numbered above ticket was started after the Load above, so
