@@ -175,4 +175,3 @@ func TestRequestLogLine(t *testing.T) {
 		t.Fatal("no redacted path in the log")
 	}
 }
-
