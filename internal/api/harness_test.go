@@ -202,6 +202,9 @@ func (f *fixture) do(r req) *response {
 	if err := json.Unmarshal(rec.Body.Bytes(), &resp.body); err != nil {
 		f.t.Fatalf("%s %s: body is not a JSON object: %q", r.method, r.path, rec.Body.String())
 	}
+	// Every exchange of the suite is also checked against openapi.json, so
+	// the document cannot drift from the code.
+	checkOpenAPI(f.t, hr, r.body, rec, f.clock.Now())
 	return resp
 }
 
