@@ -24,7 +24,9 @@ const (
 	sessionCookie = "agentapi_session"
 	loginCookie   = "agentapi_signin"
 	cookiePath    = "/console/"
-	maxFormBytes  = 64 << 10
+	// maxFormBytes fits the largest form: 10,000 code points of agent
+	// instructions at up to 4 bytes each, percent-encoded (×3).
+	maxFormBytes = 256 << 10
 )
 
 // session is the signed-in user of a request.

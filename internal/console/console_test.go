@@ -687,6 +687,10 @@ func TestAgentsPagesAndInstructions(t *testing.T) {
 	// The API's limit, in code points: 10,000 are fine, 10,001 are not.
 	wantRedirect(t, "10000", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
 		url.Values{"instructions": {strings.Repeat("é", 10000)}}), "/console/agents/"+ag.ID)
+	wantRedirect(t, "10000 four-byte code points", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
+		url.Values{"instructions": {strings.Repeat("😀", 10000)}}), "/console/agents/"+ag.ID)
+	wantRedirect(t, "10000 again", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
+		url.Values{"instructions": {strings.Repeat("é", 10000)}}), "/console/agents/"+ag.ID)
 	wantStatus(t, "10001", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
 		url.Values{"instructions": {strings.Repeat("é", 10001)}}), http.StatusUnprocessableEntity)
 	wantStatus(t, "control character", b.post("/console/agents/"+ag.ID, "/console/agents/"+ag.ID,
