@@ -114,17 +114,22 @@ func parseError(status int, h http.Header, body []byte, rl RateLimit) *Error {
 		StatusCode: status, RequestID: h.Get("X-Request-Id"),
 		RetryAfter: parseRetryAfter(h.Get("Retry-After")), RateLimit: rl,
 	}
+	// Each field is read on its own, so one field of an unexpected type
+	// does not hide the code that callers branch on.
 	var env struct {
-		Error *struct {
-			Code       string       `json:"code"`
-			Message    string       `json:"message"`
-			Errors     []FieldError `json:"errors"`
-			ExistingID string       `json:"existing_id"`
-		} `json:"error"`
+		Error map[string]json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Code != "" {
-		e.Code, e.Message, e.Errors, e.ExistingID = env.Error.Code, env.Error.Message, env.Error.Errors, env.Error.ExistingID
-		return e
+	if json.Unmarshal(body, &env) == nil && env.Error != nil {
+		str := func(name string) string {
+			var s string
+			_ = json.Unmarshal(env.Error[name], &s)
+			return s
+		}
+		if code := str("code"); code != "" {
+			e.Code, e.Message, e.ExistingID = code, str("message"), str("existing_id")
+			_ = json.Unmarshal(env.Error["errors"], &e.Errors)
+			return e
+		}
 	}
 	if status >= 500 {
 		e.Code = CodeServerError
