@@ -81,10 +81,12 @@ type RetryPolicy struct {
 }
 
 // DefaultRetryPolicy is the policy of a Client built without WithRetry.
-var DefaultRetryPolicy = RetryPolicy{MaxAttempts: 4, BaseDelay: 250 * time.Millisecond, MaxDelay: 8 * time.Second, MaxRetryAfter: 60 * time.Second}
+func DefaultRetryPolicy() RetryPolicy {
+	return RetryPolicy{MaxAttempts: 4, BaseDelay: 250 * time.Millisecond, MaxDelay: 8 * time.Second, MaxRetryAfter: 60 * time.Second}
+}
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
-	d := DefaultRetryPolicy
+	d := DefaultRetryPolicy()
 	if p.MaxAttempts > 0 {
 		d.MaxAttempts = p.MaxAttempts
 	}
@@ -120,6 +122,8 @@ type Option func(*Client)
 
 // WithHTTPClient sets the http.Client used for requests (its Transport and
 // Timeout). The client works on a copy that never follows redirects.
+// Without it, http.DefaultClient's transport is used and only the
+// context bounds a request.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
 // WithRetry sets the retry policy; zero fields keep their defaults.
@@ -136,7 +140,7 @@ func WithInsecureHTTP() Option { return func(c *Client) { c.insecure = true } }
 // https://api.example.com/v1), authenticating with key.
 func New(baseURL, key string, opts ...Option) (*Client, error) {
 	c := &Client{
-		key: key, userAgent: DefaultUserAgent, retry: DefaultRetryPolicy,
+		key: key, userAgent: DefaultUserAgent,
 		sleep: sleepCtx, jitter: rand.Int64N,
 	}
 	for _, o := range opts {

@@ -157,8 +157,8 @@ func TestAttemptsAreBounded(t *testing.T) {
 	c := faultClient(t, fs, testKey(t))
 	_, err := c.Me(context.Background())
 	wantAPIError(t, err, 500, client.CodeServerError)
-	if n := len(fs.requests()); n != client.DefaultRetryPolicy.MaxAttempts {
-		t.Fatalf("%d requests, want %d", n, client.DefaultRetryPolicy.MaxAttempts)
+	if n := len(fs.requests()); n != client.DefaultRetryPolicy().MaxAttempts {
+		t.Fatalf("%d requests, want %d", n, client.DefaultRetryPolicy().MaxAttempts)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -573,4 +574,42 @@ func TestErrorUnwraps(t *testing.T) {
 func IsAPIError(err error) bool {
 	var e *client.Error
 	return errors.As(err, &e)
+}
+
+// One Client serves many goroutines (go test -race checks the sharing).
+func TestConcurrentUse(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(f.key(nil, allScopes...).Credential)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				if _, err := c.CreateAgent(ctx, client.NewAgent{Name: fmt.Sprintf("w%d-%d", i, j)}); err != nil {
+					errs <- err
+				}
+				if _, err := c.Me(ctx); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range c.Agents(ctx, client.ListOptions{Limit: 7}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 40 {
+		t.Fatalf("listed %d agents, want 40", n)
+	}
 }
