@@ -201,6 +201,8 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		t.Fatal("the rotated key stopped working")
 	}
 	shot("07-key-after-revoke")
+	do("developers after revoke", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("recent-events")))
+	shot("07b-developers-after-revoke")
 
 	do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
 	audit := text("audit", "audit")

@@ -630,6 +630,9 @@ func TestRotateThenRevoke(t *testing.T) {
 	if !strings.Contains(list.body, "badge-revoked") || !strings.Contains(list.body, "badge-active") {
 		t.Fatal("list does not show both statuses")
 	}
+	if !strings.Contains(list.body, `id="recent-events"`) || strings.Count(list.body, "badge-event") != 3 {
+		t.Fatal("the Developers page does not show the recent audit events")
+	}
 }
 
 func TestExpiredKeyStatusAndAudit(t *testing.T) {

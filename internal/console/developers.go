@@ -80,8 +80,12 @@ func (d directory) row(k domain.APIKey, now time.Time) keyRow {
 }
 
 type keysPage struct {
-	Keys []keyRow
+	Keys   []keyRow
+	Recent []auditRow
 }
+
+// recentEvents is how many audit events the Developers page shows.
+const recentEvents = 5
 
 func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session) {
 	ks, err := c.keys.List(r.Context(), s.user.AccountID)
@@ -99,6 +103,15 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	// Newest first: the key just made or rotated is at the top.
 	for i := len(ks) - 1; i >= 0; i-- {
 		p.Keys = append(p.Keys, d.row(ks[i], now))
+	}
+	events, err := c.store.ListAuditEvents(r.Context(), s.user.AccountID, recentEvents)
+	if err != nil {
+		c.serverError(w, r, s, err)
+		return
+	}
+	names := keyNames(ks)
+	for _, ev := range events {
+		p.Recent = append(p.Recent, auditRowOf(ev, names))
 	}
 	c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
 }
