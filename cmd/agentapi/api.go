@@ -57,7 +57,7 @@ func apiAgents(ctx context.Context, e env, args []string) error {
 	case "disable":
 		return apiAgentOne(e, "disable", rest, func(c *client.Client, id string) (any, error) { return one(c.DisableAgent(ctx, id)) })
 	case "stats":
-		return apiAgentOne(e, "stats", rest, func(c *client.Client, id string) (any, error) { return c.AgentStats(ctx, id) })
+		return apiAgentOne(e, "stats", rest, func(c *client.Client, id string) (any, error) { return stats(c.AgentStats(ctx, id)) })
 	}
 	return fmt.Errorf("%w: unknown api agents subcommand %q", errUsage, args[0])
 }
@@ -192,23 +192,75 @@ func callErr(err error) error {
 	return apiError{e}
 }
 
-// agentRecord prints a single agent with all its fields, an empty
-// instructions included (client.Agent omits the fields list items lack).
+// The api commands print what the API sent, in its shapes: timestamps as
+// the server writes them (milliseconds, Z), so that they sort as strings,
+// and each object with exactly its fields.
+
+// agentItem is an agent in a list: the contract's four fields.
+type agentItem struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Enabled   bool   `json:"enabled"`
+	CreatedAt string `json:"created_at"`
+}
+
+// agentRecord is a single agent, with every field (empty instructions included).
 type agentRecord struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name"`
-	Enabled      bool      `json:"enabled"`
-	CreatedAt    time.Time `json:"created_at"`
-	Instructions string    `json:"instructions"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Enabled      bool   `json:"enabled"`
+	CreatedAt    string `json:"created_at"`
+	Instructions string `json:"instructions"`
+	UpdatedAt    string `json:"updated_at"`
+}
+
+func item(a client.Agent) agentItem {
+	return agentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt)}
 }
 
 func record(a client.Agent) agentRecord {
-	return agentRecord{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, Instructions: a.Instructions, UpdatedAt: a.UpdatedAt}
+	return agentRecord{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
+		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt)}
 }
 
 // one adapts a single-agent call for apiAgentOne.
 func one(a client.Agent, err error) (any, error) { return record(a), err }
+
+type keyObject struct {
+	ID                 string   `json:"id"`
+	Name               string   `json:"name"`
+	Description        string   `json:"description"`
+	Prefix             string   `json:"prefix"`
+	Scopes             []string `json:"scopes"`
+	RateLimitPerMinute int      `json:"rate_limit_per_minute"`
+	LastUsedAt         *string  `json:"last_used_at"`
+	ExpiresAt          *string  `json:"expires_at"`
+}
+
+type statsObject struct {
+	AgentID            string  `json:"agent_id"`
+	QuestionsTotal     int64   `json:"questions_total"`
+	AnsweredTotal      int64   `json:"answered_total"`
+	FailedTotal        int64   `json:"failed_total"`
+	LastQuestionAt     *string `json:"last_question_at"`
+	AverageAnswerMS    *int64  `json:"average_answer_ms"`
+	ConversationsTotal int64   `json:"conversations_total"`
+}
+
+func stats(s client.Stats, err error) (any, error) {
+	return statsObject{AgentID: s.AgentID, QuestionsTotal: s.QuestionsTotal, AnsweredTotal: s.AnsweredTotal,
+		FailedTotal: s.FailedTotal, LastQuestionAt: timePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
+		ConversationsTotal: s.ConversationsTotal}, err
+}
+
+type answerObject struct {
+	ID             string `json:"id"`
+	ConversationID string `json:"conversation_id"`
+	Question       string `json:"question"`
+	Answer         string `json:"answer"`
+	CreatedAt      string `json:"created_at"`
+	AnswerMS       int64  `json:"answer_ms"`
+}
 
 func printJSON(w io.Writer, v any) error {
 	if err := json.NewEncoder(w).Encode(v); err != nil {
@@ -230,7 +282,8 @@ func apiMe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, k)
+	return printJSON(e.stdout, keyObject{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
+		Scopes: k.Scopes, RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)})
 }
 
 func apiAgentsList(ctx context.Context, e env, args []string) error {
@@ -260,7 +313,7 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return callErr(err)
 		}
-		if err := enc.Encode(ag); err != nil {
+		if err := enc.Encode(item(ag)); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
@@ -361,5 +414,6 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, ans)
+	return printJSON(e.stdout, answerObject{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
+		Answer: ans.Answer, CreatedAt: formatTime(ans.CreatedAt), AnswerMS: ans.AnswerMS})
 }

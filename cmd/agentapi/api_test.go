@@ -131,7 +131,7 @@ func TestAPICommands(t *testing.T) {
 	key := k.Credential
 
 	me := mustAPI(t, key, s.url, "me")
-	if len(me) != 1 || me[0]["id"] != k.Key.ID || me[0]["prefix"] != k.Key.Prefix || me[0]["expires_at"] != nil {
+	if len(me) != 1 || me[0]["id"] != k.Key.ID || me[0]["prefix"] != k.Key.Prefix || me[0]["expires_at"] != nil || len(me[0]) != 8 {
 		t.Fatalf("me: %v", me)
 	}
 	// --url wins over AGENTAPI_URL.
@@ -141,7 +141,8 @@ func TestAPICommands(t *testing.T) {
 
 	created := mustAPI(t, key, s.url, "agents", "create", "--name", "Helpdesk", "--instructions", "Be brief.")[0]
 	id, _ := created["id"].(string)
-	if !strings.HasPrefix(id, "agt_") || created["name"] != "Helpdesk" || created["enabled"] != true || created["instructions"] != "Be brief." {
+	if !strings.HasPrefix(id, "agt_") || created["name"] != "Helpdesk" || created["enabled"] != true || created["instructions"] != "Be brief." ||
+		len(created) != 6 || !serverTime(created["created_at"]) || created["updated_at"] != created["created_at"] {
 		t.Fatalf("create: %v", created)
 	}
 	// A duplicate fails with the contract's code and the existing id, unless adopted.
@@ -180,7 +181,7 @@ func TestAPICommands(t *testing.T) {
 		t.Fatalf("list: %d items %v", len(items), items)
 	}
 	for _, it := range items {
-		if len(it) != 4 {
+		if len(it) != 4 || !serverTime(it["created_at"]) {
 			t.Fatalf("list item has other than the contract's four fields: %v", it)
 		}
 	}
@@ -200,14 +201,15 @@ func TestAPICommands(t *testing.T) {
 	}
 	ans := mustAPI(t, key, s.url, "ask", id, "What", "is", "2+2?")[0]
 	conv, _ := ans["conversation_id"].(string)
-	if ans["answer"] != "echo: What is 2+2?" || conv == "" {
+	if ans["answer"] != "echo: What is 2+2?" || conv == "" || len(ans) != 6 || !serverTime(ans["created_at"]) {
 		t.Fatalf("ask: %v", ans)
 	}
 	out, errs, code = apiCLI(t, key, s.url, "And 3+3?\n", "ask", id, "--conversation", conv, "-")
 	if code != 0 || !strings.Contains(out, `"answer":"echo: And 3+3?"`) || !strings.Contains(out, conv) {
 		t.Fatalf("ask from stdin: exit %d, %s %s", code, out, errs)
 	}
-	if st := mustAPI(t, key, s.url, "agents", "stats", id)[0]; st["questions_total"] != float64(2) || st["conversations_total"] != float64(1) {
+	if st := mustAPI(t, key, s.url, "agents", "stats", id)[0]; st["questions_total"] != float64(2) || st["conversations_total"] != float64(1) ||
+		len(st) != 7 || !serverTime(st["last_question_at"]) {
 		t.Fatalf("stats: %v", st)
 	}
 }
@@ -257,4 +259,15 @@ func TestAPICommandFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serverTime reports a timestamp as the server writes it: RFC 3339 in UTC
+// with exactly three fractional digits, so that timestamps sort as strings.
+func serverTime(v any) bool {
+	s, ok := v.(string)
+	if !ok || len(s) != len("2006-01-02T15:04:05.000Z") || !strings.HasSuffix(s, "Z") {
+		return false
+	}
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
 }
