@@ -163,6 +163,11 @@ func (c *Client) Agents(ctx context.Context, opts ListOptions) iter.Seq2[Agent, 
 			if !p.HasMore {
 				return
 			}
+			if p.Next == o.Next {
+				// A cursor that does not move would loop until ctx ends.
+				yield(Agent{}, errors.New("client: GET /ai-agents: the server sent back the cursor it was given"))
+				return
+			}
 			o.Next = p.Next
 		}
 	}

@@ -390,6 +390,16 @@ func TestAgentsStopsOnHasMoreNotOnEmptyData(t *testing.T) {
 	if strings.Join(ids, ",") != "agt_1" || len(fs.requests()) != 2 {
 		t.Fatalf("ids %v after %d requests", ids, len(fs.requests()))
 	}
+	// A cursor that does not move is reported, not followed for ever.
+	fs = newFaultServer(t, ok(`{"data":[{"id":"agt_1","name":"a","enabled":true,"created_at":"2026-11-22T12:00:00.000Z"}],"meta":{"limit":1,"next":"same","has_more":true}}`))
+	c = faultClient(t, fs, testKey(t))
+	var errs []error
+	for _, err := range c.Agents(context.Background(), client.ListOptions{Limit: 1}) {
+		errs = append(errs, err)
+	}
+	if len(errs) != 3 || errs[0] != nil || errs[1] != nil || errs[2] == nil || len(fs.requests()) != 2 {
+		t.Fatalf("repeated cursor: %v after %d requests", errs, len(fs.requests()))
+	}
 	// has_more with a null next is a broken server, reported as an error.
 	fs = newFaultServer(t, ok(`{"data":[],"meta":{"limit":2,"next":null,"has_more":true}}`))
 	c = faultClient(t, fs, testKey(t))
