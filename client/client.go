@@ -325,7 +325,7 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 // context's error and, through errors.As, the last *Error.
 func joinCtx(ctx context.Context, last error) error {
 	cerr := context.Cause(ctx)
-	if errors.Is(last, cerr) {
+	if cerr == nil || errors.Is(last, cerr) {
 		return last
 	}
 	return fmt.Errorf("client: %w (last attempt: %w)", cerr, last)
