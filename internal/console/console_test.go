@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -361,19 +360,8 @@ func TestSignInThrottle(t *testing.T) {
 	// The email is throttled from any address: straight to the handler
 	// with another RemoteAddr.
 	signin := func(email, addr string) int {
-		get := httptest.NewRequest(http.MethodGet, "/console/signin", nil)
-		get.RemoteAddr = addr
-		rec := httptest.NewRecorder()
-		f.h.ServeHTTP(rec, get)
-		token := csrfRE.FindStringSubmatch(rec.Body.String())[1]
-		form := url.Values{"email": {email}, "password": {testPassword}, "csrf": {token}}
-		post := httptest.NewRequest(http.MethodPost, "/console/signin", strings.NewReader(form.Encode()))
-		post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		post.AddCookie(&http.Cookie{Name: "agentapi_signin", Value: token})
-		post.RemoteAddr = addr
-		rec = httptest.NewRecorder()
-		f.h.ServeHTTP(rec, post)
-		return rec.Code
+		code, _ := directSignIn(t, f, email, testPassword, addr)
+		return code
 	}
 	if got := signin(owner.Email, "192.0.2.7:5555"); got != http.StatusTooManyRequests {
 		t.Fatalf("throttled email from another address: %d", got)

@@ -86,16 +86,22 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return newFixtureOn(t, storetest.Open(t, store.EngineSQLite))
+	return newFixtureOn(t, storetest.Open(t, store.EngineSQLite), nil)
 }
 
-func newFixtureOn(t *testing.T, st *store.Store) *fixture {
+// newFixtureOn serves st; lim, when not nil, is the limiter (else one in
+// memory on the fixture's clock).
+func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter) *fixture {
 	t.Helper()
 	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	mem := ratelimit.NewMemory(c.Now)
-	t.Cleanup(mem.Close)
+	var mem ratelimit.Limiter = lim
+	if lim == nil {
+		m := ratelimit.NewMemory(c.Now)
+		t.Cleanup(m.Close)
+		mem = m
+	}
 	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
 	cursorKey, err := st.Secret(context.Background(), "cursor")
 	if err != nil {
