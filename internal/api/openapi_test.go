@@ -1,16 +1,27 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/llm/llmtest"
+	"github.com/agentapi/agentapi/internal/ratelimit"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -39,6 +50,7 @@ type openAPIOp struct {
 	Method   string
 	Statuses []string
 	Scope    *string
+	Security []map[string][]string
 }
 
 func openAPI(t testing.TB) validator.Validator {
@@ -82,11 +94,12 @@ func openAPIOps(t testing.TB) []openAPIOp {
 				ID        string                     `json:"operationId"`
 				Responses map[string]json.RawMessage `json:"responses"`
 				Scope     *string                    `json:"x-scope"`
+				Security  []map[string][]string      `json:"security"`
 			}
 			if err := json.Unmarshal(raw, &op); err != nil {
 				t.Fatal(err)
 			}
-			o := openAPIOp{ID: op.ID, Template: tmpl, Method: strings.ToUpper(method), Scope: op.Scope}
+			o := openAPIOp{ID: op.ID, Template: tmpl, Method: strings.ToUpper(method), Scope: op.Scope, Security: op.Security}
 			for code := range op.Responses {
 				o.Statuses = append(o.Statuses, code)
 			}
@@ -289,5 +302,540 @@ func TestOpenAPIDocument(t *testing.T) {
 	v := openAPI(t)
 	if ok, errs := v.ValidateDocument(); !ok {
 		t.Fatalf("openapi.json is not a valid OpenAPI 3.1 document:\n%s", describe(errs))
+	}
+}
+
+// TestOpenAPIMatchesCode checks the document against the code it
+// describes: every route of routes.go (and no other) with its one scope,
+// the scope vocabulary, every error code under the status statusOf gives
+// it, and the limits the validation code enforces.
+func TestOpenAPIMatchesCode(t *testing.T) {
+	ops := openAPIOps(t)
+
+	src, err := os.ReadFile("routes.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scopeOf := map[string]string{"read": string(domain.ScopeAgentsRead), "write": string(domain.ScopeAgentsWrite), "query": string(domain.ScopeAgentsQuery)}
+	routeRE := regexp.MustCompile(`mux\.Handle\("([A-Z]+) /v1(/[^"]*)", (s\.scoped\((\w+), )?`)
+	// The document is served before routing, in server.go.
+	routes := map[string]string{"GET /openapi.json": "none", "HEAD /openapi.json": "none"}
+	for _, m := range routeRE.FindAllStringSubmatch(string(src), -1) {
+		scope := "none"
+		if m[4] != "" {
+			scope = scopeOf[m[4]]
+		}
+		routes[m[1]+" "+m[2]] = scope
+	}
+	if len(routes) < 9 {
+		t.Fatalf("found only %d routes in routes.go: %v", len(routes), routes)
+	}
+	documented := map[string]bool{}
+	for _, op := range ops {
+		key := op.Method + " " + op.Template
+		documented[key] = true
+		scope, ok := routes[key]
+		if !ok {
+			t.Errorf("%s (%s) is documented but not routed", op.ID, key)
+			continue
+		}
+		if op.ID == "" {
+			t.Errorf("%s has no operationId", key)
+		}
+		var want []map[string][]string
+		switch {
+		case strings.HasSuffix(key, " /openapi.json"):
+			want = []map[string][]string{}
+		case scope == "none":
+			want = []map[string][]string{{"bearerAuth": {}}}
+		default:
+			want = []map[string][]string{{"bearerAuth": {scope}}}
+		}
+		if fmt.Sprint(op.Security) != fmt.Sprint(want) || op.Security == nil {
+			t.Errorf("%s: security %v, want %v", op.ID, op.Security, want)
+		}
+		gotScope := "none"
+		if op.Scope != nil {
+			gotScope = *op.Scope
+		}
+		if gotScope != scope {
+			t.Errorf("%s: x-scope %q, routes.go requires %q", op.ID, gotScope, scope)
+		}
+	}
+	for key := range routes {
+		if !documented[key] {
+			t.Errorf("route %s is not in openapi.json", key)
+		}
+	}
+
+	var doc map[string]any
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	at := func(path ...string) any {
+		var v any = doc
+		for _, p := range path {
+			switch x := v.(type) {
+			case map[string]any:
+				v = x[p]
+			case []any:
+				i, _ := strconv.Atoi(p)
+				v = x[i]
+			default:
+				t.Fatalf("no %v in openapi.json", path)
+			}
+		}
+		return v
+	}
+	strs := func(v any) []string {
+		var out []string
+		for _, s := range v.([]any) {
+			out = append(out, s.(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	var codes, scopes []string
+	for _, c := range domain.Codes {
+		codes = append(codes, string(c))
+	}
+	for _, s := range domain.Scopes {
+		scopes = append(scopes, string(s))
+	}
+	slices.Sort(codes)
+	slices.Sort(scopes)
+	if got := strs(at("components", "schemas", "ErrorCode", "enum")); !slices.Equal(got, codes) {
+		t.Errorf("ErrorCode enum %v, the contract's codes %v", got, codes)
+	}
+	if got := strs(at("components", "schemas", "Scope", "enum")); !slices.Equal(got, scopes) {
+		t.Errorf("Scope enum %v, the vocabulary %v", got, scopes)
+	}
+	// Each error response allows exactly the codes statusOf maps to its status.
+	byStatus := map[string]string{
+		"400": "BadRequest", "401": "Unauthorized", "403": "Forbidden", "404": "NotFound", "409": "Conflict",
+		"413": "PayloadTooLarge", "415": "UnsupportedMediaType", "429": "TooManyRequests", "500": "ServerError",
+	}
+	for status, name := range byStatus {
+		code := at("components", "responses", name, "content", "application/json", "schema", "allOf", "1", "properties", "error", "properties", "code").(map[string]any)
+		var allowed []string
+		if c, ok := code["const"]; ok {
+			allowed = []string{c.(string)}
+		} else {
+			allowed = strs(code["enum"])
+		}
+		var want []string
+		for _, c := range domain.Codes {
+			if strconv.Itoa(statusOf(c)) == status {
+				want = append(want, string(c))
+			}
+		}
+		slices.Sort(want)
+		if !slices.Equal(allowed, want) {
+			t.Errorf("response %s (%s) allows codes %v; statusOf gives that status to %v", name, status, allowed, want)
+		}
+		for _, op := range ops {
+			if !slices.Contains(op.Statuses, status) {
+				continue
+			}
+			ref := at("paths", op.Template, strings.ToLower(op.Method), "responses", status, "$ref")
+			if ref != "#/components/responses/"+name {
+				t.Errorf("%s %s: response %v, want the shared %s", op.ID, status, ref, name)
+			}
+		}
+	}
+	// The limits the validation code enforces.
+	for _, c := range []struct {
+		path []string
+		want float64
+	}{
+		{[]string{"components", "parameters", "limit", "schema", "default"}, DefaultPageSize},
+		{[]string{"components", "parameters", "limit", "schema", "maximum"}, MaxPageSize},
+		{[]string{"paths", "/ai-agents", "get", "responses", "200", "content", "application/json", "schema", "properties", "data", "maxItems"}, MaxPageSize},
+		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "name", "maxLength"}, MaxAgentNameLength},
+		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "name", "maxLength"}, MaxAgentNameLength},
+		{[]string{"components", "schemas", "AgentRecord", "properties", "name", "maxLength"}, MaxAgentNameLength},
+		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "instructions", "maxLength"}, MaxInstructionsLength},
+		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "instructions", "maxLength"}, MaxInstructionsLength},
+		{[]string{"components", "schemas", "AgentRecord", "properties", "instructions", "maxLength"}, MaxInstructionsLength},
+		{[]string{"components", "schemas", "AskRequest", "properties", "question", "maxLength"}, MaxQuestionLength},
+		{[]string{"components", "schemas", "Answer", "properties", "question", "maxLength"}, MaxQuestionLength},
+	} {
+		if got := at(c.path...); got != c.want {
+			t.Errorf("%s: %v, the code says %v", strings.Join(c.path, "."), got, c.want)
+		}
+	}
+}
+
+// raw sends one request straight to the handler, for exchanges f.do cannot
+// take (no body, not JSON), and validates it against the document.
+func (f *fixture) raw(method, path string, headers ...string) *httptest.ResponseRecorder {
+	f.t.Helper()
+	hr := httptest.NewRequest(method, "http://api.test"+path, nil)
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		hr.Header.Add(name, strings.TrimSpace(value))
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, hr)
+	checkOpenAPI(f.t, hr, "", rec, f.clock.Now())
+	return rec
+}
+
+// TestOpenAPIServed fetches the document through the real handler stack:
+// no key, no rate limit, JSON, cacheable, and byte for byte the embedded one.
+func TestOpenAPIServed(t *testing.T) {
+	f := newFixture(t, "sqlite", func(c *Config) { c.UnauthRateLimit = 2 })
+	for range 5 { // more than the per-address limit of requests without a key
+		rec := f.raw("GET", "/v1/openapi.json")
+		if rec.Code != 200 {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+		h := rec.Header()
+		if ct := h.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("Content-Type %q", ct)
+		}
+		if !bytes.Equal(rec.Body.Bytes(), openAPIDocument) {
+			t.Fatal("served document differs from openapi.json")
+		}
+		if h.Get("ETag") != openAPIETag || h.Get("Cache-Control") == "" || h.Get("X-Request-Id") == "" {
+			t.Fatalf("headers %v", h)
+		}
+		if h.Get("Content-Length") != strconv.Itoa(len(openAPIDocument)) {
+			t.Fatalf("Content-Length %q", h.Get("Content-Length"))
+		}
+		if h.Get("X-RateLimit-Limit") != "" || h.Get("WWW-Authenticate") != "" {
+			t.Fatalf("rate-limited or authenticated: %v", h)
+		}
+	}
+	// Those fetches used none of the address's allowance.
+	f.get("/v1/me", "").wantError(t, 401, domain.CodeInvalidCredentials)
+	if got := f.get("/v1/me", "").Header().Get("X-RateLimit-Remaining"); got != "0" {
+		t.Fatalf("X-RateLimit-Remaining %q after two requests without a key, want 0", got)
+	}
+
+	if rec := f.raw("HEAD", "/v1/openapi.json"); rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("ETag") != openAPIETag {
+		t.Fatalf("HEAD: %d, %d bytes, %v", rec.Code, rec.Body.Len(), rec.Header())
+	}
+	for _, c := range []struct {
+		ifNoneMatch string
+		want        int
+	}{
+		{openAPIETag, 304},
+		{"W/" + openAPIETag, 304},
+		{`"other", ` + openAPIETag, 304},
+		{"*", 304},
+		{`"other"`, 200},
+	} {
+		rec := f.raw("GET", "/v1/openapi.json", "If-None-Match: "+c.ifNoneMatch)
+		if rec.Code != c.want {
+			t.Fatalf("If-None-Match %s: %d, want %d", c.ifNoneMatch, rec.Code, c.want)
+		}
+		if c.want == 304 && rec.Body.Len() != 0 {
+			t.Fatal("304 with a body")
+		}
+	}
+	// With a query string, or another method, it is no endpoint: the order
+	// of checks applies as everywhere under /v1.
+	key := f.key(domain.ScopeAgentsRead)
+	// (From another address: this one's allowance is spent.)
+	const elsewhere = "192.0.2.7:4321"
+	f.do(req{method: "GET", path: "/v1/openapi.json?format=yaml", remote: elsewhere}).wantError(t, 401, domain.CodeInvalidCredentials)
+	f.get("/v1/openapi.json?format=yaml", key).wantError(t, 404, domain.CodeNotFound)
+	f.do(req{method: "GET", path: "/v1/openapi.json?api_key=x", remote: elsewhere}).wantError(t, 403, domain.CodeAccessDenied)
+	f.send("POST", "/v1/openapi.json", key, `{}`).wantError(t, 404, domain.CodeNotFound)
+
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil || doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q, %v", doc.OpenAPI, err)
+	}
+	if !bytes.Equal(OpenAPIDocument(), openAPIDocument) {
+		t.Fatal("OpenAPIDocument differs from the embedded document")
+	}
+}
+
+// failSwitch makes the key limiter fail on demand: a failure on the
+// service side, for the 500 of every operation.
+type failSwitch struct {
+	ratelimit.Limiter
+	broken atomic.Bool
+}
+
+func (l *failSwitch) Allow(ctx context.Context, key string, limit int) (ratelimit.Result, error) {
+	if l.broken.Load() {
+		return ratelimit.Result{}, errors.New("limiter unreachable")
+	}
+	return l.Limiter.Allow(ctx, key, limit)
+}
+
+// TestOpenAPICoverage drives every documented (operation, status) pair
+// through the real stack: each is produced, and so validated against the
+// document, at least once. None is left out as impossible to produce.
+func TestOpenAPICoverage(t *testing.T) {
+	opt, _ := withModel(t, llmtest.Echo)
+	sw := &failSwitch{}
+	f := newFixture(t, "sqlite", opt, func(c *Config) { sw.Limiter = c.Limiter; c.Limiter = sw })
+	if err := f.st.SetAccountFeature(context.Background(), f.account.ID, domain.FeatureAIAnswers, true); err != nil {
+		t.Fatal(err)
+	}
+	admin := f.key(allAgentScopes...)
+	noScope := f.key(domain.ScopeStaffRead)
+	limited := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 1 }, allAgentScopes...).Credential
+	agent := f.createAgent(admin, "Covered")
+	f.createAgent(admin, "Taken")
+	disabled := f.createAgent(admin, "Off")
+	f.send("PUT", "/v1/ai-agents/"+disabled+"/enabled", admin, `{"enabled":false}`).wantStatus(t, 200)
+	// A second account's agent: not found for this one, never forbidden.
+	otherAcct, otherOwner := f.newAccount("Other")
+	elsewhere := f.createAgent(f.keyIn(otherAcct, otherOwner, nil, allAgentScopes...).Credential, "Elsewhere")
+	f.get("/v1/me", limited).wantStatus(t, 200) // its whole allowance for the minute
+	huge := `{"name":"` + strings.Repeat("a", MaxBodyBytes) + `"}`
+
+	type op struct {
+		method, path, body string
+		conflict           req // a request that gets 409, if the operation has one
+	}
+	ops := []op{
+		{method: "GET", path: "/v1/me"},
+		{method: "GET", path: "/v1/ai-agents"},
+		{method: "POST", path: "/v1/ai-agents", body: `{"name":"New"}`,
+			conflict: req{method: "POST", path: "/v1/ai-agents", body: `{"name":"taken"}`}},
+		{method: "GET", path: "/v1/ai-agents/{id}"},
+		{method: "PATCH", path: "/v1/ai-agents/{id}", body: `{"instructions":"Be brief."}`,
+			conflict: req{method: "PATCH", path: "/v1/ai-agents/" + agent, body: `{"name":"Taken"}`}},
+		{method: "PUT", path: "/v1/ai-agents/{id}/enabled", body: `{"enabled":true}`},
+		{method: "GET", path: "/v1/ai-agents/{id}/stats"},
+		{method: "POST", path: "/v1/ai-agents/{id}/questions", body: `{"question":"Hello?"}`,
+			conflict: req{method: "POST", path: "/v1/ai-agents/" + disabled + "/questions", body: `{"question":"Hello?"}`}},
+	}
+	for _, o := range ops {
+		path := strings.Replace(o.path, "{id}", agent, 1)
+		send := func(key, p, body string, headers ...string) *response {
+			return f.do(req{method: o.method, path: p, key: key, body: body, headers: headers})
+		}
+		if r := send(admin, path, o.body); r.Code != 200 && r.Code != 201 {
+			t.Fatalf("%s %s: %d %s", o.method, path, r.Code, r.Body.String())
+		}
+		send(admin, path+"?unknown=1", o.body).wantError(t, 400, domain.CodeInvalidField, "unknown:invalid_field")
+		send("", path, o.body).wantError(t, 401, domain.CodeInvalidCredentials)
+		send(admin, path+"?access_token=x", o.body).wantError(t, 403, domain.CodeAccessDenied)
+		send(limited, path, o.body).wantError(t, 429, domain.CodeRateLimitExceeded)
+		if strings.Contains(o.path, "{id}") {
+			send(admin, strings.Replace(o.path, "{id}", elsewhere, 1), o.body).wantError(t, 404, domain.CodeNotFound)
+		}
+		if o.path != "/v1/me" {
+			send(noScope, path, o.body).wantError(t, 403, domain.CodeAccessDenied)
+		}
+		if o.body != "" {
+			send(admin, path, o.body, "Content-Type: text/plain").wantError(t, 415, domain.CodeUnsupportedType)
+			send(admin, path, huge).wantError(t, 413, domain.CodeFileTooLarge)
+		}
+		if o.conflict.method != "" {
+			c := o.conflict
+			c.key = admin
+			if r := f.do(c); r.Code != 409 {
+				t.Fatalf("%s %s: %d, want 409: %s", c.method, c.path, r.Code, r.Body.String())
+			}
+		}
+		sw.broken.Store(true)
+		send(admin, path, o.body).wantError(t, 500, domain.CodeServerError)
+		sw.broken.Store(false)
+	}
+	// Requests that are no operation.
+	f.get("/v1/nowhere", admin).wantError(t, 404, domain.CodeNotFound)
+	f.get("/v1/nowhere", "").wantError(t, 401, domain.CodeInvalidCredentials)
+	f.get("/v1/nowhere?token=x", admin).wantError(t, 403, domain.CodeAccessDenied)
+	f.get("/v1/nowhere", limited).wantError(t, 429, domain.CodeRateLimitExceeded)
+	sw.broken.Store(true)
+	f.get("/v1/nowhere", admin).wantError(t, 500, domain.CodeServerError)
+	sw.broken.Store(false)
+	// The document itself.
+	f.raw("GET", "/v1/openapi.json")
+	f.raw("GET", "/v1/openapi.json", "If-None-Match: "+openAPIETag)
+	f.raw("HEAD", "/v1/openapi.json")
+	f.raw("HEAD", "/v1/openapi.json", "If-None-Match: "+openAPIETag)
+
+	var missing []string
+	seen.Lock()
+	defer seen.Unlock()
+	for _, o := range openAPIOps(t) {
+		for _, s := range o.Statuses {
+			if !seen.pairs[o.ID+" "+s] {
+				missing = append(missing, o.ID+" "+s)
+			}
+		}
+	}
+	for _, s := range unmatchedStatuses {
+		if !seen.pairs["unmatched "+strconv.Itoa(s)] {
+			missing = append(missing, "unmatched "+strconv.Itoa(s))
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("documented but never produced and validated: %v", missing)
+	}
+}
+
+// fatalTB records the first failure of checkOpenAPI instead of ending the
+// test, so the check itself can be tested.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+type fatalStop struct{}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	panic(fatalStop{})
+}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(fatalStop{})
+}
+
+// TestOpenAPICheckCatchesDrift feeds the validation hook real responses
+// altered the way code drifts (a field added, a header dropped, an
+// undocumented status or code), and asserts it fails each one, while it
+// passes the unaltered response.
+func TestOpenAPICheckCatchesDrift(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	key := f.key(allAgentScopes...)
+	agent := f.createAgent(key, "Drift")
+	f.createAgent(key, "Taken")
+
+	exchange := func(method, path, body string) (*http.Request, *httptest.ResponseRecorder) {
+		var rd *strings.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		hr := httptest.NewRequest(method, "http://api.test"+path, nil)
+		if rd != nil {
+			hr = httptest.NewRequest(method, "http://api.test"+path, rd)
+			hr.Header.Set("Content-Type", "application/json")
+		}
+		hr.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, hr)
+		return hr, rec
+	}
+	// rebuilt is rec with its headers and body altered.
+	rebuilt := func(rec *httptest.ResponseRecorder, status int, header func(http.Header), body func(map[string]any)) *httptest.ResponseRecorder {
+		out := httptest.NewRecorder()
+		for k, v := range rec.Header() {
+			out.Header()[k] = slices.Clone(v)
+		}
+		if header != nil {
+			header(out.Header())
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if body != nil {
+			body(obj)
+		}
+		b, _ := json.Marshal(obj)
+		out.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		if status == 0 {
+			status = rec.Code
+		}
+		out.WriteHeader(status)
+		out.Write(b)
+		return out
+	}
+	check := func(hr *http.Request, body string, rec *httptest.ResponseRecorder) (msg string) {
+		tb := &fatalTB{TB: t}
+		defer func() {
+			if v := recover(); v != nil {
+				if _, ok := v.(fatalStop); !ok {
+					panic(v)
+				}
+				msg = tb.msg
+			}
+		}()
+		checkOpenAPI(tb, hr, body, rec, f.clock.Now())
+		return ""
+	}
+	errorOf := func(obj map[string]any) map[string]any { return obj["error"].(map[string]any) }
+
+	listReq, list := exchange("GET", "/v1/ai-agents", "")
+	meReq, me := exchange("GET", "/v1/me", "")
+	getReq, get := exchange("GET", "/v1/ai-agents/"+agent, "")
+	createReq, created := exchange("POST", "/v1/ai-agents", `{"name":"Fresh"}`)
+	dupReq, dup := exchange("POST", "/v1/ai-agents", `{"name":"Taken"}`)
+	badReq, bad := exchange("POST", "/v1/ai-agents", `{"name":1}`)
+	anonReq := httptest.NewRequest("GET", "http://api.test/v1/me", nil)
+	anon := httptest.NewRecorder()
+	f.h.ServeHTTP(anon, anonReq)
+
+	for _, c := range []struct {
+		name string
+		req  *http.Request
+		body string
+		rec  *httptest.ResponseRecorder
+		want string // "" when the exchange must pass
+	}{
+		{"list as served", listReq, "", list, ""},
+		{"me as served", meReq, "", me, ""},
+		{"create as served", createReq, `{"name":"Fresh"}`, created, ""},
+		{"duplicate as served", dupReq, `{"name":"Taken"}`, dup, ""},
+		{"400 as served", badReq, `{"name":1}`, bad, ""},
+		{"401 as served", anonReq, "", anon, ""},
+		{"list item with a fifth field", listReq, "", rebuilt(list, 0, nil, func(o map[string]any) {
+			o["data"].([]any)[0].(map[string]any)["updated_at"] = "2026-11-22T12:00:00.000Z"
+		}), "does not match"},
+		{"meta with a total", listReq, "", rebuilt(list, 0, nil, func(o map[string]any) {
+			o["meta"].(map[string]any)["total"] = 2
+		}), "does not match"},
+		{"next without has_more", listReq, "", rebuilt(list, 0, nil, func(o map[string]any) {
+			o["meta"].(map[string]any)["next"] = "abc"
+		}), "does not match"},
+		{"record without updated_at", getReq, "", rebuilt(get, 0, nil, func(o map[string]any) {
+			delete(o["data"].(map[string]any), "updated_at")
+		}), "does not match"},
+		{"timestamp not in UTC", getReq, "", rebuilt(get, 0, nil, func(o map[string]any) {
+			o["data"].(map[string]any)["created_at"] = "2026-11-22T13:00:00.000+01:00"
+		}), "does not match"},
+		{"key with its secret", meReq, "", rebuilt(me, 0, nil, func(o map[string]any) {
+			o["data"].(map[string]any)["secret"] = "x"
+		}), "does not match"},
+		{"no X-Request-Id", meReq, "", rebuilt(me, 0, func(h http.Header) { h.Del("X-Request-Id") }, nil), "does not match"},
+		{"no rate-limit fields", meReq, "", rebuilt(me, 0, func(h http.Header) {
+			for _, n := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy"} {
+				h.Del(n)
+			}
+		}, nil), "does not match"},
+		{"RateLimit disagreeing with X-RateLimit-Remaining", meReq, "", rebuilt(me, 0, func(h http.Header) {
+			h.Set("X-RateLimit-Remaining", "7")
+		}, nil), "RateLimit"},
+		{"create without Location", createReq, `{"name":"Fresh"}`, rebuilt(created, 0, func(h http.Header) { h.Del("Location") }, nil), "does not match"},
+		{"create answered 200", createReq, `{"name":"Fresh"}`, rebuilt(created, 200, nil, nil), "does not list"},
+		{"duplicate without existing_id", dupReq, `{"name":"Taken"}`, rebuilt(dup, 0, nil, func(o map[string]any) {
+			delete(errorOf(o), "existing_id")
+		}), "does not match"},
+		{"code of another status", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
+			errorOf(o)["code"] = "not_found"
+		}), "does not match"},
+		{"unknown code", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
+			errorOf(o)["code"] = "oops"
+		}), "does not match"},
+		{"error with a stack", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
+			errorOf(o)["stack"] = "goroutine 1"
+		}), "does not match"},
+		{"401 without WWW-Authenticate", anonReq, "", rebuilt(anon, 0, func(h http.Header) { h.Del("WWW-Authenticate") }, nil), "does not match"},
+		{"unknown path answered 400", httptest.NewRequest("GET", "http://api.test/v1/nowhere", nil), "", rebuilt(anon, 400, nil, nil), "no documented operation"},
+		{"accepted request the document refuses", createReq, `{"name":"Fresh","color":"red"}`, created, "request is invalid"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := check(c.req, c.body, c.rec)
+			switch {
+			case c.want == "" && got != "":
+				t.Fatalf("the check failed a valid exchange: %s", got)
+			case c.want != "" && !strings.Contains(got, c.want):
+				t.Fatalf("the check passed or failed for another reason (want %q): %q", c.want, got)
+			}
+		})
 	}
 }
