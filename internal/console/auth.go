@@ -322,6 +322,9 @@ func safeNext(next string) string {
 	if !strings.HasPrefix(next, "/console/") || strings.ContainsAny(next, "\\\r\n") || strings.HasPrefix(next, "/console/signin") {
 		return ""
 	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(u.Path, "/console/") {
+		return ""
+	}
 	return next
 }
 
