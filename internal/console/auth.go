@@ -148,17 +148,26 @@ func newToken() string { return rand.Text() + rand.Text() }
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: cookiePath, MaxAge: int(maxAge.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		// Secure whenever this server itself speaks TLS (r.TLS). Behind a
-		// TLS-terminating proxy the cookie is sent without the flag; the
-		// proxy should add it.
-		Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r),
 	})
 }
 
 func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: cookiePath, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r)})
+}
+
+// overTLS reports whether the browser reached us over TLS: this server
+// terminates it (r.TLS), or the TLS-terminating proxy in front says so in
+// X-Forwarded-Proto (production runs behind one). Trusting the header is
+// safe here because it can only add Secure: a client that forges it merely
+// gets a cookie its own plain-HTTP browser will not send back.
+func overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // --- sign-in ---

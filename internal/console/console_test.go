@@ -93,6 +93,27 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	wantRedirect(t, "after sign-out", b.get("/console/developers"), "/console/signin")
 }
 
+// Behind a TLS-terminating proxy (production) the cookies are Secure too.
+func TestCookiesAreSecureBehindATLSProxy(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	for _, proto := range []string{"https", "HTTPS, http"} {
+		b := f.browser()
+		b.header.Set("X-Forwarded-Proto", proto)
+		p := b.signInRaw(owner.Email, testPassword)
+		wantRedirect(t, "sign in", p, "/console/")
+		cookies := p.header.Values("Set-Cookie")
+		if len(cookies) == 0 {
+			t.Fatal("no cookie set")
+		}
+		for _, c := range cookies {
+			if strings.HasPrefix(c, "agentapi_session=") && !strings.Contains(c, "; Secure") {
+				t.Errorf("X-Forwarded-Proto %q: session cookie without Secure: %s", proto, c)
+			}
+		}
+	}
+}
+
 func TestSessionExpires(t *testing.T) {
 	f := newFixture(t)
 	_, owner := f.account("Acme")
