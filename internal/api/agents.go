@@ -151,11 +151,12 @@ func (s *Server) handleListAgents() http.Handler {
 			next := encodeCursor(s.cursorKey, a.key.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
 			m.Next = &next
 		}
-		items := make([]agentItem, len(agents))
-		for i, ag := range agents {
-			items[i] = agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)}
-		}
-		writeJSON(w, http.StatusOK, collection{Data: items, Meta: m})
+		// The items are agentItem's four fields, appended straight from
+		// the agents (json.go): no reflection, one pooled buffer.
+		buf := getAppendBuf()
+		defer putAppendBuf(buf)
+		*buf = appendAgentPage(*buf, agents, m)
+		writeJSONBytes(w, http.StatusOK, *buf)
 	})
 }
 

@@ -148,3 +148,180 @@ func jsonKind(raw json.RawMessage) string {
 	}
 	return "number"
 }
+
+// The two hottest responses (GET /me and the agent list) are written by the
+// append encoders below rather than through encoding/json's reflection.
+// They write the very bytes json.Encoder writes for the same structs
+// (keyObject, collection of agentItem), newline included; json_test.go
+// holds them to that.
+
+// writeJSONBytes sends body, an already encoded JSON value.
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// appendBufPool holds encode buffers; ones grown past 64 KiB are dropped
+// rather than kept for every later request.
+var appendBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+func getAppendBuf() *[]byte { return appendBufPool.Get().(*[]byte) }
+
+func putAppendBuf(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		appendBufPool.Put(b)
+	}
+}
+
+// appendTime appends t as formatTime writes it, quoted, by hand: the
+// layout interpreter of AppendFormat was most of a list page's encoding.
+func appendTime(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		dst = append(dst, '"')
+		dst = t.AppendFormat(dst, timeFormat)
+		return append(dst, '"')
+	}
+	h, mi, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	return append(dst, '"',
+		byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+int(mo)/10), byte('0'+int(mo)%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
+}
+
+// htmlSafe marks the ASCII bytes encoding/json writes unescaped (it
+// escapes <, > and & for HTML, as json.Encoder does by default).
+var htmlSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// appendString appends s as a JSON string exactly as encoding/json does:
+// short escapes for \b \f \n \r \t " \, \u00XX for other control bytes and
+// <, >, &; invalid UTF-8 as \ufffd; U+2028 and U+2029 escaped.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if htmlSafe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendKeyBody appends {"data": k} and a newline: GET /me's body.
+func appendKeyBody(dst []byte, k keyObject) []byte {
+	dst = append(dst, `{"data":{"id":`...)
+	dst = appendString(dst, k.ID)
+	dst = append(dst, `,"name":`...)
+	dst = appendString(dst, k.Name)
+	dst = append(dst, `,"description":`...)
+	dst = appendString(dst, k.Description)
+	dst = append(dst, `,"prefix":`...)
+	dst = appendString(dst, k.Prefix)
+	dst = append(dst, `,"scopes":`...)
+	if k.Scopes == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, sc := range k.Scopes {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, string(sc))
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"rate_limit_per_minute":`...)
+	dst = strconv.AppendInt(dst, int64(k.RateLimitPerMinute), 10)
+	dst = append(dst, `,"last_used_at":`...)
+	dst = appendOptString(dst, k.LastUsedAt)
+	dst = append(dst, `,"expires_at":`...)
+	dst = appendOptString(dst, k.ExpiresAt)
+	return append(dst, "}}\n"...)
+}
+
+func appendOptString(dst []byte, s *string) []byte {
+	if s == nil {
+		return append(dst, "null"...)
+	}
+	return appendString(dst, *s)
+}
+
+// appendAgentPage appends the collection envelope of an agent list page
+// and a newline; created_at is formatted here, straight into the buffer.
+func appendAgentPage(dst []byte, agents []domain.Agent, m meta) []byte {
+	dst = append(dst, `{"data":[`...)
+	for i, ag := range agents {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = appendString(dst, ag.ID)
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, ag.Name)
+		dst = append(dst, `,"enabled":`...)
+		dst = strconv.AppendBool(dst, ag.Enabled)
+		dst = append(dst, `,"created_at":`...)
+		dst = appendTime(dst, ag.CreatedAt)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"meta":{"limit":`...)
+	dst = strconv.AppendInt(dst, int64(m.Limit), 10)
+	dst = append(dst, `,"next":`...)
+	dst = appendOptString(dst, m.Next)
+	dst = append(dst, `,"has_more":`...)
+	dst = strconv.AppendBool(dst, m.HasMore)
+	return append(dst, "}}\n"...)
+}

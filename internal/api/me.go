@@ -28,10 +28,13 @@ func (s *Server) handleMe() http.Handler {
 		// The stored last_used_at lags by up to a second (write-behind);
 		// this request is the latest use, so it is what /me shows.
 		now := a.now
-		writeJSON(w, http.StatusOK, single{Data: keyObject{
+		buf := getAppendBuf()
+		defer putAppendBuf(buf)
+		*buf = appendKeyBody(*buf, keyObject{
 			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
 			Scopes: k.Scopes, RateLimitPerMinute: k.RateLimitPerMinute,
 			LastUsedAt: formatTimePtr(&now), ExpiresAt: formatTimePtr(k.ExpiresAt),
-		}})
+		})
+		writeJSONBytes(w, http.StatusOK, *buf)
 	})
 }

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// encodeStd is what writeJSON sends for v: encoding/json's bytes.
+func encodeStd(t testing.TB, v any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+var trickyStrings = []string{
+	"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\tnew\nline\rcr\bback\fform",
+	"\x00\x01\x1f\x7f", "é ü 日本語 🙂", "\u2028 and \u2029", "bad \xff utf8 \xc3", "\xed\xa0\x80 surrogate",
+	"trailing \\", "ends in \xe2\x82",
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range trickyStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendString(%q) = %s, encoding/json %s", s, got, want)
+		}
+	})
+}
+
+func TestAppendKeyBodyMatchesEncodingJSON(t *testing.T) {
+	at := "2026-11-22T12:00:00.000Z"
+	for _, s := range trickyStrings {
+		for _, k := range []keyObject{
+			{ID: "key_1", Name: s, Description: s, Prefix: "abc", Scopes: []domain.Scope{"aiagents:read", domain.Scope(s)}, RateLimitPerMinute: 120, LastUsedAt: &at},
+			{ID: s, Scopes: nil, RateLimitPerMinute: -1, ExpiresAt: &s},
+			{Scopes: []domain.Scope{}, LastUsedAt: &s, ExpiresAt: &at},
+		} {
+			want := encodeStd(t, single{Data: k})
+			if got := appendKeyBody(nil, k); !bytes.Equal(got, want) {
+				t.Fatalf("key body\n got %s\nwant %s", got, want)
+			}
+		}
+	}
+}
+
+func TestAppendAgentPageMatchesEncodingJSON(t *testing.T) {
+	next := "c_abc-_="
+	created := time.Date(2026, 1, 2, 3, 4, 5, 678_900_000, time.FixedZone("x", 3600))
+	var agents []domain.Agent
+	for i, s := range trickyStrings {
+		agents = append(agents, domain.Agent{ID: "agt_" + s, Name: s, Enabled: i%2 == 0, CreatedAt: created.Add(time.Duration(i) * time.Hour)})
+	}
+	for _, c := range []struct {
+		agents []domain.Agent
+		m      meta
+	}{
+		{nil, meta{Limit: 30}},
+		{agents[:1], meta{Limit: 1, Next: &next, HasMore: true}},
+		{agents, meta{Limit: 100}},
+	} {
+		items := make([]agentItem, len(c.agents))
+		for i, ag := range c.agents {
+			items[i] = agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)}
+		}
+		want := encodeStd(t, collection{Data: items, Meta: c.m})
+		if got := appendAgentPage(nil, c.agents, c.m); !bytes.Equal(got, want) {
+			t.Fatalf("agent page\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+func benchAgents(n int) []domain.Agent {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	out := make([]domain.Agent, n)
+	for i := range out {
+		out[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), Name: "Support agent for invoices", Enabled: true, CreatedAt: at}
+	}
+	return out
+}
+
+// BenchmarkListAgentsEncode: a page of 30 through encoding/json (as before)
+// and through the append encoder.
+func BenchmarkListAgentsEncode(b *testing.B) {
+	agents := benchAgents(30)
+	next := "c_0123456789abcdef"
+	m := meta{Limit: 30, Next: &next, HasMore: true}
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			items := make([]agentItem, len(agents))
+			for i, ag := range agents {
+				items[i] = agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)}
+			}
+			buf := bufPool.Get().(*bytes.Buffer)
+			buf.Reset()
+			_ = json.NewEncoder(buf).Encode(collection{Data: items, Meta: m})
+			bufPool.Put(buf)
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf := getAppendBuf()
+			*buf = appendAgentPage(*buf, agents, m)
+			putAppendBuf(buf)
+		}
+	})
+}
+
+func FuzzAppendTime(f *testing.F) {
+	for _, ns := range []int64{0, -1, 1, 1_700_000_000_123_456_789, -9_000_000_000_000_000_000, 9_000_000_000_000_000_000} {
+		f.Add(ns)
+	}
+	f.Fuzz(func(t *testing.T, ns int64) {
+		tm := time.Unix(0, ns).In(time.FixedZone("z", int(ns%50_000)))
+		want := `"` + formatTime(tm) + `"`
+		if got := string(appendTime(nil, tm)); got != want {
+			t.Fatalf("appendTime(%v) = %s, formatTime %s", tm, got, want)
+		}
+	})
+}
+
+func TestAppendTimeEdges(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 2, 28, 23, 59, 59, 1_000_000, time.FixedZone("m", -3600)),
+	} {
+		if got, want := string(appendTime(nil, tm)), `"`+formatTime(tm)+`"`; got != want {
+			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
+		}
+	}
+}
