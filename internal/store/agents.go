@@ -96,7 +96,7 @@ type AgentQuery struct {
 // Limit of 0 or less returns them all.
 func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, error) {
 	query, args := listAgentsSQL(q)
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
