@@ -148,6 +148,9 @@ var seen = struct {
 	pairs map[string]bool
 }{pairs: map[string]bool{}}
 
+// oaChecked counts the exchanges validated, for the record.
+var oaChecked atomic.Int64
+
 func sawPair(op string, status int) {
 	seen.Lock()
 	seen.pairs[op+" "+strconv.Itoa(status)] = true
@@ -170,6 +173,7 @@ func checkOpenAPI(t testing.TB, hr *http.Request, body string, rec *httptest.Res
 		return // /healthz, /readyz, the console: not part of the API description
 	}
 	v := openAPI(t)
+	oaChecked.Add(1)
 	fresh := func(method, path string) *http.Request {
 		u := *hr.URL
 		u.Path = path
@@ -674,6 +678,7 @@ func TestOpenAPICoverage(t *testing.T) {
 	if len(missing) > 0 {
 		t.Fatalf("documented but never produced and validated: %v", missing)
 	}
+	t.Logf("%d exchanges validated against openapi.json so far in this test binary", oaChecked.Load())
 }
 
 // fatalTB records the first failure of checkOpenAPI instead of ending the
@@ -837,5 +842,28 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 				t.Fatalf("the check passed or failed for another reason (want %q): %q", c.want, got)
 			}
 		})
+	}
+}
+
+// BenchmarkOpenAPICheck is what the hook adds to one exchange of the suite
+// (a list page of 30 agents); the validator is built once per test binary.
+func BenchmarkOpenAPICheck(b *testing.B) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	items := make([]agentItem, 30)
+	for i := range items {
+		items[i] = agentItem{ID: domain.NewID(domain.PrefixAgent, now), Name: fmt.Sprint("Agent ", i), Enabled: true, CreatedAt: formatTime(now)}
+	}
+	next := "AQAAAZqxL8gAYWd0XzAxbTgxajE4ZzA4d3l4Y2Z6ams5NHpyanBj"
+	rec := httptest.NewRecorder()
+	h := rec.Header()
+	h.Set("X-Request-Id", newRequestID())
+	setRateHeaders(h, ratelimit.Result{Allowed: true, Limit: 120, Remaining: 119, Reset: now.Add(time.Minute)}, now, "per-key")
+	writeJSON(rec, http.StatusOK, collection{Data: items, Meta: meta{Limit: 30, Next: &next, HasMore: true}})
+	hr := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit=30", nil)
+	hr.Header.Set("Authorization", "Bearer agk_test_x")
+	openAPI(b)
+	b.ResetTimer()
+	for range b.N {
+		checkOpenAPI(b, hr, "", rec, now)
 	}
 }
