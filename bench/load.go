@@ -113,14 +113,19 @@ func drive(ctx context.Context, client *http.Client, conns int, d time.Duration,
 }
 
 // abRounds alternates floor and service: A B A B, merging each side.
-func abRounds(ctx context.Context, c config, client *http.Client, floor, svc request) (result, result, error) {
+// When prof is set, the first service half is profiled.
+func abRounds(ctx context.Context, c config, client *http.Client, floor, svc request, prof *profiler) (result, result, error) {
 	var a, b result
 	for range c.rounds {
 		ra, err := drive(ctx, client, c.conns, c.duration, floor)
 		if err != nil {
 			return a, b, fmt.Errorf("floor: %w", err)
 		}
-		rb, err := drive(ctx, client, c.conns, c.duration, svc)
+		var rb result
+		err = prof.during(func() (err error) {
+			rb, err = drive(ctx, client, c.conns, c.duration, svc)
+			return err
+		})
 		if err != nil {
 			return a, b, fmt.Errorf("service: %w", err)
 		}

@@ -29,6 +29,8 @@ type config struct {
 	floorAddr  string // internal: run as the floor server
 	floorBytes int
 	skipRSS    bool
+	profileDir string // when set, CPU and allocation profiles of serve per read scenario
+	only       string // when set, only the read scenarios whose name contains it
 }
 
 func main() {
@@ -44,6 +46,8 @@ func main() {
 	flag.StringVar(&c.floorAddr, "floor", "", "internal: serve the floor on this address")
 	flag.IntVar(&c.floorBytes, "floor-bytes", 0, "internal: the floor's body size")
 	flag.BoolVar(&c.skipRSS, "skip-rss", false, "skip the 100k-active-keys RSS measure")
+	flag.StringVar(&c.profileDir, "profile", "", "directory for serve's CPU and allocation profiles, taken through its admin listener during each read scenario's first service half")
+	flag.StringVar(&c.only, "only", "", "run only the read scenarios whose name contains this (and skip the walk, writers and RSS)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -83,6 +83,14 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t *ta
 	if e.redis != "" {
 		args = append(args, "--redis", e.redis)
 	}
+	adminAddr := ""
+	if c.profileDir != "" {
+		if adminAddr, err = freeAddr(); err != nil {
+			st.Close()
+			return err
+		}
+		args = append(args, "--admin-addr", adminAddr)
+	}
 	svc, err := startProc(ctx, filepath.Join(tmp, "serve-"+strings.Fields(e.name)[0]+".log"), bin, args...)
 	if err != nil {
 		st.Close()
@@ -106,8 +114,17 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t *ta
 		{"GET /v1/ai-agents?limit=30", "/v1/ai-agents?limit=30", s.deepKey},
 		{"GET /v1/ai-agents?limit=100", "/v1/ai-agents?limit=100", s.deepKey},
 	} {
+		if c.only != "" && !strings.Contains(sc.name, c.only) {
+			continue
+		}
 		fmt.Fprintf(out, "[%s] %s…\n", e.name, sc.name)
-		a, b, err := abRounds(ctx, c, client, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key))
+		var prof *profiler
+		if adminAddr != "" {
+			prof = &profiler{base: "http://" + adminAddr, dir: c.profileDir,
+				name:    strings.Fields(e.name)[0] + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
+				seconds: max(int(c.duration/time.Second)-1, 1)}
+		}
+		a, b, err := abRounds(ctx, c, client, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key), prof)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
@@ -115,6 +132,9 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t *ta
 			fmt.Sprintf("%.2f (floor %.0f req/s)", b.rps()/a.rps(), a.rps()))
 	}
 
+	if c.only != "" {
+		return st.Close()
+	}
 	fmt.Fprintf(out, "[%s] walking every page of %d agents…\n", e.name, c.agents)
 	first, last, pages, err := walk(ctx, client, svc.base, s.deepKey)
 	if err != nil {
@@ -406,13 +426,66 @@ type proc struct {
 	log  string
 }
 
-func startProc(ctx context.Context, logPath, bin string, args ...string) (*proc, error) {
+func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// profiler takes serve's profiles through its admin listener.
+type profiler struct {
+	base, dir, name string
+	seconds         int
+	done            bool
+}
+
+// during runs fn while a CPU profile is taken, then saves the allocation
+// profile (allocations since start, sampled) next to it.
+func (p *profiler) during(fn func() error) error {
+	if p == nil || p.done {
+		return fn()
+	}
+	p.done = true
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return err
+	}
+	fetch := func(path, file string) error {
+		resp, err := http.Get(p.base + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		f, err := os.Create(filepath.Join(p.dir, file))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(f, resp.Body)
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", p.seconds), p.name+".cpu.prof") }()
+	err := fn()
+	if perr := <-errc; err == nil {
+		err = perr
+	}
+	if err == nil {
+		err = fetch("/debug/pprof/allocs", p.name+".allocs.prof")
+	}
+	return err
+}
+
+func startProc(ctx context.Context, logPath, bin string, args ...string) (*proc, error) {
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	for i, a := range args {
 		if a == "127.0.0.1:0" {
 			args[i] = addr
