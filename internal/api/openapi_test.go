@@ -913,3 +913,39 @@ func BenchmarkOpenAPICheck(b *testing.B) {
 		}
 	}
 }
+
+// errorTB keeps what openAPIChecked reports.
+type errorTB struct {
+	testing.TB
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (e *errorTB) Errorf(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.msgs = append(e.msgs, fmt.Sprintf(format, args...))
+}
+
+// TestOpenAPICheckedReports proves the fixture's wrapper reports a response
+// that drifted, as the handler wrote it (headers as of WriteHeader), and
+// passes it on to the client unchanged.
+func TestOpenAPICheckedReports(t *testing.T) {
+	tb := &errorTB{TB: t}
+	body := `{"data":{"id":"key_x"}}`
+	h := openAPIChecked(tb, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Header().Set("X-Request-Id", "req_000000000000000000000000") // too late to be sent
+		_, _ = io.WriteString(w, body)
+	}), time.Now)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/me", nil))
+	if rec.Code != 200 || rec.Body.String() != body {
+		t.Fatalf("the wrapper changed the response: %d %q", rec.Code, rec.Body.String())
+	}
+	if len(tb.msgs) != 1 || !strings.Contains(tb.msgs[0], "getMe") || !strings.Contains(tb.msgs[0], "X-Request-Id") ||
+		!strings.Contains(tb.msgs[0], "missing properties 'name'") {
+		t.Fatalf("reports %q", tb.msgs)
+	}
+}
