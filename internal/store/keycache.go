@@ -203,7 +203,15 @@ func bumpKeyEpoch(ctx context.Context, tx *sql.Tx) error {
 // database/sql's bookkeeping and the driver's cancellation goroutine rather
 // than SQLite's work.
 type sqliteWatch struct {
-	db *sql.DB
+	db   *sql.DB
+	path string // the database file, for its WAL index (walHeader)
+
+	// hdr, while conn is open, maps the WAL index header: when it has not
+	// moved since lastHdr, read just before the last data_version and epoch
+	// reads, nothing was committed since and no statement is needed.
+	hdr      *walHeader
+	lastHdr  [walHeaderWords]uint32
+	hdrKnown bool
 
 	conn        *sql.Conn
 	dvStmt      driver.StmtQueryContext
@@ -212,12 +220,20 @@ type sqliteWatch struct {
 	dataVersion int64
 	epochNow    int64
 	known       bool // dataVersion and epochNow were read on conn
+	fastChecks  uint64
 }
 
 func (w *sqliteWatch) epoch(ctx context.Context) (int64, error) {
 	if w.conn == nil {
 		if err := w.connect(ctx); err != nil {
 			return 0, err
+		}
+	}
+	h, hok := [walHeaderWords]uint32{}, false
+	if w.hdr != nil {
+		if h, hok = w.hdr.read(); hok && w.hdrKnown && h == w.lastHdr {
+			w.fastChecks++
+			return w.epochNow, nil
 		}
 	}
 	var epoch int64
@@ -241,6 +257,14 @@ func (w *sqliteWatch) epoch(ctx context.Context) (int64, error) {
 	if err != nil {
 		w.reset()
 		return 0, err
+	}
+	// h was read before data_version: a commit since moves the header
+	// again, so the next check does not take the fast path.
+	w.lastHdr, w.hdrKnown = h, hok
+	if w.hdr == nil {
+		// The connection has read in WAL mode, so the index exists and
+		// stays while it is open.
+		w.hdr, _ = openWALHeader(w.path)
 	}
 	return epoch, nil
 }
@@ -312,6 +336,10 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 // reset drops the connection after an error; data_version is per
 // connection, so the next one starts from an unknown value.
 func (w *sqliteWatch) reset() {
+	if w.hdr != nil {
+		w.hdr.close()
+		w.hdr, w.hdrKnown = nil, false
+	}
 	if w.conn == nil {
 		return
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,4 +104,54 @@ func TestKeyCacheFailedCheckIsNotShared(t *testing.T) {
 		t.Fatalf("waiting with an ended context: %v", err)
 	}
 	<-c.sem
+}
+
+// TestSQLiteWatchFastPath: with nothing committed, epoch checks read the
+// WAL index header and run no statement; a commit by another connection
+// sends the next check to the database, which sees the new epoch.
+func TestSQLiteWatchFastPath(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fast.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	check := func() int64 {
+		t.Helper()
+		e, err := s.keyEpoch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e0 := check()
+	check() // the first check maps the header, the second records it
+	before := s.watch.fastChecks
+	for range 10 {
+		if e := check(); e != e0 {
+			t.Fatalf("epoch moved from %d to %d with nothing committed", e0, e)
+		}
+	}
+	if n := s.watch.fastChecks - before; n != 10 {
+		t.Fatalf("%d of 10 checks took the fast path; the WAL index header is not being used", n)
+	}
+	a := domain.Account{ID: "acct_fast", Name: "x", Active: true, CreatedAt: time.Now()}
+	if err := other.CreateAccount(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if e := check(); e != e0 {
+		t.Fatalf("an unrelated commit moved the epoch: %d → %d", e0, e)
+	}
+	if err := other.SetAccountActive(ctx, a.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if e := check(); e != e0+1 {
+		t.Fatalf("after a deactivation by another connection: epoch %d, want %d", e, e0+1)
+	}
 }
