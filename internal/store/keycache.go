@@ -58,10 +58,12 @@ type cachedKey struct {
 	accountActive bool
 }
 
-// keyCacheMax bounds the memory the cache may hold (a few hundred bytes a
-// key); past it an arbitrary entry makes room, which costs its key one
-// store read when it comes back.
-const keyCacheMax = 50_000
+// keyCacheMax bounds the memory the cache holds (about 520 bytes a key,
+// twice that in RSS with the garbage collector's headroom); past it an
+// arbitrary entry makes room, which costs its key one store read when it
+// comes back. An instance with more keys in use than this is served as
+// before the cache for the rest: a read per request.
+const keyCacheMax = 20_000
 
 func newKeyCache(max int) *keyCache {
 	return &keyCache{max: max, sem: make(chan struct{}, 1), epoch: -1, entries: map[string]cachedKey{}}
@@ -162,7 +164,9 @@ func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, 
 	if err != nil {
 		return k, active, err
 	}
-	c.put(epoch, prefix, cachedKey{key: k, accountActive: active})
+	// Keyed by the stored prefix, not the caller's string, which may be a
+	// slice of a whole request header.
+	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
 	return k, active, nil
 }
 
