@@ -189,9 +189,12 @@ func recorded(hr *http.Request, body string, rec *httptest.ResponseRecorder, now
 }
 
 // openAPIChecked wraps the handler under test so that every exchange of the
-// suite (through f.do, a test server, raw TCP, the fuzzers) is validated
+// suite (through f.do, a test server, raw TCP, FuzzOpenAPI) is validated
 // against the document, so it cannot drift from the code.
 func openAPIChecked(t testing.TB, h http.Handler, now func() time.Time) http.Handler {
+	if now == nil {
+		now = time.Now
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body bytes.Buffer
 		if r.Body != nil && r.Body != http.NoBody {
