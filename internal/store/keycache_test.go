@@ -232,3 +232,26 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 		})
 	}
 }
+
+// TestKeyByPrefixAfterClose fails rather than blocks.
+func TestKeyByPrefixAfterClose(t *testing.T) {
+	forEachEngineName(t, func(t *testing.T, engine string) {
+		a, _ := twoStores(t, engine)
+		acct := newAccount(t, a)
+		k := newKey(t, a, acct.ID)
+		if _, _, err := a.KeyByPrefix(context.Background(), k.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		done := make(chan error, 1)
+		go func() { _, _, err := a.KeyByPrefix(context.Background(), k.Prefix); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a closed store answered from memory")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("KeyByPrefix on a closed store blocked")
+		}
+	})
+}

@@ -265,9 +265,11 @@ func (s *Store) Close() error {
 		// Wait (briefly) for a running check to leave the watch's connection.
 		select {
 		case s.keyCache.sem <- struct{}{}:
+			errs = append(errs, s.watch.close())
+			<-s.keyCache.sem // later checks fail on the closed pool
 		case <-time.After(5 * time.Second):
+			errs = append(errs, s.watch.db.Close())
 		}
-		errs = append(errs, s.watch.close())
 	}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
