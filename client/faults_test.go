@@ -17,6 +17,7 @@ import (
 	"github.com/agentapi/agentapi/client"
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // seen is one request as the fault server received it.
@@ -96,7 +97,7 @@ func testKey(t *testing.T) string {
 // faultClient is a client on fs that sleeps on a fake clock.
 func faultClient(t *testing.T, fs *faultServer, key string, opts ...client.Option) tclient {
 	t.Helper()
-	return newTClient(t, fs.URL+"/v1", key, &clock{}, opts...)
+	return newTClient(t, fs.URL+"/v1", key, testenv.NewClock(time.Time{}), opts...)
 }
 
 func TestServerErrorsBackOffExponentiallyWithFullJitter(t *testing.T) {

@@ -18,47 +18,17 @@ import (
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // These tests run the client against the real /v1 handler stack
 // (internal/api on a SQLite store), and against fault-injecting servers
 // for what the real one does not do on demand (5xx, dropped connections).
 
-// clock is the server's time in a test; it moves only when told to, which
-// is how the client's (fake) sleeps reach the server's rate limiter.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is a test's time: it moves only when told to.
+type clock = testenv.Clock
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 // apiServer is the real API served over loopback HTTP.
 type apiServer struct {
@@ -144,7 +114,7 @@ var allScopes = []domain.Scope{domain.ScopeAgentsRead, domain.ScopeAgentsWrite, 
 
 func newFixture(t *testing.T, mods ...func(*api.Config)) *fixture {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	s, err := startAPI(storetest.Open(t, store.EngineSQLite), c.Now, mods...)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +17,11 @@ import (
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
-// clock is the injectable time of a test: it moves only when told to.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clock is a test's time: it moves only when told to.
+type clock = testenv.Clock
 
 // fixture is the real handler stack on a real store, with a fake clock.
 type fixture struct {
@@ -52,23 +37,7 @@ type fixture struct {
 	issued  []string // every credential this fixture minted
 }
 
-// syncBuffer collects log output from concurrent requests.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 func newFixture(t *testing.T, engine string, opts ...func(*Config)) *fixture {
 	t.Helper()
@@ -78,7 +47,7 @@ func newFixture(t *testing.T, engine string, opts ...func(*Config)) *fixture {
 // newFixtureOn builds the fixture on an already open store.
 func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*Config)) *fixture {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	mem := ratelimit.NewMemory(c.Now)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // testPassword is every fixture user's password; its argon2 hash is
@@ -36,39 +37,10 @@ var testHash = sync.OnceValue(func() string {
 	return h
 })
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is a test's time: it moves only when told to.
+type clock = testenv.Clock
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 // fixture is the whole served handler (API and console, as serve mounts
 // them) on a real SQLite store, over a loopback server, with a fake clock.
@@ -93,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 // memory on the fixture's clock).
 func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter) *fixture {
 	t.Helper()
-	c := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	var mem ratelimit.Limiter = lim
