@@ -219,7 +219,13 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 					}
 				}
 			})
-			b.Run("cached parallel", func(b *testing.B) {
+			b.Run("cached, 16 callers", func(b *testing.B) {
+				b.SetParallelism(8)
+				before := s.KeyCacheStats()
+				b.Cleanup(func() {
+					d := s.KeyCacheStats()
+					b.ReportMetric(float64(d.Checks-before.Checks)/float64(d.Hits+d.Misses-before.Hits-before.Misses), "checks/lookup")
+				})
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
