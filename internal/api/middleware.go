@@ -59,7 +59,8 @@ type recorder struct {
 	keyPfx  string
 	route   string // the matched pattern, for metrics
 	id      string
-	auth    *auth
+	auth    auth // the authenticated key, when authed
+	authed  bool
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -209,8 +210,8 @@ type auth struct {
 }
 
 func authFrom(ctx context.Context) auth {
-	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil && rec.auth != nil {
-		return *rec.auth
+	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil && rec.authed {
+		return rec.auth
 	}
 	a, _ := ctx.Value(ctxAuth).(auth)
 	return a
@@ -282,7 +283,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key reaches the handlers through the request's recorder, which
 	// its context already holds (authFrom): no second copy of the request.
-	rec.auth = &auth{key: key, now: now}
+	rec.auth, rec.authed = auth{key: key, now: now}, true
 	s.mux.ServeHTTP(w, r)
 	rec.route = r.Pattern
 }
