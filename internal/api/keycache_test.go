@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -174,4 +177,27 @@ func TestRequestLogLine(t *testing.T) {
 	if !strings.Contains(f.logs.String(), `"path":"/v1/ai-agents/[redacted]"`) {
 		t.Fatal("no redacted path in the log")
 	}
+}
+
+// BenchmarkRequestLogLine compares the request log line as it was written
+// (Logger.Info with key-value pairs) with logRequest, to a JSON handler.
+func BenchmarkRequestLogLine(b *testing.B) {
+	s := &Server{log: slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))}
+	r := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit=5", nil)
+	rec := &recorder{id: newRequestID(), status: 200, written: 1234, keyPfx: "abcdef012345", route: "GET /v1/ai-agents"}
+	d := 1234 * time.Microsecond
+	b.Run("Info", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.log.Info("request", "request_id", rec.id, "method", r.Method, "path", logPath(r.URL.Path),
+				"route", rec.route, "status", rec.status, "bytes", rec.written,
+				"duration_ms", float64(d.Microseconds())/1000, "key_prefix", rec.keyPfx, "remote", clientAddr(r))
+		}
+	})
+	b.Run("logRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.logRequest(r, rec, d)
+		}
+	})
 }
