@@ -1,5 +1,5 @@
 // Package metrics owns what agentapi exports to Prometheus: request counts
-// and latencies by route and status, rate-limit refusals, authentication
+// and latencies by route, method and status, rate-limit refusals, authentication
 // failures by reason, and store latency. Every method is safe on a nil
 // *Metrics, so code and tests that do not care need not wire one.
 package metrics
@@ -34,9 +34,9 @@ func New() *Metrics {
 		}, []string{"route", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentapi_http_request_duration_seconds",
-			Help:    "Time to answer HTTP requests, by route pattern and method.",
+			Help:    "Time to answer HTTP requests, by route pattern, method and status.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"route", "method"}),
+		}, []string{"route", "method", "status"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentapi_rate_limited_total",
 			Help: "Requests refused with 429, by limiter (key or address).",
@@ -69,13 +69,25 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Request records one answered request. route is the matched pattern (a
-// bounded set), never the raw path.
+// bounded set), never the raw path; the method is one of a fixed set, since
+// a client may send any token as a method and must not be able to grow the
+// number of series without bound.
 func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
+	method, code := methodLabel(method), strconv.Itoa(status)
+	m.requests.WithLabelValues(route, method, code).Inc()
+	m.latency.WithLabelValues(route, method, code).Observe(d.Seconds())
+}
+
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
 }
 
 // RateLimited counts a 429 from the named limiter ("key" or "address").
