@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
@@ -200,4 +201,52 @@ func BenchmarkRequestLogLine(b *testing.B) {
 			s.logRequest(r, rec, d)
 		}
 	})
+}
+
+// TestEveryRefusalCostsOneStoreRead: with keys held in memory, a refusal
+// answered from memory would come back faster than an unknown prefix's,
+// which needs a store read; so every refusal, whatever its reason, reads
+// the key from the store once (decisions.md: no oracle in timing), and an
+// admitted request reads nothing.
+func TestEveryRefusalCostsOneStoreRead(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	ctx := context.Background()
+	good := f.keyIn(f.account, f.owner, nil, allAgentScopes...)
+	revoked := f.keyIn(f.account, f.owner, nil, allAgentScopes...)
+	exp := f.clock.Now().Add(time.Minute)
+	expiring := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.ExpiresAt = &exp }, allAgentScopes...)
+	other, otherOwner := f.newAccount("Other")
+	inactive := f.keyIn(other, otherOwner, nil, allAgentScopes...)
+	for _, c := range []string{good.Credential, revoked.Credential, expiring.Credential, inactive.Credential} {
+		f.get("/v1/me", c).wantStatus(t, 200) // now held in memory
+	}
+	if err := f.keys.Revoke(ctx, keys.Actor{User: &f.owner}, f.account.ID, revoked.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.SetAccountActive(ctx, other.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Minute)
+	unknown, _ := credential.Generate(domain.EnvLive)
+	forged, _ := credential.Generate(domain.EnvLive)
+	wrongSecret := rechecksum(t, strings.Replace(forged.Text, forged.Prefix, good.Key.Prefix, 1))
+	reads := func(cred string, want int) {
+		t.Helper()
+		f.get("/v1/me", cred) // the first one after a change may read to refill
+		before := f.st.KeyCacheStats().Reads
+		r := f.get("/v1/me", cred)
+		if got := f.st.KeyCacheStats().Reads - before; got != uint64(want) {
+			t.Fatalf("status %d: %d store reads, want %d", r.Code, got, want)
+		}
+	}
+	reads(good.Credential, 0)
+	for name, cred := range map[string]string{
+		"unknown": unknown.Text, "wrong secret": wrongSecret, "revoked": revoked.Credential,
+		"expired": expiring.Credential, "account inactive": inactive.Credential,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f.get("/v1/me", cred).wantError(t, 401, domain.CodeInvalidCredentials)
+			reads(cred, 1)
+		})
+	}
 }

@@ -50,7 +50,7 @@ type keyCache struct {
 	epoch   int64 // the epoch under which every entry was read
 	entries map[string]cachedKey
 
-	hits, misses, checks atomic.Uint64
+	hits, misses, checks, reads atomic.Uint64
 }
 
 type cachedKey struct {
@@ -137,37 +137,51 @@ type KeyCacheStats struct {
 	Hits   uint64 // KeyByPrefix answered from memory
 	Misses uint64 // KeyByPrefix read the key from the database
 	Checks uint64 // epoch checks run (shared by concurrent callers)
+	Reads  uint64 // keys read from the database, by lookups or ReadKeyByPrefix
 }
 
 // KeyCacheStats reports the key cache's counters (for metrics and for tests
 // that must fail if the cache is bypassed).
 func (s *Store) KeyCacheStats() KeyCacheStats {
 	c := s.keyCache
-	return KeyCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Checks: c.checks.Load()}
+	return KeyCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Checks: c.checks.Load(), Reads: c.reads.Load()}
 }
 
 // KeyByPrefix is the authentication hot path: the key with that prefix and
 // whether its account is active, as they stand at some moment after the
 // call began. ErrNotFound when no key has the prefix.
 func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
+	k, active, _, err := s.LookupKey(ctx, prefix)
+	return k, active, err
+}
+
+// LookupKey is KeyByPrefix that also says whether the key came from memory.
+func (s *Store) LookupKey(ctx context.Context, prefix string) (k domain.APIKey, accountActive, fromMemory bool, err error) {
 	c := s.keyCache
 	epoch, err := c.currentEpoch(ctx, s.keyEpoch)
 	if err != nil {
-		return domain.APIKey{}, false, fmt.Errorf("key epoch: %w", err)
+		return domain.APIKey{}, false, false, fmt.Errorf("key epoch: %w", err)
 	}
 	if e, ok := c.get(epoch, prefix); ok {
 		c.hits.Add(1)
-		return e.key, e.accountActive, nil
+		return e.key, e.accountActive, true, nil
 	}
 	c.misses.Add(1)
 	k, active, err := s.readKeyByPrefix(ctx, prefix)
 	if err != nil {
-		return k, active, err
+		return k, active, false, err
 	}
 	// Keyed by the stored prefix, not the caller's string, which may be a
 	// slice of a whole request header.
 	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
-	return k, active, nil
+	return k, active, false, nil
+}
+
+// ReadKeyByPrefix reads the key from the database, bypassing the cache.
+// Authentication uses it to give a refusal answered from memory the cost
+// of one answered from the database (no oracle in timing).
+func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
+	return s.readKeyByPrefix(ctx, prefix)
 }
 
 // keyEpoch reads the current key epoch (see keyCache).

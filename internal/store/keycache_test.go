@@ -200,7 +200,7 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 			}
 			b.Run("read", func(b *testing.B) {
 				for b.Loop() {
-					if err := s.ReadKeyByPrefix(ctx, "pfx_bench"); err != nil {
+					if _, _, err := s.ReadKeyByPrefix(ctx, "pfx_bench"); err != nil {
 						b.Fatal(err)
 					}
 				}

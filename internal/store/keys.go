@@ -113,6 +113,7 @@ func insertKeyAgents(ctx context.Context, tx *sql.Tx, keyID string, agentIDs []s
 // active from the database (KeyByPrefix holds what it returns).
 // ErrNotFound when no key has the prefix.
 func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
+	s.keyCache.reads.Add(1)
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.APIKey{}, false, domain.ErrNotFound
