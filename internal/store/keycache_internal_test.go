@@ -155,3 +155,54 @@ func TestSQLiteWatchFastPath(t *testing.T) {
 		t.Fatalf("after a deactivation by another connection: epoch %d, want %d", e, e0+1)
 	}
 }
+
+// TestSQLiteWatchAcrossCheckpoints: a checkpoint that restarts the WAL
+// rewrites the header too, and a revocation committed into the restarted
+// WAL is seen by the next lookup.
+func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ckpt.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a := domain.Account{ID: "acct_ckpt", Name: "x", Active: true, CreatedAt: now}
+	if err := other.CreateAccount(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(action string) domain.AuditEvent {
+		return domain.AuditEvent{ID: domain.NewID(domain.PrefixEvent, now), AccountID: a.ID, Action: action, CreatedAt: now}
+	}
+	for round := range 3 {
+		k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, now), AccountID: a.ID, Name: "k", Prefix: "ckpt" + string(rune('a'+round)) + "0000000",
+			Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead}, RateLimitPerMinute: 1, CreatedAt: now}
+		if err := other.CreateKey(ctx, k, ev("created")); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if got, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil || got.RevokedAt != nil {
+				t.Fatalf("round %d: %v %v", round, got.RevokedAt, err)
+			}
+		}
+		var busy, logged, done int
+		if err := other.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.RevokeKey(ctx, a.ID, k.ID, "usr_1", now, ev("revoked")); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil || got.RevokedAt == nil {
+			t.Fatalf("round %d: after a checkpoint and a revocation: revoked_at %v, err %v", round, got.RevokedAt, err)
+		}
+	}
+}
