@@ -12,12 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // These tests run the real program: in process through run(), and as a
@@ -204,9 +205,6 @@ type syncBuf struct {
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// credentialShape matches an API credential anywhere in a text.
-var credentialShape = regexp.MustCompile(`agk_(live|test)_[a-z0-9]{12}_[0-9A-Za-z]{38}`)
-
 func startServer(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	addr := freeAddr(t)
@@ -224,7 +222,7 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 		// Whatever the test did, serve's output never holds a credential:
 		// matched by form, so it covers keys minted anywhere (CLI, console).
 		for name, out := range map[string]string{"log (stderr)": s.stderr.String(), "stdout": s.stdout.String()} {
-			if m := credentialShape.FindString(out); m != "" {
+			if m := testenv.CredentialShape.FindString(out); m != "" {
 				t.Errorf("a credential (prefix %s) reached serve's %s", m[9:21], name)
 			}
 		}
@@ -319,8 +317,8 @@ func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
 	if err := json.Unmarshal([]byte(cred), &k); err != nil {
 		t.Fatal(err)
 	}
-	if !credentialShape.MatchString(k.Credential) {
-		t.Fatal("credentialShape does not match a real credential: the log check would be blind")
+	if !testenv.CredentialShape.MatchString(k.Credential) {
+		t.Fatal("testenv.CredentialShape does not match a real credential: the log check would be blind")
 	}
 	code, body, hdr := call(t, "GET", s.base+"/v1/me", k.Credential, "")
 	if code != 200 || hdr.Get("X-RateLimit-Limit") != "120" {

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -46,4 +47,36 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// CredentialShape matches an API credential anywhere in a text, by form,
+// whoever minted it.
+var CredentialShape = regexp.MustCompile(`agk_(live|test)_[a-z0-9]{12}_[0-9A-Za-z]{38}`)
+
+// ScanningWriter is a log sink for long runs: it keeps nothing but a count
+// of writes and the prefix of the first credential-shaped text written, so
+// memory measured across the run is the server's own.
+type ScanningWriter struct {
+	mu     sync.Mutex
+	writes int64
+	leaked string
+}
+
+func (s *ScanningWriter) Write(p []byte) (int, error) {
+	m := CredentialShape.Find(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	if m != nil && s.leaked == "" {
+		s.leaked = string(m[9:21])
+	}
+	return len(p), nil
+}
+
+// Result returns the number of writes and the prefix of the first credential
+// seen in them ("" when none).
+func (s *ScanningWriter) Result() (writes int64, leakedPrefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes, s.leaked
 }
