@@ -139,7 +139,7 @@ func (s *Server) handleListAgents() http.Handler {
 			writeError(w, r, s.log, err)
 			return
 		}
-		agents, err := s.store.ListAgents(r.Context(), sq)
+		agents, err := s.store.ListAgentItems(r.Context(), sq)
 		if err != nil {
 			writeError(w, r, s.log, fmt.Errorf("list agents: %w", err))
 			return
@@ -152,7 +152,7 @@ func (s *Server) handleListAgents() http.Handler {
 			m.Next = &next
 		}
 		// The items are agentItem's four fields, appended straight from
-		// the agents (json.go): no reflection, one pooled buffer.
+		// the store's items (json.go): no reflection, one pooled buffer.
 		buf := getAppendBuf()
 		defer putAppendBuf(buf)
 		*buf = appendAgentPage(*buf, agents, m)

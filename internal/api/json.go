@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // MaxBodyBytes is the largest request body accepted (decisions.md: 1 MiB).
@@ -301,7 +302,7 @@ func appendOptString(dst []byte, s *string) []byte {
 
 // appendAgentPage appends the collection envelope of an agent list page
 // and a newline; created_at is formatted here, straight into the buffer.
-func appendAgentPage(dst []byte, agents []domain.Agent, m meta) []byte {
+func appendAgentPage(dst []byte, agents []store.AgentItem, m meta) []byte {
 	dst = append(dst, `{"data":[`...)
 	for i, ag := range agents {
 		if i > 0 {

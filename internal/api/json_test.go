@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // encodeStd is what writeJSON sends for v: encoding/json's bytes.
@@ -56,12 +57,12 @@ func TestAppendKeyBodyMatchesEncodingJSON(t *testing.T) {
 func TestAppendAgentPageMatchesEncodingJSON(t *testing.T) {
 	next := "c_abc-_="
 	created := time.Date(2026, 1, 2, 3, 4, 5, 678_900_000, time.FixedZone("x", 3600))
-	var agents []domain.Agent
+	var agents []store.AgentItem
 	for i, s := range trickyStrings {
-		agents = append(agents, domain.Agent{ID: "agt_" + s, Name: s, Enabled: i%2 == 0, CreatedAt: created.Add(time.Duration(i) * time.Hour)})
+		agents = append(agents, store.AgentItem{ID: "agt_" + s, Name: s, Enabled: i%2 == 0, CreatedAt: created.Add(time.Duration(i) * time.Hour)})
 	}
 	for _, c := range []struct {
-		agents []domain.Agent
+		agents []store.AgentItem
 		m      meta
 	}{
 		{nil, meta{Limit: 30}},
@@ -79,11 +80,11 @@ func TestAppendAgentPageMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func benchAgents(n int) []domain.Agent {
+func benchAgents(n int) []store.AgentItem {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	out := make([]domain.Agent, n)
+	out := make([]store.AgentItem, n)
 	for i := range out {
-		out[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), Name: "Support agent for invoices", Enabled: true, CreatedAt: at}
+		out[i] = store.AgentItem{ID: domain.NewID(domain.PrefixAgent, at), Name: "Support agent for invoices", Enabled: true, CreatedAt: at}
 	}
 	return out
 }

@@ -95,7 +95,7 @@ type AgentQuery struct {
 // ListAgents returns up to q.Limit agents ordered by (created_at, id). A
 // Limit of 0 or less returns them all.
 func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, error) {
-	query, args := listAgentsSQL(q)
+	query, args := listAgentsSQL(agentColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
@@ -107,6 +107,54 @@ func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, e
 		if err != nil {
 			return nil, fmt.Errorf("scan agent: %w", err)
 		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}
+
+// AgentItem is an agent as a list shows it: the contract's four list
+// fields. created_at and id are also the keyset cursor.
+type AgentItem struct {
+	ID        string
+	Name      string
+	Enabled   bool
+	CreatedAt time.Time
+}
+
+// agentItemColumns are AgentItem's columns. Reading 4 columns instead of
+// agentColumns' 7 matters: modernc's SQLite driver takes the connection's
+// mutex for every column value, and instructions can be long.
+const agentItemColumns = `id, name, enabled, created_at`
+
+// maxItemPrealloc bounds the slice ListAgentItems sizes up front from
+// q.Limit (the API asks for at most 1001).
+const maxItemPrealloc = 1024
+
+// ListAgentItems is ListAgents reading only what a list item shows, for
+// GET /ai-agents: same filters, same order, same keyset.
+func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
+	query, args := listAgentsSQL(agentItemColumns, q)
+	rows, err := s.queryRead(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []AgentItem
+	if q.Limit > 0 {
+		out = make([]AgentItem, 0, min(q.Limit, maxItemPrealloc))
+	}
+	for rows.Next() {
+		var (
+			a       AgentItem
+			created int64
+		)
+		if err := rows.Scan(&a.ID, &a.Name, &a.Enabled, &created); err != nil {
+			return nil, fmt.Errorf("scan agent: %w", err)
+		}
+		a.CreatedAt = fromMS(created)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
@@ -167,17 +215,18 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	return out, nil
 }
 
-// listAgentsSQL builds ListAgents' statement: every filter is a condition
+// listAgentsSQL builds ListAgents' and ListAgentItems' statement, reading
+// cols: every filter is a condition
 // on top of a range scan of agents_page (account_id, created_at, id), which
 // also yields the order, so a page costs its length and never an OFFSET.
-func listAgentsSQL(q AgentQuery) (string, []any) {
+func listAgentsSQL(cols string, q AgentQuery) (string, []any) {
 	var b strings.Builder
 	args := []any{q.AccountID}
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	b.WriteString(`SELECT ` + agentColumns + ` FROM agents WHERE account_id = $1`)
+	b.WriteString(`SELECT ` + cols + ` FROM agents WHERE account_id = $1`)
 	if q.UpdatedSince != nil {
 		b.WriteString(` AND updated_at >= ` + arg(toMS(*q.UpdatedSince)))
 	}

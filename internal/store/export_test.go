@@ -8,7 +8,10 @@ import (
 )
 
 // ListAgentsSQL exposes ListAgents' statement to the plan tests.
-func ListAgentsSQL(q AgentQuery) (string, []any) { return listAgentsSQL(q) }
+func ListAgentsSQL(q AgentQuery) (string, []any) { return listAgentsSQL(agentColumns, q) }
+
+// ListAgentItemsSQL exposes ListAgentItems' statement to the plan tests.
+func ListAgentItemsSQL(q AgentQuery) (string, []any) { return listAgentsSQL(agentItemColumns, q) }
 
 // KeyByPrefixSQL is the authentication hot path's statement.
 const KeyByPrefixSQL = keyByPrefixSQL

@@ -748,9 +748,34 @@ func TestUpdateAgent(t *testing.T) {
 	})
 }
 
+// listBoth lists through ListAgents and ListAgentItems, fails unless the
+// items are exactly the agents' four list fields in the same order, and
+// returns the agents: every list test holds for both read paths.
+func listBoth(t *testing.T, s *store.Store, q store.AgentQuery) ([]domain.Agent, error) {
+	t.Helper()
+	ctx := context.Background()
+	agents, err := s.ListAgents(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	items, err := s.ListAgentItems(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	want := make([]store.AgentItem, len(agents))
+	for i, a := range agents {
+		want[i] = store.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt}
+	}
+	if !slices.EqualFunc(items, want, func(x, y store.AgentItem) bool {
+		return x.ID == y.ID && x.Name == y.Name && x.Enabled == y.Enabled && x.CreatedAt.Equal(y.CreatedAt)
+	}) {
+		t.Fatalf("ListAgentItems(%+v) = %v, want %v", q, items, want)
+	}
+	return agents, nil
+}
+
 func TestListAgentsKeysetPagination(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
 		acct, other := newAccount(t, s), newAccount(t, s)
 		newAgent(t, s, other.ID, "elsewhere", t0)
 		// 23 agents over 5 distinct milliseconds: ties are broken by id.
@@ -769,7 +794,7 @@ func TestListAgentsKeysetPagination(t *testing.T) {
 		q := store.AgentQuery{AccountID: acct.ID, Limit: 4}
 		pages := 0
 		for {
-			page, err := s.ListAgents(ctx, q)
+			page, err := listBoth(t, s, q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -788,7 +813,7 @@ func TestListAgentsKeysetPagination(t *testing.T) {
 			t.Fatalf("paged:\n%v\nwant:\n%v", got, all)
 		}
 
-		all2, err := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID})
+		all2, err := listBoth(t, s, store.AgentQuery{AccountID: acct.ID})
 		if err != nil || !slices.Equal(all2, all) {
 			t.Fatalf("no limit: %d agents, %v", len(all2), err)
 		}
@@ -812,7 +837,7 @@ func TestListAgentsFilters(t *testing.T) {
 		}
 
 		since := t0.Add(3 * time.Second)
-		list, err := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
+		list, err := listBoth(t, s, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -821,18 +846,18 @@ func TestListAgentsFilters(t *testing.T) {
 		}
 		// An update moves an old agent into the window.
 		if _, err := s.UpdateAgent(ctx, acct.ID, agents[0].ID, func(a *domain.Agent) (bool, error) {
-			a.Instructions, a.UpdatedAt = "changed", since
+			a.Instructions, a.Enabled, a.UpdatedAt = "changed", false, since
 			return true, nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		list, _ = s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
+		list, _ = listBoth(t, s, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
 		if want := append([]string{agents[0].ID}, ids(agents[3:])...); !slices.Equal(ids(list), want) {
 			t.Fatalf("updated since after update: %v, want %v", ids(list), want)
 		}
 
 		k := newKey(t, s, acct.ID, agents[4].ID, agents[1].ID, agents[2].ID)
-		list, err = s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: k.ID})
+		list, err = listBoth(t, s, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: k.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -840,7 +865,7 @@ func TestListAgentsFilters(t *testing.T) {
 			t.Fatalf("only key: %v, want %v", ids(list), want)
 		}
 		// All three filters and a page boundary together.
-		list, _ = s.ListAgents(ctx, store.AgentQuery{
+		list, _ = listBoth(t, s, store.AgentQuery{
 			AccountID: acct.ID, OnlyKeyID: k.ID, UpdatedSince: &since,
 			AfterCreatedAt: agents[1].CreatedAt, AfterID: agents[1].ID, Limit: 5,
 		})
@@ -848,7 +873,7 @@ func TestListAgentsFilters(t *testing.T) {
 			t.Fatalf("combined: %v, want %v", ids(list), want)
 		}
 		plain := newKey(t, s, acct.ID)
-		if list, _ := s.ListAgents(ctx, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: plain.ID}); len(list) != 0 {
+		if list, _ := listBoth(t, s, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: plain.ID}); len(list) != 0 {
 			t.Fatalf("unrestricted key as a filter keeps nothing, got %v", ids(list))
 		}
 	})
@@ -858,34 +883,41 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		since := t0
-		query, args := store.ListAgentsSQL(store.AgentQuery{
-			AccountID: "acct_x", OnlyKeyID: "key_x", UpdatedSince: &since,
-			AfterCreatedAt: t0, AfterID: "agt_x", Limit: 10,
-		})
-		plan, err := s.Explain(ctx, query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The keyset condition is a bound of the index range, not a filter.
-		var want []string
-		if s.Engine() == store.EngineSQLite {
-			want = []string{"USING INDEX agents_page (account_id=? AND (created_at,id)>(?,?))"}
-		} else {
-			want = []string{"Index Scan using agents_page", "Index Cond: ((account_id = ", "ROW(created_at, id) > ROW("}
-		}
-		for _, w := range want {
-			if !strings.Contains(plan, w) {
-				t.Fatalf("list agents plan lacks %q:\n%s", w, plan)
+		// Both list reads (full rows for the console, list items for the
+		// API), with every filter and without any.
+		for _, build := range []func(store.AgentQuery) (string, []any){store.ListAgentsSQL, store.ListAgentItemsSQL} {
+			for _, q := range []store.AgentQuery{
+				{AccountID: "acct_x", OnlyKeyID: "key_x", UpdatedSince: &since, AfterCreatedAt: t0, AfterID: "agt_x", Limit: 10},
+				{AccountID: "acct_x", AfterCreatedAt: t0, AfterID: "agt_x", Limit: 31},
+			} {
+				query, args := build(q)
+				plan, err := s.Explain(ctx, query, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The keyset condition is a bound of the index range, not a filter.
+				var want []string
+				if s.Engine() == store.EngineSQLite {
+					want = []string{"USING INDEX agents_page (account_id=? AND (created_at,id)>(?,?))"}
+				} else {
+					want = []string{"Index Scan using agents_page", "Index Cond: ((account_id = ", "ROW(created_at, id) > ROW("}
+				}
+				for _, w := range want {
+					if !strings.Contains(plan, w) {
+						t.Fatalf("%s\nplan lacks %q:\n%s", query, w, plan)
+					}
+				}
+				if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "Sort Key") {
+					t.Fatalf("%s\nsorts instead of reading the index in order:\n%s", query, plan)
+				}
 			}
 		}
-		if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "Sort Key") {
-			t.Fatalf("list agents sorts instead of reading the index in order:\n%s", plan)
-		}
 
-		plan, err = s.Explain(ctx, store.KeyByPrefixSQL, "pfx")
+		plan, err := s.Explain(ctx, store.KeyByPrefixSQL, "pfx")
 		if err != nil {
 			t.Fatal(err)
 		}
+		var want []string
 		if s.Engine() == store.EngineSQLite {
 			want = []string{"SEARCH k USING INDEX", "(prefix=?)", "SEARCH a USING INDEX"}
 		} else {
@@ -1034,6 +1066,49 @@ func TestImportAgents(t *testing.T) {
 			if err := s.ImportAgents(ctx, agents[:1]); !errors.As(err, &dup) {
 				t.Fatalf("re-import: %v", err)
 			}
+		})
+	}
+}
+
+// BenchmarkListAgentPage: one page of 31 (the API's limit 30 plus one to
+// learn has_more) from 3,000 agents, through the full-row read and
+// through the list-item read GET /ai-agents uses.
+func BenchmarkListAgentPage(b *testing.B) {
+	for _, e := range storetest.Engines() {
+		b.Run(e, func(b *testing.B) {
+			s := storetest.Open(b, e)
+			ctx := context.Background()
+			acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Bench", Active: true, CreatedAt: t0}
+			if err := s.CreateAccount(ctx, acct); err != nil {
+				b.Fatal(err)
+			}
+			agents := make([]domain.Agent, 3000)
+			for i := range agents {
+				at := t0.Add(time.Duration(i) * time.Millisecond)
+				agents[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: acct.ID,
+					Name: fmt.Sprintf("agent %07d", i), Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at}
+			}
+			if err := s.ImportAgents(ctx, agents); err != nil {
+				b.Fatal(err)
+			}
+			mid := agents[len(agents)/2]
+			q := store.AgentQuery{AccountID: acct.ID, AfterCreatedAt: mid.CreatedAt, AfterID: mid.ID, Limit: 31}
+			b.Run("ListAgents", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if l, err := s.ListAgents(ctx, q); err != nil || len(l) != 31 {
+						b.Fatal(len(l), err)
+					}
+				}
+			})
+			b.Run("ListAgentItems", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if l, err := s.ListAgentItems(ctx, q); err != nil || len(l) != 31 {
+						b.Fatal(len(l), err)
+					}
+				}
+			})
 		})
 	}
 }
