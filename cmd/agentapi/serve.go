@@ -95,7 +95,13 @@ func serve(ctx context.Context, e env, args []string) error {
 }
 
 func runServer(ctx context.Context, e env, c serveConfig) error {
-	log := slog.New(api.LogHandler(slog.NewJSONHandler(e.stderr, nil)))
+	// The log is buffered (logbuf.go); the deferred Close is the last
+	// thing runServer does, on every return and on a panic unwinding it,
+	// so the lines before a graceful stop or a fatal error all reach
+	// stderr, ahead of run's own error line.
+	logOut := newLineBuffer(e.stderr, logBufferSize, logFlushEvery)
+	defer logOut.Close()
+	log := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
 	m := metrics.New()
 
 	var model *llm.Client
@@ -174,6 +180,8 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
 		"store", st.Engine(), "redis", c.redisURL != "", "llm", model != nil)
+	// Startup lines go out at once: whoever starts serve waits for them.
+	_ = logOut.Flush()
 
 	select {
 	case err := <-served:
