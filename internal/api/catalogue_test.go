@@ -32,6 +32,11 @@ type hostile struct {
 // leaks are what must never appear in a response body.
 var leaks = regexp.MustCompile(`(?i)goroutine |\.go:\d+|panic|sqlite|pgx|postgres|sql:|runtime\.|SQLSTATE|stack|syntax error at`)
 
+// randomValues are the fields whose values are random text (ids, key
+// prefixes, cursors): "jpgx" in a prefix is no leak, so they are blanked
+// before leaks is applied.
+var randomValues = regexp.MustCompile(`"(id|prefix|existing_id|conversation_id|agent_id|next)":"[^"]*"`)
+
 func TestHostileCatalogue(t *testing.T) {
 	f := newFixture(t, "sqlite")
 	key := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 100_000 }, allAgentScopes...).Credential
@@ -238,7 +243,7 @@ func TestHostileCatalogue(t *testing.T) {
 			if status != c.want {
 				t.Fatalf("status %d, want %d; body %.300s", status, c.want, body)
 			}
-			if leaks.MatchString(body) {
+			if leaks.MatchString(randomValues.ReplaceAllString(body, `"$1":""`)) {
 				t.Fatalf("internals in the response: %.300s", body)
 			}
 			if strings.Contains(body, key) {
