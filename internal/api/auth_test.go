@@ -246,7 +246,7 @@ func TestUnknownRoutesAreNotFoundAfterAuth(t *testing.T) {
 		{"POST", "/v1/me"}, {"PUT", "/v1/ai-agents"}, {"GET", "/v1/ai-agents/x/enabled"},
 		{"POST", "/v1/ai-agents/x/enabled"}, {"DELETE", "/v1/ai-agents/x"}, {"GET", "/v1//me"},
 		{"GET", "/v1/me/"}, {"GET", "/v1/./me"}, {"GET", "/v1/ai-agents/../me"}, {"GET", "/v2/me"},
-		{"GET", "/v1/AI-AGENTS"}, {"OPTIONS", "/v1/me"},
+		{"GET", "/v1/AI-AGENTS"}, {"OPTIONS", "/v1/me"}, {"HEAD", "/v1/me"}, {"HEAD", "/v1/ai-agents"},
 	} {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
 			f.do(req{method: c.method, path: c.path, key: key}).wantError(t, 404, domain.CodeNotFound)

@@ -364,8 +364,10 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.toucher.Touch(key.ID, now)
-	// 5. Routing: an unclean path is no endpoint (a mux would redirect it).
-	if p := r.URL.Path; p != "/v1/" && path.Clean(p) != p {
+	// 5. Routing: an unclean path is no endpoint (a mux would redirect it),
+	// and HEAD is a method no /v1 route has (a mux would answer it as GET;
+	// decisions.md: a method the path does not have is 404).
+	if p := r.URL.Path; r.Method == http.MethodHead || p != "/v1/" && path.Clean(p) != p {
 		rec.route = "unmatched"
 		writeError(w, r, s.log, notFoundRoute(r))
 		return
