@@ -140,9 +140,9 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 
 // MaxAgentNameLength and friends bound user text (decisions.md).
 const (
-	MaxAgentNameLength    = 200
-	MaxInstructionsLength = 10_000
-	MaxQuestionLength     = 4_000
+	MaxAgentNameLength    = domain.MaxAgentNameLength
+	MaxInstructionsLength = domain.MaxInstructionsLength
+	MaxQuestionLength     = domain.MaxQuestionLength
 )
 
 // name validates a required name attribute: null counts as absent.
@@ -187,13 +187,12 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
 		return "", false
 	}
-	bad := func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }
 	switch {
 	case required && strings.TrimSpace(s) == "":
 		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
-	case utf8.RuneCountInString(s) > max:
+	case domain.CheckText(s, max) == domain.TextTooLong:
 		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, max)
-	case strings.IndexFunc(s, bad) >= 0:
+	case domain.CheckText(s, max) == domain.TextControl:
 		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters other than line breaks and tabs.", field)
 	default:
 		return s, true

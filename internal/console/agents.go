@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -19,7 +18,7 @@ import (
 
 // MaxInstructionsLength is the API's limit (PATCH /v1/ai-agents/{id}),
 // in Unicode code points.
-const MaxInstructionsLength = 10_000
+const MaxInstructionsLength = domain.MaxInstructionsLength
 
 // recentLimit is how many of an agent's latest answered questions are shown.
 const recentLimit = 20
@@ -99,13 +98,13 @@ func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session
 // checkInstructions applies the API's PATCH rules to instructions.
 // It returns what is wrong, or "".
 func checkInstructions(s string) string {
-	bad := func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }
-	switch {
-	case !utf8.ValidString(s):
+	if !utf8.ValidString(s) { // a form is not JSON: nothing checked this yet
 		return "Instructions must be valid text."
-	case utf8.RuneCountInString(s) > MaxInstructionsLength:
+	}
+	switch domain.CheckText(s, MaxInstructionsLength) {
+	case domain.TextTooLong:
 		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", MaxInstructionsLength, utf8.RuneCountInString(s))
-	case strings.IndexFunc(s, bad) >= 0:
+	case domain.TextControl:
 		return "Instructions must not contain control characters other than line breaks and tabs."
 	}
 	return ""

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Role is a console user's role within an account.
@@ -151,6 +153,36 @@ type Agent struct {
 	Enabled      bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+}
+
+// Limits on an agent's text (decisions.md), in Unicode code points; the
+// API and the console both apply them.
+const (
+	MaxAgentNameLength    = 200
+	MaxInstructionsLength = 10_000
+	MaxQuestionLength     = 4_000
+)
+
+// TextProblem is what makes free text (instructions, a question) unacceptable.
+type TextProblem int
+
+const (
+	TextOK      TextProblem = iota
+	TextTooLong             // more code points than allowed
+	TextControl             // a control character other than a line break or a tab
+)
+
+// CheckText applies the rule for free text that may span lines: at most
+// max code points, and no control character but \n, \r and \t. Each caller
+// words the problem its own way.
+func CheckText(s string, max int) TextProblem {
+	switch {
+	case utf8.RuneCountInString(s) > max:
+		return TextTooLong
+	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) >= 0:
+		return TextControl
+	}
+	return TextOK
 }
 
 // AgentNameKey is the form under which agent names are unique per account:
