@@ -436,6 +436,11 @@ func parseRateLimit(h http.Header) RateLimit {
 	return rl
 }
 
+// maxRetryAfterHeader is the longest Retry-After taken at its word; a
+// longer one, in either form, is treated as absent (so a 429 carrying it is
+// not retried).
+const maxRetryAfterHeader = 24 * time.Hour
+
 // parseRetryAfter reads delay-seconds (the form the API sends) or an
 // HTTP date (the form a proxy may send).
 func parseRetryAfter(v string) time.Duration {
@@ -444,13 +449,13 @@ func parseRetryAfter(v string) time.Duration {
 		return 0
 	}
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 || n > 24*3600 {
+		if n < 0 || n > int64(maxRetryAfterHeader/time.Second) {
 			return 0
 		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
+		if d := time.Until(t); d > 0 && d <= maxRetryAfterHeader {
 			return d
 		}
 	}
