@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,9 +161,11 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// sessions live in the store and its sign-in throttle in the limiter,
 	// so it works across instances like the API does.
 	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log})
+	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
 	handler := api.New(api.Config{
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
+		Background: &background,
 	})
 	var admin *http.Server
 	if c.adminAddr != "" {
@@ -198,6 +201,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		_ = admin.Shutdown(shutCtx)
 	}
 	stopLoops()
+	background.Wait() // each is bounded by its own time-out
 	if err := toucher.Flush(shutCtx); err != nil {
 		return fmt.Errorf("flush last_used_at: %w", err)
 	}

@@ -2,16 +2,20 @@ package api
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 func TestQueryCredentialIsRefusedBeforeAnythingElse(t *testing.T) {
@@ -435,5 +439,71 @@ func TestPanicBecomesServerError(t *testing.T) {
 	}
 	if !strings.Contains(f.logs.String(), "boom") || !strings.Contains(f.logs.String(), id) {
 		t.Fatal("the panic and its request id are not in the log")
+	}
+}
+
+// The first use of an expired key goes into the audit trail, once per key,
+// written off the request path but counted in Config.Background, which a
+// graceful stop waits on. Another connection holds SQLite's write lock, so
+// the write cannot finish until it lets go: until then, waiting on
+// Background must not return.
+func TestExpiredUseIsAuditedOnceAndCounted(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agentapi.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var bg sync.WaitGroup
+	f := newFixtureOn(t, st, func(c *Config) { c.Background = &bg })
+	exp := f.clock.Now().Add(time.Hour)
+	k := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.ExpiresAt = &exp }, allAgentScopes...)
+	f.get("/v1/me", k.Credential).wantStatus(t, 200)
+	f.clock.Advance(2 * time.Hour)
+
+	locker, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	conn, err := locker.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		f.get("/v1/me", k.Credential).wantError(t, 401, domain.CodeInvalidCredentials)
+	}
+	waited := make(chan struct{})
+	go func() { bg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("Background did not count the audit write still in progress")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the audit write did not finish after the lock was released")
+	}
+	evs, err := f.st.ListAuditEvents(ctx, f.account.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.KeyID == k.Key.ID && ev.Action == "expired_in_use" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d expired_in_use events for the key, want 1: %+v", n, evs)
 	}
 }

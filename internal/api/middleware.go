@@ -559,7 +559,9 @@ func (s *Server) expiredInUse(ctx context.Context, k domain.APIKey, now time.Tim
 		Action: "expired_in_use", Actor: "system", Detail: "a request used the key after it expired",
 		CreatedAt: now.Truncate(time.Millisecond),
 	}
+	s.background.Add(1)
 	go func() {
+		defer s.background.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := s.store.AddAuditEvent(ctx, ev); err != nil {

@@ -48,6 +48,10 @@ type Config struct {
 	// OpenAPI serves the API description at GET /v1/openapi.json, without a
 	// key; nil serves the embedded document (openapi.json).
 	OpenAPI http.Handler
+	// Background counts the writes a request starts but does not wait for
+	// (the audit event of an expired key's use); a graceful stop waits on it
+	// after the server drains, so they are not lost. Nil: not counted.
+	Background *sync.WaitGroup
 }
 
 // Server is the /v1 API.
@@ -64,7 +68,8 @@ type Server struct {
 	metrics     *metrics.Metrics
 	mux         *http.ServeMux
 	// expired remembers keys whose use after expiry is already in the audit trail.
-	expired sync.Map
+	expired    sync.Map
+	background *sync.WaitGroup
 }
 
 // New returns the whole HTTP handler: /v1, /healthz, /readyz and the console.
@@ -73,6 +78,10 @@ func New(cfg Config) http.Handler {
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursorKey: cfg.CursorKey, llm: cfg.LLM, metrics: cfg.Metrics,
+		background: cfg.Background,
+	}
+	if s.background == nil {
+		s.background = &sync.WaitGroup{}
 	}
 	if s.now == nil {
 		s.now = time.Now
