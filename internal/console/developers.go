@@ -34,7 +34,7 @@ type directory struct {
 }
 
 func (c *Console) directory(ctx context.Context, accountID string) (directory, error) {
-	d := directory{users: map[string]string{}, agents: map[string]string{}}
+	d := directory{users: map[string]string{}}
 	us, err := c.store.ListUsers(ctx, accountID)
 	if err != nil {
 		return d, err
@@ -42,12 +42,10 @@ func (c *Console) directory(ctx context.Context, accountID string) (directory, e
 	for _, u := range us {
 		d.users[u.ID] = u.Email
 	}
-	as, err := c.store.ListAgents(ctx, store.AgentQuery{AccountID: accountID})
-	if err != nil {
+	// Only agents that some key is restricted to ever need a name here; an
+	// account may have far more agents than that.
+	if d.agents, err = c.store.RestrictedAgentNames(ctx, accountID); err != nil {
 		return d, err
-	}
-	for _, a := range as {
-		d.agents[a.ID] = a.Name
 	}
 	return d, nil
 }
@@ -349,16 +347,14 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 			p.Lineage = append(p.Lineage, d.row(o, now))
 		}
 	}
-	events, err := c.store.ListAuditEvents(r.Context(), s.user.AccountID, 0)
+	events, err := c.store.ListKeyAuditEvents(r.Context(), s.user.AccountID, k.ID)
 	if err != nil {
 		c.serverError(w, r, s, err)
 		return
 	}
 	names := keyNames(all)
 	for _, ev := range events {
-		if ev.KeyID == k.ID {
-			p.Events = append(p.Events, auditRowOf(ev, names))
-		}
+		p.Events = append(p.Events, auditRowOf(ev, names))
 	}
 	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
 }

@@ -269,12 +269,27 @@ func insertAuditEvent(ctx context.Context, tx *sql.Tx, ev domain.AuditEvent) err
 // ListAuditEvents returns the account's newest events first. A limit of 0
 // or less returns them all.
 func (s *Store) ListAuditEvents(ctx context.Context, accountID string, limit int) ([]domain.AuditEvent, error) {
+	return s.listAuditEvents(ctx, accountID, "", limit)
+}
+
+// ListKeyAuditEvents returns one key's events, newest first: the key's
+// history, read by key rather than by filtering the account's whole trail.
+func (s *Store) ListKeyAuditEvents(ctx context.Context, accountID, keyID string) ([]domain.AuditEvent, error) {
+	return s.listAuditEvents(ctx, accountID, keyID, 0)
+}
+
+func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, limit int) ([]domain.AuditEvent, error) {
 	query := `SELECT id, account_id, key_id, action, actor_id, actor, detail, created_at
-		FROM audit_events WHERE account_id = $1 ORDER BY created_at DESC, id DESC`
+		FROM audit_events WHERE account_id = $1`
 	args := []any{accountID}
+	if keyID != "" {
+		args = append(args, keyID)
+		query += fmt.Sprintf(` AND key_id = $%d`, len(args))
+	}
+	query += ` ORDER BY created_at DESC, id DESC`
 	if limit > 0 {
-		query += ` LIMIT $2`
 		args = append(args, limit)
+		query += fmt.Sprintf(` LIMIT $%d`, len(args))
 	}
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -537,6 +538,48 @@ func TestAuditEvents(t *testing.T) {
 		}
 		if all, err := s.ListAuditEvents(ctx, acct.ID, 0); err != nil || !slices.Equal(all, evs) {
 			t.Fatalf("no limit: %+v, %v", all, err)
+		}
+
+		// One key's history: its events only, newest first, never another
+		// account's even under the same key id.
+		other := event(acct.ID, "key_y", "created", t0.Add(time.Minute))
+		foreign := event(newAccount(t, s).ID, "key_x", "created", t0.Add(time.Minute))
+		for _, ev := range []domain.AuditEvent{other, foreign} {
+			if err := s.AddAuditEvent(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.ListKeyAuditEvents(ctx, acct.ID, "key_x"); err != nil || !slices.Equal(got, evs) {
+			t.Fatalf("key_x's events: %+v, %v; want %+v", got, err, evs)
+		}
+		if got, err := s.ListKeyAuditEvents(ctx, acct.ID, "key_y"); err != nil || !slices.Equal(got, []domain.AuditEvent{other}) {
+			t.Fatalf("key_y's events: %+v, %v", got, err)
+		}
+	})
+}
+
+func TestRestrictedAgentNames(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		acct, elsewhere := newAccount(t, s), newAccount(t, s)
+		a1 := newAgent(t, s, acct.ID, "Billing", t0)
+		a2 := newAgent(t, s, acct.ID, "Returns", t0)
+		newAgent(t, s, acct.ID, "Unrestricted anywhere", t0)
+		b1 := newAgent(t, s, elsewhere.ID, "Theirs", t0)
+		newKey(t, s, acct.ID, a1.ID, a2.ID)
+		newKey(t, s, acct.ID, a1.ID)
+		newKey(t, s, acct.ID)
+		newKey(t, s, elsewhere.ID, b1.ID)
+		got, err := s.RestrictedAgentNames(ctx, acct.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{a1.ID: "Billing", a2.ID: "Returns"}
+		if !maps.Equal(got, want) {
+			t.Fatalf("names %v, want %v", got, want)
+		}
+		if got, err := s.RestrictedAgentNames(ctx, newAccount(t, s).ID); err != nil || len(got) != 0 {
+			t.Fatalf("account without keys: %v, %v", got, err)
 		}
 	})
 }
