@@ -78,21 +78,29 @@ func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentP
 }
 
 func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session) {
-	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, r.PathValue("id"))
+	if a, p, ok := c.loadAgentPage(w, r, s, r.PathValue("id")); ok {
+		c.render(w, r, s, http.StatusOK, "agent", a.Name, p)
+	}
+}
+
+// loadAgentPage reads agent id of the session's account and its page; when
+// it cannot, it has answered (404 or 500) and reports false.
+func (c *Console) loadAgentPage(w http.ResponseWriter, r *http.Request, s *session, id string) (domain.Agent, agentPage, bool) {
+	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		c.notFound(w, r, s)
-		return
+		return a, agentPage{}, false
 	}
 	if err != nil {
 		c.serverError(w, r, s, err)
-		return
+		return a, agentPage{}, false
 	}
 	p, err := c.agentPage(r, s, a)
 	if err != nil {
 		c.serverError(w, r, s, err)
-		return
+		return a, agentPage{}, false
 	}
-	c.render(w, r, s, http.StatusOK, "agent", a.Name, p)
+	return a, p, true
 }
 
 // checkInstructions applies the API's PATCH rules to instructions.
@@ -116,18 +124,8 @@ func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *s
 	// would receive them from a program, as LF.
 	text := strings.ReplaceAll(r.PostForm.Get("instructions"), "\r\n", "\n")
 	if msg := checkInstructions(text); msg != "" {
-		a, gerr := c.store.GetAgent(r.Context(), s.user.AccountID, id)
-		if errors.Is(gerr, domain.ErrNotFound) {
-			c.notFound(w, r, s)
-			return
-		}
-		if gerr != nil {
-			c.serverError(w, r, s, gerr)
-			return
-		}
-		p, perr := c.agentPage(r, s, a)
-		if perr != nil {
-			c.serverError(w, r, s, perr)
+		a, p, ok := c.loadAgentPage(w, r, s, id)
+		if !ok {
 			return
 		}
 		p.Instructions, p.Error = text, msg
