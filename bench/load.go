@@ -21,6 +21,16 @@ type result struct {
 	elapsed  time.Duration
 	lat      []time.Duration
 	statuses map[int]int
+	srvCPU   time.Duration // CPU the server process spent during the phase (when known)
+	genCPU   time.Duration // CPU this process (the load generator) spent during it
+}
+
+// cpuPerReq is the server's and the generator's CPU time per request.
+func (r result) cpuPerReq() (srv, gen time.Duration) {
+	if r.n == 0 {
+		return 0, 0
+	}
+	return r.srvCPU / time.Duration(r.n), r.genCPU / time.Duration(r.n)
 }
 
 func (r result) rps() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -35,6 +45,8 @@ func (r result) pct(p float64) time.Duration {
 func (r *result) merge(o result) {
 	r.n += o.n
 	r.elapsed += o.elapsed
+	r.srvCPU += o.srvCPU
+	r.genCPU += o.genCPU
 	r.lat = append(r.lat, o.lat...)
 	if r.statuses == nil {
 		r.statuses = map[int]int{}
@@ -112,18 +124,27 @@ func drive(ctx context.Context, client *http.Client, conns int, d time.Duration,
 	return out, firstE
 }
 
+// measured runs drive and records the CPU time the server process p and
+// this process spent meanwhile.
+func measured(ctx context.Context, p *proc, client *http.Client, conns int, d time.Duration, mk request) (result, error) {
+	s0, g0 := p.cpu(), selfCPU()
+	r, err := drive(ctx, client, conns, d, mk)
+	r.srvCPU, r.genCPU = p.cpu()-s0, selfCPU()-g0
+	return r, err
+}
+
 // abRounds alternates floor and service: A B A B, merging each side.
 // When prof is set, the first service half is profiled.
-func abRounds(ctx context.Context, c config, client *http.Client, floor, svc request, prof *profiler) (result, result, error) {
+func abRounds(ctx context.Context, c config, client *http.Client, floorP, svcP *proc, floor, svc request, prof *profiler) (result, result, error) {
 	var a, b result
 	for range c.rounds {
-		ra, err := drive(ctx, client, c.conns, c.duration, floor)
+		ra, err := measured(ctx, floorP, client, c.conns, c.duration, floor)
 		if err != nil {
 			return a, b, fmt.Errorf("floor: %w", err)
 		}
 		var rb result
 		err = prof.during(func() (err error) {
-			rb, err = drive(ctx, client, c.conns, c.duration, svc)
+			rb, err = measured(ctx, svcP, client, c.conns, c.duration, svc)
 			return err
 		})
 		if err != nil {
@@ -160,5 +181,7 @@ func get(url, key string) request {
 		return req, err
 	}
 }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1000) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

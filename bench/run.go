@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +41,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "machine: %s/%s, %d CPUs, %s\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 
-	t := &table{}
+	t, cpu := &table{head: results}, &table{head: cpuCosts}
 	engines := []engine{{name: "SQLite", dsn: filepath.Join(tmp, "bench.db")}}
 	if c.postgres != "" && c.redis != "" {
 		dsn, drop, err := freshPostgres(ctx, c.postgres)
@@ -50,13 +52,16 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		engines = append(engines, engine{name: "PostgreSQL + Redis", dsn: dsn, redis: c.redis})
 	}
 	for _, e := range engines {
-		if err := benchEngine(ctx, c, bin, tmp, e, t, out); err != nil {
+		if err := benchEngine(ctx, c, bin, tmp, e, t, cpu, out); err != nil {
 			return fmt.Errorf("%s: %w", e.name, err)
 		}
 	}
 	limiterFigures(t)
 	fmt.Fprintln(out)
 	t.print(out)
+	fmt.Fprintln(out, "\nCPU time per request of the read scenarios (user + system, from /proc and getrusage):")
+	fmt.Fprintln(out)
+	cpu.print(out)
 	return nil
 }
 
@@ -68,7 +73,7 @@ type seeded struct {
 	deepKey string // key of the account holding c.agents agents
 }
 
-func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t *table, out io.Writer) error {
+func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cpu *table, out io.Writer) error {
 	fmt.Fprintf(out, "[%s] seeding %d agents…\n", e.name, c.agents)
 	st, err := store.Open(ctx, e.dsn)
 	if err != nil {
@@ -124,12 +129,15 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t *ta
 				name:    strings.Fields(e.name)[0] + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
 				seconds: max(int(c.duration/time.Second)-1, 1)}
 		}
-		a, b, err := abRounds(ctx, c, client, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key), prof)
+		a, b, err := abRounds(ctx, c, client, floor, svc, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key), prof)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
 		t.add(e.name, sc.name, fmt.Sprintf("%.0f req/s", b.rps()), ms(b.pct(.5)), ms(b.pct(.99)),
 			fmt.Sprintf("%.2f (floor %.0f req/s)", b.rps()/a.rps(), a.rps()))
+		fs, fg := a.cpuPerReq()
+		ss, sg := b.cpuPerReq()
+		cpu.add(e.name, sc.name, us(ss), us(fs), us(sg), us(fg))
 	}
 
 	if c.only != "" {
@@ -525,6 +533,37 @@ func (p *proc) stop() {
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 	}
+}
+
+// cpu is the user and system CPU time the process has used so far (0 when
+// it cannot be read: the figures are then missing, not wrong).
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// selfCPU is the user and system CPU time this process has used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (p *proc) rss() (int64, error) {
