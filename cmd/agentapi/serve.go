@@ -65,6 +65,7 @@ type serveConfig struct {
 	llmURL, llmModel   string
 	llmKey             string
 	adminAddr          string
+	gcHeadroomMiB      int
 }
 
 func serve(ctx context.Context, e env, args []string) error {
@@ -84,8 +85,20 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&c.llmURL, "llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
 	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
+	gcDefault := defaultGCHeadroomMiB
+	if v := e.getenv("AGENTAPI_GC_HEADROOM_MIB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%w: AGENTAPI_GC_HEADROOM_MIB must be a whole number of MiB (0 turns it off)", errUsage)
+		}
+		gcDefault = n
+	}
+	fs.IntVar(&c.gcHeadroomMiB, "gc-headroom-mib", gcDefault, "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if c.gcHeadroomMiB < 0 {
+		return fmt.Errorf("%w: --gc-headroom-mib must not be negative", errUsage)
 	}
 	c.db = *db
 	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
@@ -104,6 +117,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	defer logOut.Close()
 	log := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
 	m := metrics.New()
+	if c.gcHeadroomMiB > 0 && e.getenv("GOGC") == "" {
+		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
+	}
 
 	var model *llm.Client
 	if c.llmURL != "" {
