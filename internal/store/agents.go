@@ -134,8 +134,14 @@ const agentItemColumns = `id, name, enabled, created_at`
 const maxItemPrealloc = 1024
 
 // ListAgentItems is ListAgents reading only what a list item shows, for
-// GET /ai-agents: same filters, same order, same keyset.
+// GET /ai-agents: same filters, same order, same keyset. On SQLite a page
+// may come from the list cache (listcache.go): the items are then shared,
+// and callers must not modify them.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
+	return s.cachedListAgentItems(ctx, q, func() ([]AgentItem, error) { return s.readAgentItems(ctx, q) })
+}
+
+func (s *Store) readAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {

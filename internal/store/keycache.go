@@ -41,10 +41,10 @@ type keyCache struct {
 	// sem admits one check at a time; checkSeq numbers the checks started,
 	// doneSeq and doneEpoch (guarded by sem) are those of the last check
 	// that succeeded.
-	sem       chan struct{}
-	checkSeq  atomic.Uint64
-	doneSeq   uint64
-	doneEpoch int64
+	sem      chan struct{}
+	checkSeq atomic.Uint64
+	doneSeq  uint64
+	doneMark mark
 
 	mu      sync.RWMutex
 	epoch   int64 // the epoch under which every entry was read
@@ -69,9 +69,22 @@ func newKeyCache(max int) *keyCache {
 	return &keyCache{max: max, sem: make(chan struct{}, 1), epoch: -1, entries: map[string]cachedKey{}}
 }
 
-// currentEpoch returns the epoch as read by a check that started after this
-// call began, running one when no such check has completed.
-func (c *keyCache) currentEpoch(ctx context.Context, check func(context.Context) (int64, error)) (int64, error) {
+// mark is what one check learned: the key epoch and, on SQLite, a token
+// that changes whenever anything commits to the database (the list cache's
+// validity, listcache.go); changeOK is false where there is no such token.
+type mark struct {
+	epoch    int64
+	change   changeToken
+	changeOK bool
+}
+
+// changeToken is a SQLite data_version together with the number of the
+// watch's connection it was read on (data_version is per connection).
+type changeToken struct{ conn, dataVersion int64 }
+
+// currentMark returns what a check that started after this call began
+// found, running one when no such check has completed.
+func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) (mark, error)) (mark, error) {
 	ticket := c.checkSeq.Load()
 	select {
 	case c.sem <- struct{}{}:
@@ -81,25 +94,25 @@ func (c *keyCache) currentEpoch(ctx context.Context, check func(context.Context)
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return mark{}, ctx.Err()
 		}
 	}
 	defer func() { <-c.sem }()
 	// A check numbered above ticket was started after the Load above, so
 	// after this call began: whatever committed before it, it has seen.
 	if c.doneSeq > ticket {
-		return c.doneEpoch, nil
+		return c.doneMark, nil
 	}
 	n := c.checkSeq.Add(1)
 	c.checks.Add(1)
-	epoch, err := check(ctx)
+	m, err := check(ctx)
 	if err != nil {
 		// Not recorded: callers waiting on this check run their own rather
 		// than inherit a failure that may be this caller's cancellation.
-		return 0, err
+		return mark{}, err
 	}
-	c.doneSeq, c.doneEpoch = n, epoch
-	return epoch, nil
+	c.doneSeq, c.doneMark = n, m
+	return m, nil
 }
 
 func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
@@ -158,10 +171,11 @@ func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, 
 // LookupKey is KeyByPrefix that also says whether the key came from memory.
 func (s *Store) LookupKey(ctx context.Context, prefix string) (k domain.APIKey, accountActive, fromMemory bool, err error) {
 	c := s.keyCache
-	epoch, err := c.currentEpoch(ctx, s.keyEpoch)
+	m, err := c.currentMark(ctx, s.check)
 	if err != nil {
 		return domain.APIKey{}, false, false, fmt.Errorf("key epoch: %w", err)
 	}
+	epoch := m.epoch
 	if e, ok := c.get(epoch, prefix); ok {
 		c.hits.Add(1)
 		return e.key, e.accountActive, true, nil
@@ -186,14 +200,20 @@ func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (domain.APIK
 
 // keyEpoch reads the current key epoch (see keyCache).
 func (s *Store) keyEpoch(ctx context.Context) (int64, error) {
+	m, err := s.check(ctx)
+	return m.epoch, err
+}
+
+// check reads the current key epoch and, on SQLite, the change token.
+func (s *Store) check(ctx context.Context) (mark, error) {
 	if s.engine == EnginePostgres {
 		var epoch int64
 		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
-			return 0, fmt.Errorf("read key epoch: %w", err)
+			return mark{}, fmt.Errorf("read key epoch: %w", err)
 		}
-		return epoch, nil
+		return mark{epoch: epoch}, nil
 	}
-	return s.watch.epoch(ctx)
+	return s.watch.check(ctx)
 }
 
 const (
@@ -232,6 +252,7 @@ type sqliteWatch struct {
 	hdrKnown bool
 
 	conn        *sql.Conn
+	connNo      int64 // numbers conn, for changeToken
 	dvStmt      driver.StmtQueryContext
 	epochStmt   driver.StmtQueryContext
 	row         []driver.Value
@@ -241,32 +262,34 @@ type sqliteWatch struct {
 	fastChecks  uint64
 }
 
-func (w *sqliteWatch) epoch(ctx context.Context) (int64, error) {
+// check returns the key epoch and the change token: the connection's
+// data_version, which moves with every commit by any other connection, and
+// this connection never writes.
+func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
 	if w.conn == nil {
 		if err := w.connect(ctx); err != nil {
-			return 0, err
+			return mark{}, err
 		}
 	}
 	h, hok := [walHeaderWords]uint32{}, false
 	if w.hdr != nil {
 		if h, hok = w.hdr.read(); hok && w.hdrKnown && h == w.lastHdr {
 			w.fastChecks++
-			return w.epochNow, nil
+			return w.mark(), nil
 		}
 	}
-	var epoch int64
 	err := w.conn.Raw(func(any) error {
 		dv, err := w.readInt(w.dvStmt)
 		if err != nil {
 			return fmt.Errorf("read data_version: %w", err)
 		}
 		if w.known && dv == w.dataVersion {
-			epoch = w.epochNow
 			return nil
 		}
 		// Read after data_version: a commit between the two reads moves
 		// data_version again, so the next check reads the epoch again.
-		if epoch, err = w.readInt(w.epochStmt); err != nil {
+		epoch, err := w.readInt(w.epochStmt)
+		if err != nil {
 			return fmt.Errorf("read key epoch: %w", err)
 		}
 		w.dataVersion, w.epochNow, w.known = dv, epoch, true
@@ -274,7 +297,7 @@ func (w *sqliteWatch) epoch(ctx context.Context) (int64, error) {
 	})
 	if err != nil {
 		w.reset()
-		return 0, err
+		return mark{}, err
 	}
 	// h was read before data_version: a commit since moves the header
 	// again, so the next check does not take the fast path.
@@ -284,7 +307,11 @@ func (w *sqliteWatch) epoch(ctx context.Context) (int64, error) {
 		// stays while it is open.
 		w.hdr, _ = openWALHeader(w.path)
 	}
-	return epoch, nil
+	return w.mark(), nil
+}
+
+func (w *sqliteWatch) mark() mark {
+	return mark{epoch: w.epochNow, change: changeToken{conn: w.connNo, dataVersion: w.dataVersion}, changeOK: true}
 }
 
 // readInt runs a statement returning one integer. It passes no cancellable
@@ -347,6 +374,7 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 		return err
 	}
 	w.conn, w.dvStmt, w.epochStmt, w.known = conn, dv, ep, false
+	w.connNo++
 	w.row = make([]driver.Value, 1)
 	return nil
 }

@@ -44,6 +44,7 @@ type Store struct {
 	// keyCache holds keys between requests; watch (SQLite) or epochStmt
 	// (PostgreSQL) tells it when they may have changed (keycache.go).
 	keyCache  *keyCache
+	listCache *listCache // used on SQLite only (listcache.go)
 	watch     *sqliteWatch
 	epochStmt *sql.Stmt
 	// stmts holds prepared reads by query text (queryRead).
@@ -107,7 +108,7 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax)}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax), listCache: newListCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -155,7 +156,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb, path: path}}
+		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb, path: path}, listCache: newListCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()

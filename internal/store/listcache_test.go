@@ -1,0 +1,201 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+func itemIDs(t *testing.T, s *store.Store, q store.AgentQuery) []string {
+	t.Helper()
+	items, err := s.ListAgentItems(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(items))
+	for i, a := range items {
+		ids[i] = a.ID + "/" + a.Name + "/" + map[bool]string{true: "on", false: "off"}[a.Enabled]
+	}
+	return ids
+}
+
+// TestListCacheServesRepeatsUntilAnyCommit: on SQLite, a repeated page
+// comes from memory (the test fails if the cache is bypassed), and every
+// kind of write by this store or by another on the same database (another
+// process or instance) shows on the next page read. On PostgreSQL every
+// page is read.
+func TestListCacheServesRepeatsUntilAnyCommit(t *testing.T) {
+	forEachEngineName(t, func(t *testing.T, engine string) {
+		ctx := context.Background()
+		a, b := twoStores(t, engine)
+		acct := newAccount(t, a)
+		first := newAgent(t, a, acct.ID, "first", t0)
+		q := store.AgentQuery{AccountID: acct.ID, Limit: 31}
+
+		before := a.ListCacheStats()
+		want := itemIDs(t, a, q)
+		for range 20 {
+			if got := itemIDs(t, a, q); !slices.Equal(got, want) {
+				t.Fatalf("repeat: %v, want %v", got, want)
+			}
+		}
+		d := a.ListCacheStats()
+		hits, misses := d.Hits-before.Hits, d.Misses-before.Misses
+		if engine == store.EngineSQLite && (hits != 20 || misses != 1) {
+			t.Fatalf("SQLite: %d hits, %d misses for 21 reads of one page; want 20 and 1", hits, misses)
+		}
+		if engine == store.EnginePostgres && (hits != 0 || misses != 0) {
+			t.Fatalf("PostgreSQL: the list cache was used (%d hits, %d misses)", hits, misses)
+		}
+
+		// Each write, by either store, must show on a's very next read.
+		writes := []struct {
+			name  string
+			write func(s *store.Store)
+		}{
+			{"create", func(s *store.Store) { newAgent(t, s, acct.ID, "second", t0.Add(time.Second)) }},
+			{"rename", func(s *store.Store) {
+				if _, err := s.UpdateAgent(ctx, acct.ID, first.ID, func(ag *domain.Agent) (bool, error) {
+					ag.Name, ag.UpdatedAt = "renamed", t0.Add(2*time.Second)
+					return true, nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"disable", func(s *store.Store) {
+				if _, err := s.UpdateAgent(ctx, acct.ID, first.ID, func(ag *domain.Agent) (bool, error) {
+					ag.Enabled, ag.UpdatedAt = false, t0.Add(3*time.Second)
+					return true, nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"import", func(s *store.Store) {
+				at := t0.Add(4 * time.Second)
+				if err := s.ImportAgents(ctx, []domain.Agent{{ID: domain.NewID(domain.PrefixAgent, at), AccountID: acct.ID,
+					Name: "imported", Enabled: true, CreatedAt: at, UpdatedAt: at}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		}
+		for i, w := range writes {
+			for _, by := range []*store.Store{a, b} {
+				who := map[*store.Store]string{a: "the same store", b: "another store"}[by]
+				before := itemIDs(t, a, q)
+				itemIDs(t, a, q) // held now, on SQLite
+				if i == 0 && by == b {
+					newAgent(t, b, acct.ID, "third", t0.Add(1500*time.Millisecond))
+				} else if i == 0 || by == b {
+					w.write(by)
+				} else {
+					continue
+				}
+				after := itemIDs(t, a, q)
+				uncached, err := b.ListAgents(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.Equal(after, before) || len(after) != len(uncached) {
+					t.Fatalf("%s by %s: the next page is %v, as before the write", w.name, who, after)
+				}
+				for j, ag := range uncached {
+					if after[j] != ag.ID+"/"+ag.Name+"/"+map[bool]string{true: "on", false: "off"}[ag.Enabled] {
+						t.Fatalf("%s by %s: item %d is %s, the database has %s %q %v", w.name, who, j, after[j], ag.ID, ag.Name, ag.Enabled)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestListCacheUnderConcurrentWrites: readers list while another store
+// creates agents; every read begun after a create committed includes it.
+func TestListCacheUnderConcurrentWrites(t *testing.T) {
+	forEachEngineName(t, func(t *testing.T, engine string) {
+		ctx := context.Background()
+		a, b := twoStores(t, engine)
+		acct := newAccount(t, b)
+		q := store.AgentQuery{AccountID: acct.ID, Limit: 1000}
+		var (
+			created atomic.Int64 // agents known committed
+			stop    atomic.Bool
+			stale   atomic.Int64
+			wg      sync.WaitGroup
+		)
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					n := created.Load()
+					items, err := a.ListAgentItems(ctx, q)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if int64(len(items)) < n {
+						stale.Add(1)
+					}
+				}
+			}()
+		}
+		for i := range 40 {
+			newAgent(t, b, acct.ID, "agent-"+string(rune('a'+i%26))+string(rune('a'+i/26)), t0.Add(time.Duration(i)*time.Millisecond))
+			created.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+		stop.Store(true)
+		wg.Wait()
+		if n := stale.Load(); n != 0 {
+			t.Fatalf("%d reads begun after a create missed it", n)
+		}
+	})
+}
+
+// TestListCacheKeysEveryQueryField: pages of different queries are not
+// confused with one another.
+func TestListCacheKeysEveryQueryField(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		acct := newAccount(t, s)
+		other := newAccount(t, s)
+		var ags []domain.Agent
+		for i := range 5 {
+			ags = append(ags, newAgent(t, s, acct.ID, "a"+string(rune('0'+i)), t0.Add(time.Duration(i)*time.Second)))
+		}
+		newAgent(t, s, other.ID, "elsewhere", t0)
+		k := newKey(t, s, acct.ID, ags[1].ID, ags[3].ID)
+		since := t0.Add(2 * time.Second)
+		queries := []store.AgentQuery{
+			{AccountID: acct.ID, Limit: 10},
+			{AccountID: acct.ID, Limit: 2},
+			{AccountID: other.ID, Limit: 10},
+			{AccountID: acct.ID, Limit: 10, OnlyKeyID: k.ID},
+			{AccountID: acct.ID, Limit: 10, UpdatedSince: &since},
+			{AccountID: acct.ID, Limit: 10, AfterCreatedAt: ags[2].CreatedAt, AfterID: ags[2].ID},
+			{AccountID: acct.ID, Limit: 10, AfterCreatedAt: ags[0].CreatedAt, AfterID: ags[0].ID},
+		}
+		for round := range 3 { // the first reads, the others may hit
+			for i, q := range queries {
+				got := itemIDs(t, s, q)
+				want, err := s.ListAgents(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("round %d, query %d: %d items, want %d", round, i, len(got), len(want))
+				}
+				for j := range want {
+					if got[j][:len(want[j].ID)] != want[j].ID {
+						t.Fatalf("round %d, query %d: item %d is %s, want %s", round, i, j, got[j], want[j].ID)
+					}
+				}
+			}
+		}
+	})
+}
