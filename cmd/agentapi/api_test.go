@@ -185,11 +185,15 @@ func TestAPICommands(t *testing.T) {
 			t.Fatalf("list item has other than the contract's four fields: %v", it)
 		}
 	}
+	// Each change moves updated_at at least a millisecond past the last
+	// (touched), so four changes to one agent within a millisecond or two
+	// put it a few milliseconds ahead of the clock: wait that out.
+	time.Sleep(20 * time.Millisecond)
 	since := time.Now().UTC().Format(time.RFC3339Nano)
 	time.Sleep(2 * time.Millisecond)
 	mustAPI(t, key, s.url, "agents", "disable", items[3]["id"].(string))
 	if changed := mustAPI(t, key, s.url, "agents", "list", "--updated-since", since); len(changed) != 1 || changed[0]["id"] != items[3]["id"] {
-		t.Fatalf("list --updated-since: %v", changed)
+		t.Fatalf("list --updated-since %s: %v", since, changed)
 	}
 
 	// ask, and ask again in the same conversation; the question may come on stdin.
