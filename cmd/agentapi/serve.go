@@ -22,6 +22,7 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
+	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/metrics"
 	"github.com/agentapi/agentapi/internal/password"
 	"github.com/agentapi/agentapi/internal/ratelimit"
@@ -115,7 +116,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// stderr, ahead of run's own error line.
 	logOut := newLineBuffer(e.stderr, logBufferSize, logFlushEvery)
 	defer logOut.Close()
-	log := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
+	log := slog.New(api.LogHandler(logjson.New(logOut, nil)))
 	m := metrics.New()
 	if c.gcHeadroomMiB > 0 && e.getenv("GOGC") == "" {
 		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
