@@ -141,6 +141,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		rc := redis.NewClient(opts)
 		defer rc.Close()
 		rl := ratelimit.NewRedis(rc, mem, log)
+		defer rl.Close()
 		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "agentapi_ratelimit_fallback_total",
 			Help: "Rate-limit decisions made in process because Redis was unavailable.",
@@ -153,6 +154,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	defer st.Close()
+	registerStoreMetrics(m, st)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -313,4 +315,16 @@ func adminHandler(m *metrics.Metrics) http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// registerStoreMetrics exposes the key and list caches' counters.
+func registerStoreMetrics(m *metrics.Metrics, st *store.Store) {
+	counter := func(name, help string, f func() uint64) {
+		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
+	}
+	counter("agentapi_key_cache_hits_total", "Key lookups answered from memory.", func() uint64 { return st.KeyCacheStats().Hits })
+	counter("agentapi_key_cache_misses_total", "Key lookups that read the key from the store.", func() uint64 { return st.KeyCacheStats().Misses })
+	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return st.KeyCacheStats().Checks })
+	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return st.ListCacheStats().Hits })
+	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return st.ListCacheStats().Misses })
 }

@@ -99,6 +99,7 @@ func TestRedisOutage(t *testing.T) {
 		fallback := ratelimit.NewMemory(nil)
 		t.Cleanup(fallback.Close)
 		rl = ratelimit.NewRedis(rc, fallback, c.Log)
+		t.Cleanup(rl.Close)
 		c.Limiter = rl
 	})
 	const ceiling = 5

@@ -82,7 +82,9 @@ func TestTwoInstances(t *testing.T) {
 		t.Cleanup(func() { rc.Close() })
 		mem := ratelimit.NewMemory(nil)
 		t.Cleanup(mem.Close)
-		return newFixtureOn(t, st, ratelimit.NewRedis(rc, mem, nil))
+		rl := ratelimit.NewRedis(rc, mem, nil)
+		t.Cleanup(rl.Close)
+		return newFixtureOn(t, st, rl)
 	}
 	a, b := open(), open()
 	acct, _ := a.account("Acme")

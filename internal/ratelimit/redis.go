@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,69 +14,130 @@ import (
 
 // allowScript decides one request atomically inside Redis, on Redis's own
 // clock so instances with skewed clocks agree. The window is the same
-// run-length log as Memory's: a list of "ms:count" entries, oldest first,
-// and a running total; both expire when the key is idle.
+// run-length log as Memory's (runs of admissions in one millisecond, oldest
+// first), kept so that the common request costs three Redis calls: TIME,
+// GET and SET of one small string. The newest run and the figures live in
+// that string; the list holds the older runs and is touched once per
+// millisecond at most (a run ends, or the oldest leaves the window).
 //
-// KEYS[1] log, KEYS[2] total; ARGV[1] limit, ARGV[2] window ms.
+// KEYS[1] runs: list of "ms:count", every run but the newest.
+// KEYS[2] meta: "total:head:tail:tailCount:runs", where head is the oldest
+// counted millisecond (-1 when none), tail the newest run's millisecond
+// (-1 when none) and runs the length of KEYS[1].
+// ARGV[1] limit, ARGV[2] window ms, ARGV[3] (tests only) now in ms.
 // Returns {allowed, total, oldest ms or -1, free-at ms, now ms}.
-var allowScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+//
+// Both keys expire when idle; a list that outlived its meta is stale and is
+// dropped, and one that expired first held only runs that had left the
+// window (its expiry is renewed whenever a run is added to it).
+var allowScript = redis.NewScript(allowSource)
+
+const allowSource = `
+local now
+if ARGV[3] then
+  now = tonumber(ARGV[3])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
-local total = tonumber(redis.call('GET', KEYS[2]) or '0')
-local function parse(e)
-  local sep = string.find(e, ':', 1, true)
-  return tonumber(string.sub(e, 1, sep - 1)), tonumber(string.sub(e, sep + 1))
+local total, head, tail, tc, runs = 0, -1, -1, 0, 0
+local meta = redis.call('GET', KEYS[2])
+if meta then
+  local a, b, c, d, e = string.match(meta, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+  if a then
+    total, head, tail, tc, runs = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
+  else
+    redis.call('DEL', KEYS[1])
+  end
+else
+  redis.call('DEL', KEYS[1])
 end
-while true do
-  local head = redis.call('LINDEX', KEYS[1], 0)
-  if not head then total = 0 break end
-  local ms, c = parse(head)
-  if ms > now - window then break end
-  redis.call('LPOP', KEYS[1])
-  total = total - c
+local edge = now - window
+while total > 0 and head <= edge do
+  if runs > 0 then
+    local e = redis.call('LPOP', KEYS[1])
+    if not e then
+      runs = 0
+      total = tc
+      head = tail
+    else
+      local _, c = string.match(e, '^(%d+):(%d+)$')
+      total = total - tonumber(c)
+      runs = runs - 1
+      if runs > 0 then
+        head = tonumber(string.match(redis.call('LINDEX', KEYS[1], 0), '^(%d+):'))
+      else
+        head = tail
+      end
+    end
+  else
+    total, head, tail, tc = 0, -1, -1, 0
+  end
+end
+if total == 0 then
+  head, tail, tc = -1, -1, 0
+  if runs > 0 then
+    redis.call('DEL', KEYS[1])
+    runs = 0
+  end
 end
 local allowed = 0
 local freeAt = now
 if total < limit then
   allowed = 1
   total = total + 1
-  local tail = redis.call('LINDEX', KEYS[1], -1)
-  local tms, tc
-  if tail then tms, tc = parse(tail) end
-  if tail and tms >= now then
-    redis.call('LSET', KEYS[1], -1, tms .. ':' .. (tc + 1))
+  if tail >= 0 and tail >= now then
+    tc = tc + 1
   else
-    redis.call('RPUSH', KEYS[1], now .. ':1')
+    if tail >= 0 then
+      redis.call('RPUSH', KEYS[1], tail .. ':' .. tc)
+      redis.call('PEXPIRE', KEYS[1], window + 1000)
+      runs = runs + 1
+    end
+    tail, tc = now, 1
+    if head < 0 then head = now end
   end
 else
   local need = total - limit + 1
   local freed = 0
   local i = 0
-  while freed < need do
+  local found = false
+  while i < runs and not found do
     local batch = redis.call('LRANGE', KEYS[1], i, i + 99)
     if #batch == 0 then break end
     for _, e in ipairs(batch) do
-      local ms, c = parse(e)
-      freed = freed + c
-      if freed >= need then freeAt = ms + window break end
+      local ms, c = string.match(e, '^(%d+):(%d+)$')
+      freed = freed + tonumber(c)
+      if freed >= need then
+        freeAt = tonumber(ms) + window
+        found = true
+        break
+      end
     end
     i = i + 100
   end
+  if not found then freeAt = tail + window end
 end
-redis.call('SET', KEYS[2], total, 'PX', window + 1000)
-redis.call('PEXPIRE', KEYS[1], window + 1000)
+redis.call('SET', KEYS[2], total .. ':' .. head .. ':' .. tail .. ':' .. tc .. ':' .. runs, 'PX', window + 1000)
 local oldest = -1
-local head = redis.call('LINDEX', KEYS[1], 0)
-if head then oldest = parse(head) end
+if total > 0 then oldest = head end
 return {allowed, total, oldest, freeAt, now}
-`)
+`
 
 // Redis is the limiter shared by every instance. When Redis fails it
 // decides with an in-process fallback at the full ceiling: degraded (each
 // instance admits up to N on its own), never unlimited; it logs the change
 // once and tries Redis again after a short pause, by itself.
+//
+// Decisions are pipelined: concurrent Allow calls are sent to Redis
+// together, a batch per round trip, by a few workers (pipelineWorkers), each
+// batch holding whatever calls arrived while the previous round trips were
+// in flight. A call alone is sent at once, so nothing waits for company;
+// under load one write and one read carry many decisions, for this process
+// and for Redis. Redis runs a batch's scripts one after another, each
+// atomically, exactly as if they had come one by one.
 type Redis struct {
 	client   redis.UniversalClient
 	fallback *Memory
@@ -83,35 +145,106 @@ type Redis struct {
 	timeout  time.Duration
 	pause    time.Duration
 
+	calls     chan *allowCall
+	sendMu    sync.RWMutex // held to send on calls; closed set under it
+	closed    bool
+	quit      chan struct{}
+	closeOnce sync.Once
+	workers   sync.WaitGroup
+
+	// testNowMS, set by tests only, replaces Redis's clock.
+	testNowMS func() int64
+
 	fallbacks atomic.Int64
 	mu        sync.Mutex
 	down      bool
 	retryAt   time.Time
 }
 
-// NewRedis returns a limiter on client, falling back to fallback.
+const (
+	pipelineWorkers = 4  // batches in flight at once
+	maxBatch        = 64 // decisions per batch
+)
+
+// allowCall is one Allow waiting for its batch; pooled, done has room for
+// the one signal its worker sends when vals and err are set.
+type allowCall struct {
+	keys  []string
+	limit int
+	nowMS int64 // 0: Redis's clock
+	vals  []int64
+	err   error
+	done  chan struct{}
+}
+
+var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string, 2), done: make(chan struct{}, 1)} }}
+
+// NewRedis returns a limiter on client, falling back to fallback. Close
+// stops its workers.
 func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) *Redis {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second}
+	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second,
+		calls: make(chan *allowCall, 1024), quit: make(chan struct{})}
+	for range pipelineWorkers {
+		r.workers.Add(1)
+		go r.work()
+	}
+	return r
 }
+
+// Close stops the workers once the batches in flight are answered; Allow
+// decides in the fallback from then on.
+func (r *Redis) Close() {
+	r.closeOnce.Do(func() {
+		r.sendMu.Lock()
+		r.closed = true
+		r.sendMu.Unlock()
+		close(r.quit)
+	})
+	r.workers.Wait()
+}
+
+// errClosed answers the calls still queued when the limiter closes.
+var errClosed = errors.New("rate limiter closed")
 
 // Fallbacks counts the decisions made in process because Redis failed.
 func (r *Redis) Fallbacks() int64 { return r.fallbacks.Load() }
 
 // Allow decides in Redis, or in the fallback while Redis is unavailable.
+// It waits for its batch, which is bounded by the limiter's timeout, not
+// by ctx: asking ctx for its Done channel would cost every request a timer.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
 	if r.skipRedis() {
 		r.fallbacks.Add(1)
 		return r.fallback.Allow(ctx, key, limit)
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	c := callPool.Get().(*allowCall)
 	tag := "{agentapi:rl:" + key + "}"
-	vals, err := allowScript.Run(cctx, r.client, []string{tag + ":log", tag + ":total"}, limit, windowMS).Int64Slice()
+	c.keys[0], c.keys[1], c.limit, c.nowMS = tag+":runs", tag+":meta", limit, 0
+	if r.testNowMS != nil {
+		c.nowMS = r.testNowMS()
+	}
+	r.sendMu.RLock()
+	if r.closed {
+		r.sendMu.RUnlock()
+		callPool.Put(c)
+		r.fallbacks.Add(1)
+		return r.fallback.Allow(ctx, key, limit)
+	}
+	r.calls <- c
+	r.sendMu.RUnlock()
+	<-c.done
+	vals, err := c.vals, c.err
+	c.vals, c.err = nil, nil
+	callPool.Put(c)
 	if err == nil && len(vals) != 5 {
 		err = fmt.Errorf("rate-limit script returned %d values", len(vals))
+	}
+	if errors.Is(err, errClosed) {
+		r.fallbacks.Add(1)
+		return r.fallback.Allow(ctx, key, limit)
 	}
 	if err != nil {
 		if ctx.Err() != nil { // the caller went away: not Redis's fault
@@ -124,6 +257,80 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 	r.markUp()
 	allowed, total, oldest, freeAt, now := vals[0] == 1, vals[1], vals[2], vals[3], vals[4]
 	return result(allowed, limit, total, now, oldest, freeAt), nil
+}
+
+// work sends batches: it waits for one call, takes whatever else is
+// already waiting (up to maxBatch), and answers them all with one
+// pipelined round trip.
+func (r *Redis) work() {
+	defer r.workers.Done()
+	batch := make([]*allowCall, 0, maxBatch)
+	cmds := make([]*redis.Cmd, 0, maxBatch)
+	for {
+		select {
+		case c := <-r.calls:
+			batch = append(batch[:0], c)
+		case <-r.quit:
+			// Nothing is sent after quit closes (Close sets closed first,
+			// under sendMu): answer what is still queued.
+			for {
+				select {
+				case c := <-r.calls:
+					c.err = errClosed
+					c.done <- struct{}{}
+				default:
+					return
+				}
+			}
+		}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-r.calls:
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		cmds = r.send(batch, cmds[:0])
+		for i, c := range batch {
+			c.vals, c.err = cmds[i].Int64Slice()
+			c.done <- struct{}{}
+			batch[i], cmds[i] = nil, nil
+		}
+	}
+}
+
+// send runs the batch's scripts in one pipeline, by hash; when Redis does
+// not know the script (a restart, a flush), it sends the batch again with
+// the script's source, which also loads it for the batches after.
+func (r *Redis) send(batch []*allowCall, cmds []*redis.Cmd) []*redis.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	run := func(bySource bool) {
+		cmds = cmds[:0]
+		pipe := r.client.Pipeline()
+		for _, c := range batch {
+			args := []any{c.limit, windowMS}
+			if c.nowMS != 0 {
+				args = append(args, c.nowMS)
+			}
+			if bySource {
+				cmds = append(cmds, pipe.Eval(ctx, allowSource, c.keys, args...))
+			} else {
+				cmds = append(cmds, pipe.EvalSha(ctx, allowScript.Hash(), c.keys, args...))
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+	}
+	run(false)
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			run(true)
+			break
+		}
+	}
+	return cmds
 }
 
 func (r *Redis) skipRedis() bool {

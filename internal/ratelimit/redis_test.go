@@ -3,6 +3,10 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
+	"log/slog"
+	mrand "math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,11 +28,18 @@ func redisClient(t *testing.T) *redis.Client {
 	return c
 }
 
+// newRedis is NewRedis, closed when the test ends.
+func newRedis(t *testing.T, c redis.UniversalClient, fallback *Memory, log *slog.Logger) *Redis {
+	l := NewRedis(c, fallback, log)
+	t.Cleanup(l.Close)
+	return l
+}
+
 func uniqueKey() string { return "test-" + rand.Text() }
 
 func TestRedisExactAcrossInstances(t *testing.T) {
-	a := NewRedis(redisClient(t), NewMemory(nil), nil)
-	b := NewRedis(redisClient(t), NewMemory(nil), nil)
+	a := newRedis(t, redisClient(t), NewMemory(nil), nil)
+	b := newRedis(t, redisClient(t), NewMemory(nil), nil)
 	key := uniqueKey()
 	const n = 25
 	var ok, refused atomic.Int64
@@ -67,7 +78,7 @@ func TestRedisExactAcrossInstances(t *testing.T) {
 
 func TestRedisResultFigures(t *testing.T) {
 	c := redisClient(t)
-	l := NewRedis(c, NewMemory(nil), nil)
+	l := newRedis(t, c, NewMemory(nil), nil)
 	key := uniqueKey()
 	first, err := l.Allow(context.Background(), key, 3)
 	if err != nil {
@@ -89,13 +100,17 @@ func TestRedisResultFigures(t *testing.T) {
 		}
 	}
 	tag := "{agentapi:rl:" + key + "}"
-	if n, _ := c.LLen(context.Background(), tag+":log").Result(); n > 3 {
-		t.Fatalf("log holds %d entries for 3 admissions", n)
+	if n, _ := c.LLen(context.Background(), tag+":runs").Result(); n > 2 {
+		t.Fatalf("runs list holds %d entries for 3 admissions (the newest run is in meta)", n)
 	}
-	if v, _ := c.Get(context.Background(), tag+":total").Int(); v != 3 {
-		t.Fatalf("total %d", v)
+	if v, _ := c.Get(context.Background(), tag+":meta").Result(); !strings.HasPrefix(v, "3:") {
+		t.Fatalf("meta %q, want a total of 3", v)
 	}
-	for _, k := range []string{tag + ":log", tag + ":total"} {
+	keys := []string{tag + ":meta"}
+	if n, _ := c.LLen(context.Background(), tag+":runs").Result(); n > 0 {
+		keys = append(keys, tag+":runs")
+	}
+	for _, k := range keys {
 		if ttl, _ := c.PTTL(context.Background(), k).Result(); ttl <= 0 || ttl > 61*time.Second {
 			t.Fatalf("%s ttl %v: idle keys must expire", k, ttl)
 		}
@@ -105,7 +120,7 @@ func TestRedisResultFigures(t *testing.T) {
 	for range 200 {
 		_, _ = l.Allow(context.Background(), big, 100_000_000)
 	}
-	if n, _ := c.LLen(context.Background(), "{agentapi:rl:"+big+"}:log").Result(); n > 200 {
+	if n, _ := c.LLen(context.Background(), "{agentapi:rl:"+big+"}:runs").Result(); n > 200 {
 		t.Fatalf("log %d entries", n)
 	}
 }
@@ -119,7 +134,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 	opts.DialTimeout = 200 * time.Millisecond
 	c := redis.NewClient(&opts)
 	defer c.Close()
-	l := NewRedis(c, NewMemory(nil), nil)
+	l := newRedis(t, c, NewMemory(nil), nil)
 	l.pause = 100 * time.Millisecond
 	key := uniqueKey()
 	if r, err := l.Allow(context.Background(), key, 5); err != nil || !r.Allowed {
@@ -160,7 +175,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 func TestRedisUnreachableFromTheStart(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 0, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
-	l := NewRedis(c, NewMemory(nil), nil)
+	l := newRedis(t, c, NewMemory(nil), nil)
 	for i := range 3 {
 		r, err := l.Allow(context.Background(), "k", 2)
 		if err != nil || r.Allowed != (i < 2) {
@@ -169,5 +184,184 @@ func TestRedisUnreachableFromTheStart(t *testing.T) {
 	}
 	if l.Fallbacks() != 3 {
 		t.Fatalf("fallbacks %d", l.Fallbacks())
+	}
+}
+
+// pipelineCounter counts the pipelines (round trips) a client sends.
+type pipelineCounter struct{ n atomic.Int64 }
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestRedisBatchesConcurrentCalls: concurrent decisions share round trips,
+// and stay exact.
+func TestRedisBatchesConcurrentCalls(t *testing.T) {
+	c := redisClient(t)
+	var rt pipelineCounter
+	c.AddHook(&rt)
+	l := newRedis(t, c, NewMemory(nil), nil)
+	key := uniqueKey()
+	const callers, each, ceiling = 32, 20, 500
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				r, err := l.Allow(context.Background(), key, ceiling)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != ceiling || l.Fallbacks() != 0 {
+		t.Fatalf("admitted %d of %d with ceiling %d (fallbacks %d)", admitted.Load(), callers*each, ceiling, l.Fallbacks())
+	}
+	if n := rt.n.Load(); n >= callers*each*3/4 {
+		t.Fatalf("%d round trips for %d concurrent decisions: not batched", n, callers*each)
+	}
+	t.Logf("%d decisions in %d round trips", callers*each, rt.n.Load())
+}
+
+// TestRedisReloadsAFlushedScript: after Redis forgets the script (restart,
+// SCRIPT FLUSH), decisions are still made in Redis.
+func TestRedisReloadsAFlushedScript(t *testing.T) {
+	c := redisClient(t)
+	l := newRedis(t, c, NewMemory(nil), nil)
+	key := uniqueKey()
+	for i := range 3 {
+		if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := l.Allow(context.Background(), key, 2)
+		if err != nil || r.Allowed != (i < 2) {
+			t.Fatalf("request %d after SCRIPT FLUSH: %+v %v", i, r, err)
+		}
+	}
+	if l.Fallbacks() != 0 {
+		t.Fatalf("%d decisions fell back after SCRIPT FLUSH", l.Fallbacks())
+	}
+}
+
+// TestRedisAfterClose: a closed limiter decides in the fallback at once.
+func TestRedisAfterClose(t *testing.T) {
+	l := NewRedis(redisClient(t), NewMemory(nil), nil)
+	l.Close()
+	l.Close() // twice is fine
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r, err := l.Allow(context.Background(), uniqueKey(), 1)
+		if err != nil || !r.Allowed || l.Fallbacks() != 1 {
+			t.Errorf("after Close: %+v %v, fallbacks %d", r, err, l.Fallbacks())
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Allow after Close blocked")
+	}
+}
+
+func sameResult(a, b Result) bool {
+	return a.Allowed == b.Allowed && a.Limit == b.Limit && a.Remaining == b.Remaining &&
+		a.Reset.Equal(b.Reset) && a.RetryAfter == b.RetryAfter
+}
+
+// TestRedisMatchesMemory: the script and the in-process window decide
+// alike and report the same figures, call for call, over random traffic on
+// a simulated clock (the script reads the test's clock, not Redis's):
+// bursts in one millisecond, steps of a few milliseconds and seconds, idle
+// gaps across the whole window, ceilings that change.
+func TestRedisMatchesMemory(t *testing.T) {
+	ctx := context.Background()
+	var nowMS atomic.Int64
+	nowMS.Store(1_800_000_000_000)
+	c := redisClient(t)
+	l := newRedis(t, c, NewMemory(nil), nil)
+	l.testNowMS = nowMS.Load
+	m := NewMemory(func() time.Time { return time.UnixMilli(nowMS.Load()) })
+	defer m.Close()
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	keys := []string{uniqueKey(), uniqueKey(), uniqueKey()}
+	limits := map[string]int{keys[0]: 1, keys[1]: 7, keys[2]: 60}
+	allowed := 0
+	var admittedAt []int64
+	for i := range 6000 {
+		switch x := rng.IntN(100); {
+		case x < 8 && len(admittedAt) > 0:
+			// Exactly at, or a millisecond either side of, the moment an
+			// earlier admission leaves the window.
+			at := admittedAt[rng.IntN(len(admittedAt))] + windowMS + int64(rng.IntN(3)-1)
+			nowMS.Store(max(at, nowMS.Load()))
+		case x < 40: // the same millisecond
+		case x < 85:
+			nowMS.Add(int64(rng.IntN(40)))
+		case x < 98:
+			nowMS.Add(int64(rng.IntN(15_000)))
+		default:
+			nowMS.Add(int64(55_000 + rng.IntN(10_000)))
+		}
+		k := keys[rng.IntN(len(keys))]
+		if rng.IntN(500) == 0 { // a support change of the ceiling
+			limits[k] = 1 + rng.IntN(80)
+		}
+		got, err := l.Allow(ctx, k, limits[k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := m.Allow(ctx, k, limits[k])
+		if !sameResult(got, want) {
+			t.Fatalf("call %d (key %d, ceiling %d): Redis %+v, in process %+v", i, slices.Index(keys, k), limits[k], got, want)
+		}
+		if got.Allowed {
+			allowed++
+			admittedAt = append(admittedAt, nowMS.Load())
+			if len(admittedAt) > 50 {
+				admittedAt = admittedAt[1:]
+			}
+		}
+	}
+	if l.Fallbacks() != 0 || allowed < 1000 {
+		t.Fatalf("fallbacks %d, %d admitted: the test did not exercise the script", l.Fallbacks(), allowed)
+	}
+
+	// Idle expiry: the meta string expired (the list may outlive it) or
+	// the list expired first; either way the next decision is the one the
+	// in-process window makes after the same idle minute.
+	for _, expire := range []string{":meta", ":runs"} {
+		k := uniqueKey()
+		for i := range 5 {
+			nowMS.Add(int64(i + 1))
+			r, _ := l.Allow(ctx, k, 3)
+			w, _ := m.Allow(ctx, k, 3)
+			if !sameResult(r, w) {
+				t.Fatalf("before expiring %s: %+v vs %+v", expire, r, w)
+			}
+		}
+		nowMS.Add(61_000)
+		if err := c.Del(ctx, "{agentapi:rl:"+k+"}"+expire).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			r, _ := l.Allow(ctx, k, 3)
+			w, _ := m.Allow(ctx, k, 3)
+			if !sameResult(r, w) {
+				t.Fatalf("after %s expired: %+v vs %+v", expire, r, w)
+			}
+		}
 	}
 }
