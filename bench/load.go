@@ -137,6 +137,13 @@ func measured(ctx context.Context, p *proc, client *http.Client, conns int, d ti
 // When prof is set, the first service half is profiled.
 func abRounds(ctx context.Context, c config, client *http.Client, floorP, svcP *proc, floor, svc request, prof *profiler) (result, result, error) {
 	var a, b result
+	// A second of each, unmeasured: connections made, caches and pools
+	// warm, the runtime's heap grown to its working size.
+	for _, mk := range []request{floor, svc} {
+		if _, err := drive(ctx, client, c.conns, time.Second, mk); err != nil {
+			return a, b, fmt.Errorf("warm-up: %w", err)
+		}
+	}
 	for range c.rounds {
 		ra, err := measured(ctx, floorP, client, c.conns, c.duration, floor)
 		if err != nil {
