@@ -35,8 +35,8 @@ type config struct {
 
 func main() {
 	var c config
-	flag.DurationVar(&c.duration, "duration", 3*time.Second, "length of each measured half-round")
-	flag.IntVar(&c.rounds, "rounds", 2, "A/B rounds per scenario")
+	flag.DurationVar(&c.duration, "duration", time.Second, "length of each measured half-round")
+	flag.IntVar(&c.rounds, "rounds", 6, "A/B rounds per scenario (short and many, so that the machine's bursts of noise fall on both sides)")
 	flag.IntVar(&c.conns, "conns", 16, "concurrent keep-alive connections for reads")
 	flag.IntVar(&c.writers, "writers", 64, "concurrent writers for POST /v1/ai-agents")
 	flag.IntVar(&c.agents, "agents", 200_000, "agents in the account walked page by page")
