@@ -184,7 +184,7 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 		}
 		return req, err
 	}
-	wr, err := drive(ctx, newClient(c.writers), c.writers, 2*c.duration, post)
+	wr, err := drive(ctx, newClient(c.writers), c.writers, time.Duration(c.rounds)*c.duration, post)
 	if err != nil {
 		return err
 	}
