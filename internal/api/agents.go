@@ -127,7 +127,7 @@ func (s *Server) handleListAgents() http.Handler {
 			}
 		}
 		if v, ok := q["next"]; ok && filterOK {
-			c, ok := decodeCursor(s.cursorKey, a.key.AccountID, filter, v)
+			c, ok := decodeCursor(s.cursors, a.key.AccountID, filter, v)
 			if !ok {
 				p.add("next", domain.CodeInvalidValue,
 					"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
@@ -148,7 +148,7 @@ func (s *Server) handleListAgents() http.Handler {
 		if m.HasMore {
 			agents = agents[:limit]
 			last := agents[len(agents)-1]
-			next := encodeCursor(s.cursorKey, a.key.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
+			next := encodeCursor(s.cursors, a.key.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
 			m.Next = &next
 		}
 		// The items are agentItem's four fields, appended straight from

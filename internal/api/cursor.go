@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"hash"
+	"sync"
 	"time"
 )
 
@@ -23,27 +26,41 @@ type cursor struct {
 	id        string
 }
 
-func cursorMAC(key []byte, accountID, filter string, payload []byte) []byte {
-	m := hmac.New(sha256.New, key)
+// cursorSigner makes and checks cursors' MACs with one key. Its keyed HMAC
+// states are pooled: hmac.New derives the inner and outer keys on every
+// call, which was a tenth of a list request's CPU; Reset restores them.
+type cursorSigner struct{ pool sync.Pool }
+
+func newCursorSigner(key []byte) *cursorSigner {
+	key = bytes.Clone(key)
+	return &cursorSigner{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+func (sg *cursorSigner) mac(dst []byte, accountID, filter string, payload []byte) []byte {
+	m := sg.pool.Get().(hash.Hash)
+	m.Reset()
 	m.Write([]byte("agentapi cursor v1\x00"))
 	m.Write([]byte(accountID))
 	m.Write([]byte{0})
 	m.Write([]byte(filter))
 	m.Write([]byte{0})
 	m.Write(payload)
-	return m.Sum(nil)[:cursorMACLen]
+	var sum [sha256.Size]byte
+	dst = append(dst, m.Sum(sum[:0])[:cursorMACLen]...)
+	sg.pool.Put(m)
+	return dst
 }
 
-func encodeCursor(key []byte, accountID, filter string, c cursor) string {
+func encodeCursor(sg *cursorSigner, accountID, filter string, c cursor) string {
 	payload := make([]byte, 0, 1+8+len(c.id)+cursorMACLen)
 	payload = append(payload, cursorVersion)
 	payload = binary.BigEndian.AppendUint64(payload, uint64(c.createdAt.UnixMilli()))
 	payload = append(payload, c.id...)
-	payload = append(payload, cursorMAC(key, accountID, filter, payload)...)
+	payload = sg.mac(payload, accountID, filter, payload)
 	return base64.RawURLEncoding.EncodeToString(payload)
 }
 
-func decodeCursor(key []byte, accountID, filter, s string) (cursor, bool) {
+func decodeCursor(sg *cursorSigner, accountID, filter, s string) (cursor, bool) {
 	if len(s) > maxCursorLen {
 		return cursor{}, false
 	}
@@ -52,7 +69,8 @@ func decodeCursor(key []byte, accountID, filter, s string) (cursor, bool) {
 		return cursor{}, false
 	}
 	payload, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
-	if !hmac.Equal(mac, cursorMAC(key, accountID, filter, payload)) {
+	var want [cursorMACLen]byte
+	if !hmac.Equal(mac, sg.mac(want[:0], accountID, filter, payload)) {
 		return cursor{}, false
 	}
 	ms := int64(binary.BigEndian.Uint64(payload[1:9]))

@@ -100,27 +100,32 @@ func FuzzQuery(f *testing.F) {
 // it, a decoded cursor round-trips, and nothing a client sends panics.
 func FuzzCursor(f *testing.F) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	good := encodeCursor(key, "acct_a", "", cursor{createdAt: time.UnixMilli(1700000000000).UTC(), id: "agt_x"})
+	sg := newCursorSigner(key)
+	other := newCursorSigner([]byte("another key, same length as it.."))
+	good := encodeCursor(sg, "acct_a", "", cursor{createdAt: time.UnixMilli(1700000000000).UTC(), id: "agt_x"})
 	f.Add(good, "acct_a", "")
 	f.Add(good, "acct_b", "")
 	f.Add(good, "acct_a", "updated_since=1")
 	f.Add("", "acct_a", "")
 	f.Add("AAAA", "acct_a", "")
 	f.Fuzz(func(t *testing.T, s, account, filter string) {
-		c, ok := decodeCursor(key, account, filter, s)
+		c, ok := decodeCursor(sg, account, filter, s)
+		if _, byOther := decodeCursor(other, account, filter, s); ok && byOther {
+			t.Fatalf("%q decodes under two keys", s)
+		}
 		if !ok {
 			return
 		}
 		// Only the account and filter that made a cursor can read it: the
 		// same bytes never decode for another account.
-		if _, ok := decodeCursor(key, account+"x", filter, s); ok {
+		if _, ok := decodeCursor(sg, account+"x", filter, s); ok {
 			t.Fatalf("cursor %q decodes for two accounts", s)
 		}
-		if _, ok := decodeCursor(key, account, filter+"x", s); ok {
+		if _, ok := decodeCursor(sg, account, filter+"x", s); ok {
 			t.Fatalf("cursor %q decodes for two filters", s)
 		}
-		again := encodeCursor(key, account, filter, c)
-		c2, ok := decodeCursor(key, account, filter, again)
+		again := encodeCursor(sg, account, filter, c)
+		c2, ok := decodeCursor(sg, account, filter, again)
 		if !ok || c2.id != c.id || !c2.createdAt.Equal(c.createdAt) {
 			t.Fatalf("round trip of %+v failed", c)
 		}

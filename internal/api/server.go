@@ -63,7 +63,7 @@ type Server struct {
 	toucher     *keys.Toucher
 	log         *slog.Logger
 	now         func() time.Time
-	cursorKey   []byte
+	cursors     *cursorSigner
 	llm         *llm.Client
 	metrics     *metrics.Metrics
 	mux         *http.ServeMux
@@ -77,7 +77,7 @@ func New(cfg Config) http.Handler {
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
-		now: cfg.Now, cursorKey: cfg.CursorKey, llm: cfg.LLM, metrics: cfg.Metrics,
+		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
 		background: cfg.Background,
 	}
 	if s.background == nil {
