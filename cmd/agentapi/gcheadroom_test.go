@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,5 +81,34 @@ func TestGCHeadroomFollowsTheLiveHeap(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if p := gogc(); p != before {
 		t.Fatalf("GOGC changed to %d after the stop", p)
+	}
+}
+
+// TestServeRejectsBadNumbersInTheEnvironment: a bad AGENTAPI_* number is a
+// usage error (exit 2) naming the variable, before anything starts.
+func TestServeRejectsBadNumbersInTheEnvironment(t *testing.T) {
+	for _, c := range []struct{ name, value, want string }{
+		{"AGENTAPI_GC_HEADROOM_MIB", "-1", "AGENTAPI_GC_HEADROOM_MIB must be a whole number of MiB (0 turns it off)"},
+		{"AGENTAPI_GC_HEADROOM_MIB", "lots", "AGENTAPI_GC_HEADROOM_MIB must be a whole number of MiB"},
+		{"AGENTAPI_UNAUTH_RATE_LIMIT", "0", "AGENTAPI_UNAUTH_RATE_LIMIT must be a positive whole number"},
+	} {
+		var out, errb bytes.Buffer
+		getenv := func(k string) string {
+			switch k {
+			case c.name:
+				return c.value
+			case "AGENTAPI_DB":
+				return filepath.Join(t.TempDir(), "never.db")
+			}
+			return ""
+		}
+		code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, getenv, strings.NewReader(""), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%s=%s: exit %d, stderr %q; want 2 and %q", c.name, c.value, code, errb.String(), c.want)
+		}
+	}
+	// 0 turns the headroom off and is accepted (checked by the flag's parse only).
+	if n, err := envInt(env{getenv: func(string) string { return "0" }}, "AGENTAPI_GC_HEADROOM_MIB", 32, 0, "x"); err != nil || n != 0 {
+		t.Fatalf("0: %d %v", n, err)
 	}
 }

@@ -74,25 +74,17 @@ func serve(ctx context.Context, e env, args []string) error {
 	var c serveConfig
 	fs.StringVar(&c.addr, "addr", e.or("AGENTAPI_ADDR", "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
 	fs.StringVar(&c.redisURL, "redis", e.getenv("AGENTAPI_REDIS_URL"), "redis:// URL sharing rate-limit state between instances (env AGENTAPI_REDIS_URL)")
-	unauthDefault := api.DefaultUnauthRateLimit
-	if v := e.getenv("AGENTAPI_UNAUTH_RATE_LIMIT"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("%w: AGENTAPI_UNAUTH_RATE_LIMIT must be a positive whole number", errUsage)
-		}
-		unauthDefault = n
+	unauthDefault, err := envInt(e, "AGENTAPI_UNAUTH_RATE_LIMIT", api.DefaultUnauthRateLimit, 1, "a positive whole number")
+	if err != nil {
+		return err
 	}
 	fs.IntVar(&c.unauthLimit, "unauth-rate-limit", unauthDefault, "requests a minute per client address that identify no key (env AGENTAPI_UNAUTH_RATE_LIMIT)")
 	fs.StringVar(&c.llmURL, "llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
 	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
-	gcDefault := defaultGCHeadroomMiB
-	if v := e.getenv("AGENTAPI_GC_HEADROOM_MIB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%w: AGENTAPI_GC_HEADROOM_MIB must be a whole number of MiB (0 turns it off)", errUsage)
-		}
-		gcDefault = n
+	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
+	if err != nil {
+		return err
 	}
 	fs.IntVar(&c.gcHeadroomMiB, "gc-headroom-mib", gcDefault, "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)")
 	if _, err := parse(fs, args); err != nil {
@@ -107,6 +99,20 @@ func serve(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("%w: --unauth-rate-limit must be positive", errUsage)
 	}
 	return runServer(ctx, e, c)
+}
+
+// envInt is the integer environment variable name, def when unset; a value
+// below least, or not a whole number, is a usage error saying what it must be.
+func envInt(e env, name string, def, least int, must string) (int, error) {
+	v := e.getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		return 0, fmt.Errorf("%w: %s must be %s", errUsage, name, must)
+	}
+	return n, nil
 }
 
 func runServer(ctx context.Context, e env, c serveConfig) error {
