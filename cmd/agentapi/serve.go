@@ -144,6 +144,12 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		if err != nil {
 			return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
 		}
+		if opts.Protocol == 0 {
+			// RESP2 unless the URL asks (?protocol=3): the limiter uses no
+			// RESP3 feature, and with RESP3 go-redis looks for push
+			// notifications on every use of a connection.
+			opts.Protocol = 2
+		}
 		rc := redis.NewClient(opts)
 		defer rc.Close()
 		rl := ratelimit.NewRedis(rc, mem, log)
