@@ -39,7 +39,7 @@ type keyCache struct {
 	max int
 
 	// sem admits one check at a time; checkSeq numbers the checks started,
-	// doneSeq and doneEpoch (guarded by sem) are those of the last check
+	// doneSeq and doneMark (guarded by sem) are those of the last check
 	// that succeeded.
 	sem      chan struct{}
 	checkSeq atomic.Uint64
@@ -196,12 +196,6 @@ func (s *Store) LookupKey(ctx context.Context, prefix string) (k domain.APIKey, 
 // of one answered from the database (no oracle in timing).
 func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
 	return s.readKeyByPrefix(ctx, prefix)
-}
-
-// keyEpoch reads the current key epoch (see keyCache).
-func (s *Store) keyEpoch(ctx context.Context) (int64, error) {
-	m, err := s.check(ctx)
-	return m.epoch, err
 }
 
 // check reads the current key epoch and, on SQLite, the change token.
