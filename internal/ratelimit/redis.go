@@ -12,20 +12,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// allowScript decides one request atomically inside Redis, on Redis's own
-// clock so instances with skewed clocks agree. The window is the same
-// run-length log as Memory's (runs of admissions in one millisecond, oldest
-// first), kept so that the common request costs three Redis calls: TIME,
-// GET and SET of one small string. The newest run and the figures live in
-// that string; the list holds the older runs and is touched once per
-// millisecond at most (a run ends, or the oldest leaves the window).
+// allowScript decides a batch of requests, one after another, each
+// atomically, inside Redis and on Redis's own clock so instances with skewed
+// clocks agree. One call carries a whole batch: Redis's cost per call (the
+// command, the script's setup, its reply) is paid once per round trip, not
+// once per request.
 //
-// KEYS[1] runs: list of "ms:count", every run but the newest.
-// KEYS[2] meta: "total:head:tail:tailCount:runs", where head is the oldest
+// Each decision's window is the same run-length log as Memory's (runs of
+// admissions in one millisecond, oldest first), kept so that the common
+// request costs two Redis calls: GET and SET of one small string. The newest
+// run and the figures live in that string; the list holds the older runs and
+// is touched once per millisecond at most (a run ends, or the oldest leaves
+// the window).
+//
+// For the i-th decision (from 1):
+// KEYS[2i-1] runs: list of "ms:count", every run but the newest.
+// KEYS[2i] meta: "total:head:tail:tailCount:runs", where head is the oldest
 // counted millisecond (-1 when none), tail the newest run's millisecond
-// (-1 when none) and runs the length of KEYS[1].
-// ARGV[1] limit, ARGV[2] window ms, ARGV[3] (tests only) now in ms.
-// Returns {allowed, total, oldest ms or -1, free-at ms, now ms}.
+// (-1 when none) and runs the length of KEYS[2i-1].
+// ARGV[1] window ms; ARGV[2i] limit; ARGV[2i+1] now in ms, 0 for Redis's
+// clock (tests set it).
+// Returns five integers per decision, in order: allowed, total, oldest ms or
+// -1, free-at ms, now ms.
 //
 // Both keys expire when idle; a list that outlived its meta is stale and is
 // dropped, and one that expired first held only runs that had left the
@@ -33,97 +41,105 @@ import (
 var allowScript = redis.NewScript(allowSource)
 
 const allowSource = `
-local now
-if ARGV[3] then
-  now = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local total, head, tail, tc, runs = 0, -1, -1, 0, 0
-local meta = redis.call('GET', KEYS[2])
-if meta then
-  local a, b, c, d, e = string.match(meta, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
-  if a then
-    total, head, tail, tc, runs = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
-  else
-    redis.call('DEL', KEYS[1])
+local window = tonumber(ARGV[1])
+local clock
+local out = {}
+for i = 1, #KEYS / 2 do
+  local runsKey, metaKey = KEYS[2 * i - 1], KEYS[2 * i]
+  local limit = tonumber(ARGV[2 * i])
+  local now = tonumber(ARGV[2 * i + 1])
+  if now == 0 then
+    if not clock then
+      local t = redis.call('TIME')
+      clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    now = clock
   end
-else
-  redis.call('DEL', KEYS[1])
-end
-local edge = now - window
-while total > 0 and head <= edge do
-  if runs > 0 then
-    local e = redis.call('LPOP', KEYS[1])
-    if not e then
-      runs = 0
-      total = tc
-      head = tail
+  local total, head, tail, tc, runs = 0, -1, -1, 0, 0
+  local meta = redis.call('GET', metaKey)
+  if meta then
+    local a, b, c, d, e = string.match(meta, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+    if a then
+      total, head, tail, tc, runs = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
     else
-      local _, c = string.match(e, '^(%d+):(%d+)$')
-      total = total - tonumber(c)
-      runs = runs - 1
-      if runs > 0 then
-        head = tonumber(string.match(redis.call('LINDEX', KEYS[1], 0), '^(%d+):'))
-      else
+      redis.call('DEL', runsKey)
+    end
+  else
+    redis.call('DEL', runsKey)
+  end
+  local edge = now - window
+  while total > 0 and head <= edge do
+    if runs > 0 then
+      local e = redis.call('LPOP', runsKey)
+      if not e then
+        runs = 0
+        total = tc
         head = tail
+      else
+        local _, c = string.match(e, '^(%d+):(%d+)$')
+        total = total - tonumber(c)
+        runs = runs - 1
+        if runs > 0 then
+          head = tonumber(string.match(redis.call('LINDEX', runsKey, 0), '^(%d+):'))
+        else
+          head = tail
+        end
       end
+    else
+      total, head, tail, tc = 0, -1, -1, 0
+    end
+  end
+  if total == 0 then
+    head, tail, tc = -1, -1, 0
+    if runs > 0 then
+      redis.call('DEL', runsKey)
+      runs = 0
+    end
+  end
+  local allowed = 0
+  local freeAt = now
+  if total < limit then
+    allowed = 1
+    total = total + 1
+    if tail >= 0 and tail >= now then
+      tc = tc + 1
+    else
+      if tail >= 0 then
+        redis.call('RPUSH', runsKey, tail .. ':' .. tc)
+        redis.call('PEXPIRE', runsKey, window + 1000)
+        runs = runs + 1
+      end
+      tail, tc = now, 1
+      if head < 0 then head = now end
     end
   else
-    total, head, tail, tc = 0, -1, -1, 0
-  end
-end
-if total == 0 then
-  head, tail, tc = -1, -1, 0
-  if runs > 0 then
-    redis.call('DEL', KEYS[1])
-    runs = 0
-  end
-end
-local allowed = 0
-local freeAt = now
-if total < limit then
-  allowed = 1
-  total = total + 1
-  if tail >= 0 and tail >= now then
-    tc = tc + 1
-  else
-    if tail >= 0 then
-      redis.call('RPUSH', KEYS[1], tail .. ':' .. tc)
-      redis.call('PEXPIRE', KEYS[1], window + 1000)
-      runs = runs + 1
-    end
-    tail, tc = now, 1
-    if head < 0 then head = now end
-  end
-else
-  local need = total - limit + 1
-  local freed = 0
-  local i = 0
-  local found = false
-  while i < runs and not found do
-    local batch = redis.call('LRANGE', KEYS[1], i, i + 99)
-    if #batch == 0 then break end
-    for _, e in ipairs(batch) do
-      local ms, c = string.match(e, '^(%d+):(%d+)$')
-      freed = freed + tonumber(c)
-      if freed >= need then
-        freeAt = tonumber(ms) + window
-        found = true
-        break
+    local need = total - limit + 1
+    local freed = 0
+    local j = 0
+    local found = false
+    while j < runs and not found do
+      local batch = redis.call('LRANGE', runsKey, j, j + 99)
+      if #batch == 0 then break end
+      for _, e in ipairs(batch) do
+        local ms, c = string.match(e, '^(%d+):(%d+)$')
+        freed = freed + tonumber(c)
+        if freed >= need then
+          freeAt = tonumber(ms) + window
+          found = true
+          break
+        end
       end
+      j = j + 100
     end
-    i = i + 100
+    if not found then freeAt = tail + window end
   end
-  if not found then freeAt = tail + window end
+  redis.call('SET', metaKey, total .. ':' .. head .. ':' .. tail .. ':' .. tc .. ':' .. runs, 'PX', window + 1000)
+  local oldest = -1
+  if total > 0 then oldest = head end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, total, oldest, freeAt, now
 end
-redis.call('SET', KEYS[2], total .. ':' .. head .. ':' .. tail .. ':' .. tc .. ':' .. runs, 'PX', window + 1000)
-local oldest = -1
-if total > 0 then oldest = head end
-return {allowed, total, oldest, freeAt, now}
+return out
 `
 
 // Redis is the limiter shared by every instance. When Redis fails it
@@ -131,13 +147,18 @@ return {allowed, total, oldest, freeAt, now}
 // instance admits up to N on its own), never unlimited; it logs the change
 // once and tries Redis again after a short pause, by itself.
 //
-// Decisions are pipelined: concurrent Allow calls are sent to Redis
-// together, a batch per round trip, by a few workers (pipelineWorkers), each
-// batch holding whatever calls arrived while the previous round trips were
-// in flight. A call alone is sent at once, so nothing waits for company;
-// under load one write and one read carry many decisions, for this process
-// and for Redis. Redis runs a batch's scripts one after another, each
-// atomically, exactly as if they had come one by one.
+// Decisions are batched: concurrent Allow calls are sent to Redis
+// together, one script call per round trip, by a few workers
+// (pipelineWorkers), each batch holding whatever calls arrived while the
+// previous round trips were in flight. A call alone is sent at once, so
+// nothing waits for company; under load one write, one read and one script
+// call carry many decisions, for this process and for Redis. The script
+// decides a batch's requests one after another, exactly as if they had come
+// one by one; a script call is atomic, so no other instance's decision falls
+// between them.
+//
+// The batch's keys hash to different slots: the limiter needs one Redis
+// server (with replicas if wanted), not a Redis Cluster.
 type Redis struct {
 	client   redis.UniversalClient
 	fallback *Memory
@@ -162,9 +183,16 @@ type Redis struct {
 }
 
 const (
-	pipelineWorkers = 4  // batches in flight at once
+	pipelineWorkers = 2  // batches in flight at once
 	maxBatch        = 64 // decisions per batch
 )
+
+// windowKeys names a key's window in Redis: the list of older runs and the
+// meta string (allowScript). One hash tag keeps both in one slot.
+func windowKeys(key string) (runs, meta string) {
+	tag := "{agentapi:rl:" + key + "}"
+	return tag + ":runs", tag + ":meta"
+}
 
 // allowCall is one Allow waiting for its batch; pooled, done has room for
 // the one signal its worker sends when vals and err are set.
@@ -221,8 +249,8 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 		return r.fallback.Allow(ctx, key, limit)
 	}
 	c := callPool.Get().(*allowCall)
-	tag := "{agentapi:rl:" + key + "}"
-	c.keys[0], c.keys[1], c.limit, c.nowMS = tag+":runs", tag+":meta", limit, 0
+	c.keys[0], c.keys[1] = windowKeys(key)
+	c.limit, c.nowMS = limit, 0
 	if r.testNowMS != nil {
 		c.nowMS = r.testNowMS()
 	}
@@ -239,9 +267,6 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 	vals, err := c.vals, c.err
 	c.vals, c.err = nil, nil
 	callPool.Put(c)
-	if err == nil && len(vals) != 5 {
-		err = fmt.Errorf("rate-limit script returned %d values", len(vals))
-	}
 	if errors.Is(err, errClosed) {
 		r.fallbacks.Add(1)
 		return r.fallback.Allow(ctx, key, limit)
@@ -255,17 +280,23 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 		return r.fallback.Allow(ctx, key, limit)
 	}
 	r.markUp()
+	return scriptResult(vals, limit), nil
+}
+
+// scriptResult reads one decision's five values from the script.
+func scriptResult(vals []int64, limit int) Result {
 	allowed, total, oldest, freeAt, now := vals[0] == 1, vals[1], vals[2], vals[3], vals[4]
-	return result(allowed, limit, total, now, oldest, freeAt), nil
+	return result(allowed, limit, total, now, oldest, freeAt)
 }
 
 // work sends batches: it waits for one call, takes whatever else is
-// already waiting (up to maxBatch), and answers them all with one
-// pipelined round trip.
+// already waiting (up to maxBatch), and answers them all with one script
+// call.
 func (r *Redis) work() {
 	defer r.workers.Done()
 	batch := make([]*allowCall, 0, maxBatch)
-	cmds := make([]*redis.Cmd, 0, maxBatch)
+	keys := make([]string, 0, 2*maxBatch)
+	args := make([]any, 0, 1+2*maxBatch)
 	for {
 		select {
 		case c := <-r.calls:
@@ -292,45 +323,48 @@ func (r *Redis) work() {
 				break fill
 			}
 		}
-		cmds = r.send(batch, cmds[:0])
+		keys, args = r.decide(batch, keys, args)
 		for i, c := range batch {
-			c.vals, c.err = cmds[i].Int64Slice()
 			c.done <- struct{}{}
-			batch[i], cmds[i] = nil, nil
+			batch[i] = nil
 		}
 	}
 }
 
-// send runs the batch's scripts in one pipeline, by hash; when Redis does
-// not know the script (a restart, a flush), it sends the batch again with
-// the script's source, which also loads it for the batches after.
-func (r *Redis) send(batch []*allowCall, cmds []*redis.Cmd) []*redis.Cmd {
+// decide answers a batch with one script call, setting each call's vals
+// or err; keys and args are scratch space, returned for reuse.
+func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
+	keys, args = keys[:0], append(args[:0], windowMS)
+	for _, c := range batch {
+		keys = append(keys, c.keys[0], c.keys[1])
+		args = append(args, c.limit, c.nowMS)
+	}
+	vals, err := r.send(keys, args)
+	if err == nil && len(vals) != 5*len(batch) {
+		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.vals = vals[5*i : 5*i+5 : 5*i+5]
+		}
+	}
+	clear(args) // drop the boxed values
+	return keys, args
+}
+
+// send runs the script by hash; when Redis does not know it (a restart, a
+// flush), it sends it again with its source, which also loads it for the
+// batches after.
+func (r *Redis) send(keys []string, args []any) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
-	run := func(bySource bool) {
-		cmds = cmds[:0]
-		pipe := r.client.Pipeline()
-		for _, c := range batch {
-			args := []any{c.limit, windowMS}
-			if c.nowMS != 0 {
-				args = append(args, c.nowMS)
-			}
-			if bySource {
-				cmds = append(cmds, pipe.Eval(ctx, allowSource, c.keys, args...))
-			} else {
-				cmds = append(cmds, pipe.EvalSha(ctx, allowScript.Hash(), c.keys, args...))
-			}
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
+	vals, err := r.client.EvalSha(ctx, allowScript.Hash(), keys, args...).Int64Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		vals, err = r.client.Eval(ctx, allowSource, keys, args...).Int64Slice()
 	}
-	run(false)
-	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			run(true)
-			break
-		}
-	}
-	return cmds
+	return vals, err
 }
 
 func (r *Redis) skipRedis() bool {

@@ -187,12 +187,17 @@ func TestRedisUnreachableFromTheStart(t *testing.T) {
 	}
 }
 
-// pipelineCounter counts the pipelines (round trips) a client sends.
-type pipelineCounter struct{ n atomic.Int64 }
+// roundTrips counts the commands and pipelines (round trips) a client sends.
+type roundTrips struct{ n atomic.Int64 }
 
-func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		p.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (p *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		p.n.Add(1)
 		return next(ctx, cmds)
@@ -203,7 +208,7 @@ func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 // and stay exact.
 func TestRedisBatchesConcurrentCalls(t *testing.T) {
 	c := redisClient(t)
-	var rt pipelineCounter
+	var rt roundTrips
 	c.AddHook(&rt)
 	l := newRedis(t, c, NewMemory(nil), nil)
 	key := uniqueKey()
@@ -285,7 +290,9 @@ func sameResult(a, b Result) bool {
 // alike and report the same figures, call for call, over random traffic on
 // a simulated clock (the script reads the test's clock, not Redis's):
 // bursts in one millisecond, steps of a few milliseconds and seconds, idle
-// gaps across the whole window, ceilings that change.
+// gaps across the whole window, ceilings that change. The calls go to
+// Redis in batches of one to eight, as concurrent calls do, so one script
+// call decides several, often of the same key.
 func TestRedisMatchesMemory(t *testing.T) {
 	ctx := context.Background()
 	var nowMS atomic.Int64
@@ -298,9 +305,44 @@ func TestRedisMatchesMemory(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	keys := []string{uniqueKey(), uniqueKey(), uniqueKey()}
 	limits := map[string]int{keys[0]: 1, keys[1]: 7, keys[2]: 60}
-	allowed := 0
+	allowed, batches := 0, 0
 	var admittedAt []int64
-	for i := range 6000 {
+	type decision struct {
+		key   string
+		limit int
+		call  *allowCall
+	}
+	var batch []decision
+	flush := func() {
+		calls := make([]*allowCall, len(batch))
+		for i, d := range batch {
+			calls[i] = d.call
+		}
+		l.decide(calls, nil, nil)
+		batches++
+		for i, d := range batch {
+			if d.call.err != nil {
+				t.Fatal(d.call.err)
+			}
+			got := scriptResult(d.call.vals, d.limit)
+			nowMS.Store(d.call.nowMS) // the in-process window decides at the call's moment
+			want, _ := m.Allow(ctx, d.key, d.limit)
+			if !sameResult(got, want) {
+				t.Fatalf("batch %d, call %d of %d (key %d, ceiling %d): Redis %+v, in process %+v",
+					batches, i, len(batch), slices.Index(keys, d.key), d.limit, got, want)
+			}
+			if got.Allowed {
+				allowed++
+				admittedAt = append(admittedAt, d.call.nowMS)
+				if len(admittedAt) > 50 {
+					admittedAt = admittedAt[1:]
+				}
+			}
+		}
+		batch = batch[:0]
+	}
+	size := 1
+	for range 6000 {
 		switch x := rng.IntN(100); {
 		case x < 8 && len(admittedAt) > 0:
 			// Exactly at, or a millisecond either side of, the moment an
@@ -319,21 +361,18 @@ func TestRedisMatchesMemory(t *testing.T) {
 		if rng.IntN(500) == 0 { // a support change of the ceiling
 			limits[k] = 1 + rng.IntN(80)
 		}
-		got, err := l.Allow(ctx, k, limits[k])
-		if err != nil {
-			t.Fatal(err)
+		runs, meta := windowKeys(k)
+		batch = append(batch, decision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load()}})
+		if len(batch) >= size {
+			flush()
+			size = 1 + rng.IntN(8)
 		}
-		want, _ := m.Allow(ctx, k, limits[k])
-		if !sameResult(got, want) {
-			t.Fatalf("call %d (key %d, ceiling %d): Redis %+v, in process %+v", i, slices.Index(keys, k), limits[k], got, want)
-		}
-		if got.Allowed {
-			allowed++
-			admittedAt = append(admittedAt, nowMS.Load())
-			if len(admittedAt) > 50 {
-				admittedAt = admittedAt[1:]
-			}
-		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	if batches > 3000 {
+		t.Fatalf("%d batches for 6000 calls: the test did not exercise batches", batches)
 	}
 	if l.Fallbacks() != 0 || allowed < 1000 {
 		t.Fatalf("fallbacks %d, %d admitted: the test did not exercise the script", l.Fallbacks(), allowed)
