@@ -59,3 +59,6 @@ func (s *Store) Explain(ctx context.Context, query string, args ...any) (string,
 
 // Writer is the pool every transaction runs on.
 func (s *Store) Writer() *sql.DB { return s.w }
+
+// ReadPoolStats reports the read pool's counters.
+func (s *Store) ReadPoolStats() sql.DBStats { return s.r.Stats() }

@@ -100,8 +100,11 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	// As many idle as open: with fewer, every burst above the idle count
+	// ended by closing connections that the next burst opened again (a
+	// backend started and the statements prepared anew, each time).
 	db.SetMaxOpenConns(postgresMaxConns)
-	db.SetMaxIdleConns(postgresMaxConns / 2)
+	db.SetMaxIdleConns(postgresMaxConns)
 	db.SetConnMaxIdleTime(time.Minute)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	if err := migratePostgres(ctx, db); err != nil {
