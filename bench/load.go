@@ -21,8 +21,9 @@ type result struct {
 	elapsed  time.Duration
 	lat      []time.Duration
 	statuses map[int]int
-	srvCPU   time.Duration // CPU the server process spent during the phase (when known)
-	genCPU   time.Duration // CPU this process (the load generator) spent during it
+	srvCPU   time.Duration   // CPU the server process spent during the phase (when known)
+	genCPU   time.Duration   // CPU this process (the load generator) spent during it
+	backCPU  []time.Duration // CPU of the servers behind it, by name (servers), when local
 }
 
 // cpuPerReq is the server's and the generator's CPU time per request.
@@ -31,6 +32,17 @@ func (r result) cpuPerReq() (srv, gen time.Duration) {
 		return 0, 0
 	}
 	return r.srvCPU / time.Duration(r.n), r.genCPU / time.Duration(r.n)
+}
+
+// backPerReq is the CPU time per request of each server behind the service.
+func (r result) backPerReq() []time.Duration {
+	out := make([]time.Duration, len(r.backCPU))
+	for i, d := range r.backCPU {
+		if r.n > 0 {
+			out[i] = d / time.Duration(r.n)
+		}
+	}
+	return out
 }
 
 func (r result) rps() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -47,6 +59,12 @@ func (r *result) merge(o result) {
 	r.elapsed += o.elapsed
 	r.srvCPU += o.srvCPU
 	r.genCPU += o.genCPU
+	for i, d := range o.backCPU {
+		if i == len(r.backCPU) {
+			r.backCPU = append(r.backCPU, 0)
+		}
+		r.backCPU[i] += d
+	}
 	r.lat = append(r.lat, o.lat...)
 	if r.statuses == nil {
 		r.statuses = map[int]int{}
@@ -126,10 +144,13 @@ func drive(ctx context.Context, client *http.Client, conns int, d time.Duration,
 
 // measured runs drive and records the CPU time the server process p and
 // this process spent meanwhile.
-func measured(ctx context.Context, p *proc, client *http.Client, conns int, d time.Duration, mk request) (result, error) {
-	s0, g0 := p.cpu(), selfCPU()
+func measured(ctx context.Context, p *proc, back *servers, client *http.Client, conns int, d time.Duration, mk request) (result, error) {
+	s0, g0, b0 := p.cpu(), selfCPU(), back.cpu()
 	r, err := drive(ctx, client, conns, d, mk)
 	r.srvCPU, r.genCPU = p.cpu()-s0, selfCPU()-g0
+	for i, b := range back.cpu() {
+		r.backCPU = append(r.backCPU, b-b0[i])
+	}
 	return r, err
 }
 
@@ -145,13 +166,13 @@ func abRounds(ctx context.Context, c config, client *http.Client, floorP, svcP *
 		}
 	}
 	for range c.rounds {
-		ra, err := measured(ctx, floorP, client, c.conns, c.duration, floor)
+		ra, err := measured(ctx, floorP, nil, client, c.conns, c.duration, floor)
 		if err != nil {
 			return a, b, fmt.Errorf("floor: %w", err)
 		}
 		var rb result
 		err = prof.during(func() (err error) {
-			rb, err = measured(ctx, svcP, client, c.conns, c.duration, svc)
+			rb, err = measured(ctx, svcP, c.back, client, c.conns, c.duration, svc)
 			return err
 		})
 		if err != nil {

@@ -29,8 +29,9 @@ type config struct {
 	floorAddr  string // internal: run as the floor server
 	floorBytes int
 	skipRSS    bool
-	profileDir string // when set, CPU and allocation profiles of serve per read scenario
-	only       string // when set, only the read scenarios whose name contains it
+	profileDir string   // when set, CPU and allocation profiles of serve per read scenario
+	only       string   // when set, only the read scenarios whose name contains it
+	back       *servers // set per engine: the local servers behind serve, measured
 }
 
 func main() {

@@ -9,10 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,6 +149,9 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 		}
 		cc, cl := c, newClient(sc.conns)
 		cc.conns = sc.conns
+		if e.redis != "" {
+			cc.back = localServers(e.dsn, e.redis)
+		}
 		a, b, err := abRounds(ctx, cc, cl, floor, svc, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key), prof)
 		cl.CloseIdleConnections()
 		if err != nil {
@@ -155,7 +161,7 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 			fmt.Sprintf("%.2f (floor %.0f req/s)", b.rps()/a.rps(), a.rps()))
 		fs, fg := a.cpuPerReq()
 		ss, sg := b.cpuPerReq()
-		cpu.add(e.name, sc.name, us(ss), us(fs), us(sg), us(fg))
+		cpu.add(e.name, sc.name, us(ss), us(fs), us(sg), us(fg), cc.back.perReq(b))
 	}
 
 	if c.only != "" {
@@ -555,8 +561,12 @@ func (p *proc) stop() {
 
 // cpu is the user and system CPU time the process has used so far (0 when
 // it cannot be read: the figures are then missing, not wrong).
-func (p *proc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func (p *proc) cpu() time.Duration { return pidCPU(p.cmd.Process.Pid) }
+
+// pidCPU is the user and system CPU time process pid has used so far, from
+// /proc/<pid>/stat (0 when it cannot be read).
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
@@ -569,6 +579,81 @@ func (p *proc) cpu() time.Duration {
 	fmt.Sscan(f[11], &utime)
 	fmt.Sscan(f[12], &stime)
 	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// servers measures the CPU of the servers behind serve, PostgreSQL and
+// Redis, when their URLs point at this machine: the summed CPU time of
+// every process of that name (postgres, redis-server), so that the whole
+// cost of a request is on the table, not only serve's. Anything else they
+// serve meanwhile is counted too, and a PostgreSQL backend that exits
+// between two readings takes its time with it (serve's pool keeps its
+// connections, so under load none does).
+type servers struct{ names []string }
+
+// localServers returns the servers to measure, nil when neither is local.
+func localServers(postgresURL, redisURL string) *servers {
+	s := &servers{}
+	if isLoopback(postgresURL) {
+		s.names = append(s.names, "postgres")
+	}
+	if isLoopback(redisURL) {
+		s.names = append(s.names, "redis-server")
+	}
+	if len(s.names) == 0 {
+		return nil
+	}
+	return s
+}
+
+func isLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return false
+	}
+	h := u.Hostname()
+	if h == "" || h == "localhost" { // no host: the client's default, this machine
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// perReq formats r's CPU per request of each server ("–" when none is
+// measured).
+func (s *servers) perReq(r result) string {
+	if s == nil {
+		return "–"
+	}
+	labels := map[string]string{"postgres": "PostgreSQL", "redis-server": "Redis"}
+	var parts []string
+	for i, d := range r.backPerReq() {
+		parts = append(parts, labels[s.names[i]]+" "+us(d))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cpu is the CPU time used so far by the processes of each name, in the
+// order of s.names (nil when s is).
+func (s *servers) cpu() []time.Duration {
+	if s == nil {
+		return nil
+	}
+	out := make([]time.Duration, len(s.names))
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		if i := slices.Index(s.names, strings.TrimSpace(string(comm))); i >= 0 {
+			out[i] += pidCPU(pid)
+		}
+	}
+	return out
 }
 
 // clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times:

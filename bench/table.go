@@ -14,7 +14,7 @@ type table struct {
 // results and cpuCosts are the heads of the two tables the bench prints.
 var (
 	results  = []string{"store", "measure", "throughput", "p50", "p99", "ratio / figure"}
-	cpuCosts = []string{"store", "measure", "service CPU/req", "floor CPU/req", "load generator CPU/req (service)", "(floor)"}
+	cpuCosts = []string{"store", "measure", "service CPU/req", "floor CPU/req", "load generator CPU/req (service)", "(floor)", "servers behind the service, CPU/req (when local)"}
 )
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }

@@ -1170,16 +1170,14 @@ func TestReadPoolKeepsItsConnections(t *testing.T) {
 		open := s.ReadPoolStats().MaxOpenConnections
 		var wg sync.WaitGroup
 		for range open {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for range 30 {
 					if _, _, err := s.ReadKeyByPrefix(ctx, k.Prefix); err != nil {
 						t.Error(err)
 						return
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if st := s.ReadPoolStats(); st.MaxIdleClosed != 0 {
