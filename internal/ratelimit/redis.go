@@ -33,7 +33,8 @@ import (
 // ARGV[1] window ms; ARGV[2i] limit; ARGV[2i+1] now in ms, 0 for Redis's
 // clock (tests set it).
 // Returns five integers per decision, in order: allowed, total, oldest ms or
-// -1, free-at ms, now ms.
+// -1, free-at ms, now ms; allowed is -1 when that decision failed (its
+// keys hold something else), which fails that call alone.
 //
 // Both keys expire when idle; a list that outlived its meta is stale and is
 // dropped, and one that expired first held only runs that had left the
@@ -43,11 +44,7 @@ var allowScript = redis.NewScript(allowSource)
 const allowSource = `
 local window = tonumber(ARGV[1])
 local clock
-local out = {}
-for i = 1, #KEYS / 2 do
-  local runsKey, metaKey = KEYS[2 * i - 1], KEYS[2 * i]
-  local limit = tonumber(ARGV[2 * i])
-  local now = tonumber(ARGV[2 * i + 1])
+local function decide(runsKey, metaKey, limit, now)
   if now == 0 then
     if not clock then
       local t = redis.call('TIME')
@@ -136,6 +133,17 @@ for i = 1, #KEYS / 2 do
   redis.call('SET', metaKey, total .. ':' .. head .. ':' .. tail .. ':' .. tc .. ':' .. runs, 'PX', window + 1000)
   local oldest = -1
   if total > 0 then oldest = head end
+  return allowed, total, oldest, freeAt, now
+end
+local out = {}
+for i = 1, #KEYS / 2 do
+  local ok, allowed, total, oldest, freeAt, now = pcall(decide, KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]))
+  if not ok then
+    -- This key's window could not be read or written (a key of another
+    -- type in its place): the others are still decided.
+    redis.log(redis.LOG_WARNING, 'agentapi rate limit: ' .. tostring(allowed))
+    allowed, total, oldest, freeAt, now = -1, 0, 0, 0, 0
+  end
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, total, oldest, freeAt, now
 end
@@ -149,7 +157,7 @@ return out
 //
 // Decisions are batched: concurrent Allow calls are sent to Redis
 // together, one script call per round trip, by a few workers
-// (pipelineWorkers), each batch holding whatever calls arrived while the
+// (batchWorkers), each batch holding whatever calls arrived while the
 // previous round trips were in flight. A call alone is sent at once, so
 // nothing waits for company; under load one write, one read and one script
 // call carry many decisions, for this process and for Redis. The script
@@ -183,8 +191,8 @@ type Redis struct {
 }
 
 const (
-	pipelineWorkers = 2  // batches in flight at once
-	maxBatch        = 64 // decisions per batch
+	batchWorkers = 2  // batches in flight at once
+	maxBatch     = 64 // decisions per batch
 )
 
 // windowKeys names a key's window in Redis: the list of older runs and the
@@ -215,7 +223,7 @@ func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) 
 	}
 	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{})}
-	for range pipelineWorkers {
+	for range batchWorkers {
 		r.workers.Add(1)
 		go r.work()
 	}
@@ -233,6 +241,10 @@ func (r *Redis) Close() {
 	})
 	r.workers.Wait()
 }
+
+// errWindow is a decision the script could not make: the key's window in
+// Redis holds something else (logged in Redis's own log).
+var errWindow = errors.New("rate-limit script could not use this key's window")
 
 // errClosed answers the calls still queued when the limiter closes.
 var errClosed = errors.New("rate limiter closed")
@@ -267,7 +279,9 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 	vals, err := c.vals, c.err
 	c.vals, c.err = nil, nil
 	callPool.Put(c)
-	if errors.Is(err, errClosed) {
+	if errors.Is(err, errClosed) || errors.Is(err, errWindow) {
+		// errWindow: Redis answered, only this key's window is unusable
+		// (Redis logs why); the limiter stays up for every other key.
 		r.fallbacks.Add(1)
 		return r.fallback.Allow(ctx, key, limit)
 	}
@@ -344,9 +358,12 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
 	}
 	for i, c := range batch {
-		if err != nil {
+		switch {
+		case err != nil:
 			c.err = err
-		} else {
+		case vals[5*i] == -1:
+			c.err = errWindow
+		default:
 			c.vals = vals[5*i : 5*i+5 : 5*i+5]
 		}
 	}

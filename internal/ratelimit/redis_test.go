@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
@@ -402,5 +403,51 @@ func TestRedisMatchesMemory(t *testing.T) {
 				t.Fatalf("after %s expired: %+v vs %+v", expire, r, w)
 			}
 		}
+	}
+}
+
+// TestRedisBadWindowFailsOnlyItsCall: when one key's window in Redis holds
+// something else, that decision alone fails (and falls back in process);
+// the others in its batch are decided in Redis, and the limiter stays up.
+func TestRedisBadWindowFailsOnlyItsCall(t *testing.T) {
+	ctx := context.Background()
+	c := redisClient(t)
+	l := newRedis(t, c, NewMemory(nil), nil)
+	good1, bad, good2 := uniqueKey(), uniqueKey(), uniqueKey()
+	badRuns, badMeta := windowKeys(bad)
+	// A meta string saying one old run is listed, and a string where the
+	// list should be: the script's LPOP fails with WRONGTYPE.
+	if err := c.Set(ctx, badMeta, "1:1:1:1:1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, badRuns, "not a list", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []*allowCall
+	for _, k := range []string{good1, bad, good2} {
+		runs, meta := windowKeys(k)
+		calls = append(calls, &allowCall{keys: []string{runs, meta}, limit: 5})
+	}
+	l.decide(calls, nil, nil)
+	for i, call := range calls {
+		if (call.err != nil) != (i == 1) {
+			t.Fatalf("call %d: err %v", i, call.err)
+		}
+	}
+	if !errors.Is(calls[1].err, errWindow) {
+		t.Fatalf("bad window: %v", calls[1].err)
+	}
+	for _, i := range []int{0, 2} {
+		if r := scriptResult(calls[i].vals, 5); !r.Allowed || r.Remaining != 4 {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+	}
+	// Through Allow: the bad key is decided in process, the next key in
+	// Redis as before (the limiter did not mark Redis down).
+	if r, err := l.Allow(ctx, bad, 5); err != nil || !r.Allowed || l.Fallbacks() != 1 {
+		t.Fatalf("bad key through Allow: %+v %v, fallbacks %d", r, err, l.Fallbacks())
+	}
+	if r, err := l.Allow(ctx, good1, 5); err != nil || r.Remaining != 3 || l.Fallbacks() != 1 {
+		t.Fatalf("good key after a bad one: %+v %v, fallbacks %d", r, err, l.Fallbacks())
 	}
 }
