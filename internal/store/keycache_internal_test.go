@@ -115,22 +115,29 @@ func TestKeyCacheFailedCheckIsNotShared(t *testing.T) {
 	<-c.sem
 }
 
+// twoSQLiteStores opens two stores on one SQLite file, as two processes
+// would; both close when the test ends.
+func twoSQLiteStores(t *testing.T) (*Store, *Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	var out [2]*Store
+	for i := range out {
+		s, err := Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out[i] = s
+	}
+	return out[0], out[1]
+}
+
 // TestSQLiteWatchFastPath: with nothing committed, epoch checks read the
 // WAL index header and run no statement; a commit by another connection
 // sends the next check to the database, which sees the new epoch.
 func TestSQLiteWatchFastPath(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "fast.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	other, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	s, other := twoSQLiteStores(t)
 	check := func() int64 {
 		t.Helper()
 		e, err := s.keyEpoch(ctx)
@@ -170,17 +177,7 @@ func TestSQLiteWatchFastPath(t *testing.T) {
 // WAL is seen by the next lookup.
 func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ckpt.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	other, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	s, other := twoSQLiteStores(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	a := domain.Account{ID: "acct_ckpt", Name: "x", Active: true, CreatedAt: now}
 	if err := other.CreateAccount(ctx, a); err != nil {

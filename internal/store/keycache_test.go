@@ -188,10 +188,7 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 		b.Run(e, func(b *testing.B) {
 			s := storetest.Open(b, e)
 			ctx := context.Background()
-			acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Bench", Active: true, CreatedAt: t0}
-			if err := s.CreateAccount(ctx, acct); err != nil {
-				b.Fatal(err)
-			}
+			acct := newAccount(b, s)
 			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
 				Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
 				RateLimitPerMinute: 1, CreatedAt: t0}

@@ -30,7 +30,7 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	}
 }
 
-func newAccount(t *testing.T, s *store.Store) domain.Account {
+func newAccount(t testing.TB, s *store.Store) domain.Account {
 	t.Helper()
 	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Acme", Active: true, CreatedAt: t0}
 	if err := s.CreateAccount(context.Background(), a); err != nil {
@@ -1055,10 +1055,7 @@ func BenchmarkKeyByPrefix(b *testing.B) {
 		b.Run(e, func(b *testing.B) {
 			s := storetest.Open(b, e)
 			ctx := context.Background()
-			acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Bench", Active: true, CreatedAt: t0}
-			if err := s.CreateAccount(ctx, acct); err != nil {
-				b.Fatal(err)
-			}
+			acct := newAccount(b, s)
 			ag := domain.Agent{ID: domain.NewID(domain.PrefixAgent, t0), AccountID: acct.ID, Name: "a", CreatedAt: t0, UpdatedAt: t0}
 			if err := s.CreateAgent(ctx, ag); err != nil {
 				b.Fatal(err)
@@ -1121,10 +1118,7 @@ func BenchmarkListAgentPage(b *testing.B) {
 		b.Run(e, func(b *testing.B) {
 			s := storetest.Open(b, e)
 			ctx := context.Background()
-			acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Bench", Active: true, CreatedAt: t0}
-			if err := s.CreateAccount(ctx, acct); err != nil {
-				b.Fatal(err)
-			}
+			acct := newAccount(b, s)
 			agents := make([]domain.Agent, 3000)
 			for i := range agents {
 				at := t0.Add(time.Duration(i) * time.Millisecond)
