@@ -138,18 +138,7 @@ func TestServeLogIsBufferedAndFlushedOnStop(t *testing.T) {
 			strings.NewReader(""), &out, &errb)
 	}()
 	base := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %s", errb.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitReady(t, base, errb.String)
 	requestID := func() string {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {

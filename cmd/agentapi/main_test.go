@@ -250,6 +250,24 @@ func startServer(t *testing.T, env []string, args ...string) *server {
 	}
 }
 
+// waitReady polls base's /readyz until serve answers, run in process by
+// the test; after 20 s it fails the test with logs().
+func waitReady(t *testing.T, base string, logs func() string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %s", logs())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func call(t *testing.T, method, url, key, body string) (int, map[string]any, http.Header) {
 	t.Helper()
 	var rd io.Reader
@@ -414,18 +432,7 @@ func TestServeInProcess(t *testing.T) {
 		done <- run(ctx, []string{"serve", "--addr", addr, "--db", db}, getenv, strings.NewReader(""), &out, &errb)
 	}()
 	base := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %s", errb.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitReady(t, base, errb.String)
 	if code, _, _ := call(t, "GET", base+"/v1/me", "", ""); code != 401 {
 		t.Fatalf("anonymous /v1/me: %d", code)
 	}
