@@ -165,14 +165,7 @@ func TestServeLogIsBufferedAndFlushedOnStop(t *testing.T) {
 		ids = append(ids, requestID())
 	}
 	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errb.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	waitExit(t, done, errb.String)
 	log := errb.String()
 	for _, id := range ids {
 		if !strings.Contains(log, id) {

@@ -268,6 +268,20 @@ func waitReady(t *testing.T, base string, logs func() string) {
 	}
 }
 
+// waitExit waits for serve, run in process by the test, to exit 0 after
+// its context is cancelled; it fails the test with logs() otherwise.
+func waitExit(t *testing.T, done <-chan int, logs func() string) {
+	t.Helper()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
 func call(t *testing.T, method, url, key, body string) (int, map[string]any, http.Header) {
 	t.Helper()
 	var rd io.Reader
@@ -463,14 +477,7 @@ func TestServeInProcess(t *testing.T) {
 		resp.Body.Close()
 	}
 	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errb.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	waitExit(t, done, errb.String)
 	// Every log line is JSON; request lines carry the request id.
 	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
 		var m map[string]any
