@@ -145,12 +145,9 @@ func drive(ctx context.Context, client *http.Client, conns int, d time.Duration,
 // measured runs drive and records the CPU time the server process p and
 // this process spent meanwhile.
 func measured(ctx context.Context, p *proc, back *servers, client *http.Client, conns int, d time.Duration, mk request) (result, error) {
-	s0, g0, b0 := p.cpu(), selfCPU(), back.cpu()
+	s0, g0, b0 := p.cpu(), selfCPU(), back.snapshot()
 	r, err := drive(ctx, client, conns, d, mk)
-	r.srvCPU, r.genCPU = p.cpu()-s0, selfCPU()-g0
-	for i, b := range back.cpu() {
-		r.backCPU = append(r.backCPU, b-b0[i])
-	}
+	r.srvCPU, r.genCPU, r.backCPU = p.cpu()-s0, selfCPU()-g0, back.since(b0)
 	return r, err
 }
 

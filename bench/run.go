@@ -582,13 +582,22 @@ func pidCPU(pid int) time.Duration {
 }
 
 // servers measures the CPU of the servers behind serve, PostgreSQL and
-// Redis, when their URLs point at this machine: the summed CPU time of
-// every process of that name (postgres, redis-server), so that the whole
-// cost of a request is on the table, not only serve's. Anything else they
-// serve meanwhile is counted too, and a PostgreSQL backend that exits
-// between two readings takes its time with it (serve's pool keeps its
-// connections, so under load none does).
+// Redis, when their URLs point at this machine: the CPU time of every
+// process of that name (postgres, redis-server), so that the whole cost of
+// a request is on the table, not only serve's. Anything else they serve
+// meanwhile is counted too. Each process is measured against its own
+// earlier reading: one that starts meanwhile (an autovacuum worker)
+// counts whole, and one that exits takes its time in the interval with it
+// (serve's pool keeps its connections, so under load none of its backends
+// does).
 type servers struct{ names []string }
+
+// procCPU is one process's reading: which of servers.names it is, and the
+// CPU time it has used so far.
+type procCPU struct {
+	name int
+	cpu  time.Duration
+}
 
 // localServers returns the servers to measure, nil when neither is local.
 func localServers(postgresURL, redisURL string) *servers {
@@ -632,13 +641,13 @@ func (s *servers) perReq(r result) string {
 	return strings.Join(parts, ", ")
 }
 
-// cpu is the CPU time used so far by the processes of each name, in the
-// order of s.names (nil when s is).
-func (s *servers) cpu() []time.Duration {
+// snapshot reads the CPU time used so far by each process of s's names
+// (nil when s is).
+func (s *servers) snapshot() map[int]procCPU {
 	if s == nil {
 		return nil
 	}
-	out := make([]time.Duration, len(s.names))
+	out := map[int]procCPU{}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
@@ -650,8 +659,26 @@ func (s *servers) cpu() []time.Duration {
 			continue
 		}
 		if i := slices.Index(s.names, strings.TrimSpace(string(comm))); i >= 0 {
-			out[i] += pidCPU(pid)
+			out[pid] = procCPU{name: i, cpu: pidCPU(pid)}
 		}
+	}
+	return out
+}
+
+// since is the CPU time each of s's names used between the snapshot
+// before and now, in the order of s.names (nil when s is). A process whose
+// reading went down is a new process under a reused pid: it counts whole.
+func (s *servers) since(before map[int]procCPU) []time.Duration {
+	if s == nil {
+		return nil
+	}
+	out := make([]time.Duration, len(s.names))
+	for pid, now := range s.snapshot() {
+		d := now.cpu
+		if b, ok := before[pid]; ok && b.name == now.name && b.cpu <= now.cpu {
+			d -= b.cpu
+		}
+		out[now.name] += d
 	}
 	return out
 }
