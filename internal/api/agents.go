@@ -82,13 +82,61 @@ func parseLimit(s string, given bool) int {
 	return n
 }
 
-// parseTimestamp accepts RFC 3339 with Z or an offset.
+// parseTimestamp accepts RFC 3339 with Z or an offset. time.Parse only
+// approximates RFC 3339's grammar: it also takes a comma before the
+// fraction and offsets such as +24:00 or +23:60, and refuses the lower-case
+// t and z that RFC 3339 allows. So the form is checked here first, and Go
+// parses the date and time (the calendar: no February 30th).
 func parseTimestamp(s string) (time.Time, bool) {
-	t, err := time.Parse(time.RFC3339Nano, s)
+	if !rfc3339Form(s) {
+		return time.Time{}, false
+	}
+	b := []byte(s)
+	b[10] = 'T'
+	if last := len(b) - 1; b[last] == 'z' {
+		b[last] = 'Z'
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b))
 	if err != nil {
 		return time.Time{}, false
 	}
 	return t.UTC(), true
+}
+
+// rfc3339Form reports whether s has RFC 3339's date-time form (section
+// 5.6): full-date "T" partial-time time-offset, a fraction of one digit or
+// more after a dot, and an offset of Z or ±hh:mm with hh ≤ 23 and mm ≤ 59.
+func rfc3339Form(s string) bool {
+	digits := func(i, n int) bool {
+		for j := i; j < i+n; j++ {
+			if j >= len(s) || s[j] < '0' || s[j] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if len(s) < 20 || !digits(0, 4) || s[4] != '-' || !digits(5, 2) || s[7] != '-' || !digits(8, 2) ||
+		(s[10] != 'T' && s[10] != 't') || !digits(11, 2) || s[13] != ':' || !digits(14, 2) || s[16] != ':' || !digits(17, 2) {
+		return false
+	}
+	i := 19
+	if s[i] == '.' {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	switch rest := s[i:]; {
+	case rest == "Z" || rest == "z":
+		return true
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(i+1, 2) && rest[3] == ':' && digits(i+4, 2):
+		return rest[1:3] <= "23" && rest[4:6] <= "59"
+	}
+	return false
 }
 
 // ceilMilli rounds up to the store's millisecond precision, so that
@@ -126,12 +174,21 @@ func (s *Server) handleListAgents() http.Handler {
 				filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
 			}
 		}
-		if v, ok := q["next"]; ok && filterOK {
-			c, ok := decodeCursor(s.cursors, a.key.AccountID, filter, v)
-			if !ok {
+		if v, ok := q["next"]; ok {
+			// A cursor is bound to its query's filter: under an invalid
+			// filter only its form can be checked, so that errors still
+			// lists a cursor that could belong to no query at all.
+			var c cursor
+			if filterOK {
+				c, ok = decodeCursor(s.cursors, a.key.AccountID, filter, v)
+			} else {
+				_, _, ok = splitCursor(v)
+			}
+			switch {
+			case !ok:
 				p.add("next", domain.CodeInvalidValue,
 					"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
-			} else {
+			case filterOK:
 				sq.AfterCreatedAt, sq.AfterID = c.createdAt, c.id
 			}
 		}

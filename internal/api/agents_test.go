@@ -178,6 +178,16 @@ func TestValidation(t *testing.T) {
 		{"bad updated_since", "GET", "/v1/ai-agents?updated_since=yesterday", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
 		{"date only", "GET", "/v1/ai-agents?updated_since=2026-01-01", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
 		{"no zone", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
+		// time.Parse takes these; RFC 3339 does not.
+		{"offset hour 24", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00%2B24:00", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
+		{"offset minute 60", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00%2B23:60", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
+		{"comma fraction", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00,5Z", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
+		{"empty fraction", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00.Z", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
+		{"no calendar day", "GET", "/v1/ai-agents?updated_since=2026-02-30T00:00:00Z", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value"}},
+		// RFC 3339 allows these; time.Parse refuses the lower case.
+		{"lower-case t and z", "GET", "/v1/ai-agents?updated_since=2026-01-01t00:00:00z", "", ``, 200, "", nil},
+		{"long fraction", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00.1234567891234%2B23:59", "", ``, 200, "", nil},
+		{"bad filter and bad cursor", "GET", "/v1/ai-agents?updated_since=x&next=garbage", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value", "next:invalid_value"}},
 		{"bad escape", "GET", "/v1/ai-agents?limit=%zz", "", ``, 400, domain.CodeInvalidValue, []string{"query:invalid_value"}},
 	}
 	for _, c := range cases {
@@ -323,6 +333,9 @@ func TestCursorMisuse(t *testing.T) {
 		})
 	}
 	f.get("/v1/ai-agents?next="+next, otherKey).wantError(t, 400, domain.CodeInvalidValue, "next:invalid_value")
+	// Under an invalid filter a well-formed cursor cannot be checked: only
+	// the filter is reported.
+	f.get("/v1/ai-agents?updated_since=yesterday&next="+filtered, key).wantError(t, 400, domain.CodeInvalidValue, "updated_since:invalid_value")
 	// The same filter spelled another way (offset instead of Z) is the same filter.
 	f.get("/v1/ai-agents?updated_since=2020-01-01T01:00:00%2B01:00&next="+filtered, key).wantStatus(t, 200)
 	f.get("/v1/ai-agents?next="+next, key).wantStatus(t, 200)

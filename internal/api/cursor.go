@@ -61,18 +61,27 @@ func encodeCursor(sg *cursorSigner, accountID, filter string, c cursor) string {
 }
 
 func decodeCursor(sg *cursorSigner, accountID, filter, s string) (cursor, bool) {
-	if len(s) > maxCursorLen {
+	payload, mac, ok := splitCursor(s)
+	if !ok {
 		return cursor{}, false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 1+8+1+cursorMACLen || b[0] != cursorVersion {
-		return cursor{}, false
-	}
-	payload, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
 	var want [cursorMACLen]byte
 	if !hmac.Equal(mac, sg.mac(want[:0], accountID, filter, payload)) {
 		return cursor{}, false
 	}
 	ms := int64(binary.BigEndian.Uint64(payload[1:9]))
 	return cursor{createdAt: time.UnixMilli(ms).UTC(), id: string(payload[9:])}, true
+}
+
+// splitCursor checks a cursor's form (size, encoding, version) and splits
+// it into its payload and MAC, which only decodeCursor can check.
+func splitCursor(s string) (payload, mac []byte, ok bool) {
+	if len(s) > maxCursorLen {
+		return nil, nil, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 1+8+1+cursorMACLen || b[0] != cursorVersion {
+		return nil, nil, false
+	}
+	return b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:], true
 }
