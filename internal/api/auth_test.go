@@ -229,7 +229,13 @@ func TestUnidentifiedRequestsAreLimitedPerAddress(t *testing.T) {
 		wantHeader(t, r, "X-RateLimit-Limit", "2")
 	}
 	f.do(req{method: "GET", path: "/v1/me", remote: "192.0.2.1:999"}).wantError(t, 429, domain.CodeRateLimitExceeded)
-	f.do(req{method: "GET", path: "/v1/me?token=1", remote: "192.0.2.1:999"}).wantError(t, 429, domain.CodeRateLimitExceeded)
+	// A credential in the query string is refused "before anything else is
+	// done" (the contract): 403 even past the limit, with its headers and
+	// no Retry-After.
+	r := f.do(req{method: "GET", path: "/v1/me?token=1", remote: "192.0.2.1:999"})
+	r.wantError(t, 403, domain.CodeAccessDenied)
+	wantHeader(t, r, "X-RateLimit-Remaining", "0")
+	wantHeader(t, r, "Retry-After", "")
 	// Another address has its own allowance, and a valid key is not affected.
 	f.do(req{method: "GET", path: "/v1/me", remote: "192.0.2.2:1"}).wantError(t, 401, domain.CodeInvalidCredentials)
 	f.do(req{method: "GET", path: "/v1/me", remote: "192.0.2.1:1", key: f.key(domain.ScopeStaffRead)}).wantStatus(t, 200)
@@ -253,9 +259,21 @@ func TestUnknownRoutesAreNotFoundAfterAuth(t *testing.T) {
 		{"GET", "/v1/AI-AGENTS"}, {"OPTIONS", "/v1/me"}, {"HEAD", "/v1/me"}, {"HEAD", "/v1/ai-agents"},
 	} {
 		t.Run(c.method+" "+c.path, func(t *testing.T) {
-			f.do(req{method: c.method, path: c.path, key: key}).wantError(t, 404, domain.CodeNotFound)
+			want := func(r *response, status int, code domain.Code) {
+				t.Helper()
+				if c.method != "HEAD" {
+					r.wantError(t, status, code)
+					return
+				}
+				// HEAD: the error's status and headers (the fixture checked
+				// there is no body).
+				if r.Code != status || r.Header().Get("Content-Length") == "0" {
+					t.Fatalf("HEAD: %d, %d bytes, %v", r.Code, r.Body.Len(), r.Header())
+				}
+			}
+			want(f.do(req{method: c.method, path: c.path, key: key}), 404, domain.CodeNotFound)
 			if strings.HasPrefix(c.path, "/v1") {
-				f.do(req{method: c.method, path: c.path}).wantError(t, 401, domain.CodeInvalidCredentials)
+				want(f.do(req{method: c.method, path: c.path}), 401, domain.CodeInvalidCredentials)
 			}
 		})
 	}

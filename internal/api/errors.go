@@ -57,7 +57,18 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if de.Code == domain.CodeInvalidCredentials || de.Code == domain.CodeTokenExpired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentapi"`)
 	}
+	if r.Method == http.MethodHead {
+		// The headers GET would get, without the body (net/http would
+		// drop it too; a handler wrapping this one would not).
+		w = headWriter{w}
+	}
 	writeJSON(w, statusOf(de.Code), errorBody{Error: errorFields{
 		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
 	}})
 }
+
+// headWriter answers a HEAD request: it sends the status and headers and
+// drops the body.
+type headWriter struct{ http.ResponseWriter }
+
+func (h headWriter) Write(b []byte) (int, error) { return len(b), nil }

@@ -171,6 +171,12 @@ func (f *fixture) do(r req) *response {
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		f.t.Fatalf("%s %s: Content-Type %q, body %q", r.method, r.path, ct, rec.Body.String())
 	}
+	if r.method == http.MethodHead { // the headers of a JSON answer, no body
+		if rec.Body.Len() != 0 {
+			f.t.Fatalf("HEAD %s: a body of %d bytes", r.path, rec.Body.Len())
+		}
+		return resp
+	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &resp.body); err != nil {
 		f.t.Fatalf("%s %s: body is not a JSON object: %q", r.method, r.path, rec.Body.String())
 	}

@@ -320,10 +320,15 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// 1. A credential in the query string is refused before anything else.
 	rec.route = "/v1 (refused before routing)"
+	// The contract refuses it "before anything else is done": it carries
+	// the per-address limiter's headers, but past that limit it is still
+	// 403, never 429 (decisions.md says 429; the contract wins).
 	if hasQueryCredential(r.URL.RawQuery) {
 		s.metrics.AuthFailure("query_credential")
-		s.refuseAnonymous(w, r, domain.Errorf(domain.CodeAccessDenied,
-			"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
+		if s.limitAnonymous(w, r, false) {
+			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+				"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
+		}
 		return
 	}
 	// 2. Exactly one Authorization header with a Bearer token.
@@ -360,7 +365,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	setRateHeaders(w.Header(), res, now, "per-key")
 	if !res.Allowed {
 		s.metrics.RateLimited("key")
-		writeError(w, r, s.log, rateLimited(res))
+		s.writeRateLimited(w, r, res)
 		return
 	}
 	s.toucher.Touch(key.ID, now)
@@ -433,18 +438,28 @@ func (s *Server) authenticate(ctx context.Context, token string, now time.Time) 
 // refuseAnonymous answers a request that identified no key. Such requests
 // are limited per client address; past the limit they get 429 instead.
 func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal *domain.Error) {
+	if s.limitAnonymous(w, r, true) {
+		writeError(w, r, s.log, refusal)
+	}
+}
+
+// limitAnonymous counts a request that identifies no key against its client
+// address's limit and sets that limiter's headers. Past the limit it
+// answers 429 itself when refuse is set, and reports false; it also
+// answers, and reports false, when the limiter fails.
+func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
 	res, err := s.unauth.Allow(r.Context(), "addr:"+clientAddr(r), s.unauthLimit)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
-		return
+		return false
 	}
 	setRateHeaders(w.Header(), res, s.now(), "per-address")
-	if !res.Allowed {
+	if !res.Allowed && refuse {
 		s.metrics.RateLimited("address")
-		writeError(w, r, s.log, rateLimited(res))
-		return
+		s.writeRateLimited(w, r, res)
+		return false
 	}
-	writeError(w, r, s.log, refusal)
+	return true
 }
 
 // setRateHeaders writes the contract's X-RateLimit-* fields and, consistent
@@ -486,9 +501,6 @@ func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy s
 	h["X-Ratelimit-Reset"] = vals[2:3:3]
 	h["Ratelimit-Policy"] = vals[3:4:4]
 	h["Ratelimit"] = vals[4:5:5]
-	if !res.Allowed {
-		h.Set("Retry-After", strconv.Itoa(retrySeconds(res)))
-	}
 }
 
 func retrySeconds(res ratelimit.Result) int {
@@ -496,9 +508,13 @@ func retrySeconds(res ratelimit.Result) int {
 	return max(secs, 1)
 }
 
-func rateLimited(res ratelimit.Result) error {
-	return domain.Errorf(domain.CodeRateLimitExceeded,
-		"Rate limit of %d requests per minute exceeded; retry after %d seconds.", res.Limit, retrySeconds(res))
+// writeRateLimited answers 429 for a refused res, with Retry-After, which
+// goes with 429 only.
+func (s *Server) writeRateLimited(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {
+	secs := retrySeconds(res)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, r, s.log, domain.Errorf(domain.CodeRateLimitExceeded,
+		"Rate limit of %d requests per minute exceeded; retry after %d seconds.", res.Limit, secs))
 }
 
 func notFoundRoute(r *http.Request) error {

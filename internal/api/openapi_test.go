@@ -570,11 +570,16 @@ func (f *fixture) raw(method, path string, headers ...string) *httptest.Response
 }
 
 // TestOpenAPIServed fetches the document through the real handler stack:
-// no key, no rate limit, JSON, cacheable, and byte for byte the embedded one.
+// no key, JSON, cacheable, byte for byte the embedded one, and counted
+// against the address's limit of requests without a key, whose headers it
+// carries.
 func TestOpenAPIServed(t *testing.T) {
-	f := newFixture(t, "sqlite", func(c *Config) { c.UnauthRateLimit = 2 })
-	for range 5 { // more than the per-address limit of requests without a key
+	const limit = 10
+	f := newFixture(t, "sqlite", func(c *Config) { c.UnauthRateLimit = limit })
+	used := 0
+	for range 3 {
 		rec := f.raw("GET", "/v1/openapi.json")
+		used++
 		if rec.Code != 200 {
 			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
 		}
@@ -591,19 +596,19 @@ func TestOpenAPIServed(t *testing.T) {
 		if h.Get("Content-Length") != strconv.Itoa(len(openAPIDocument)) {
 			t.Fatalf("Content-Length %q", h.Get("Content-Length"))
 		}
-		if h.Get("X-RateLimit-Limit") != "" || h.Get("WWW-Authenticate") != "" {
-			t.Fatalf("rate-limited or authenticated: %v", h)
+		if h.Get("X-RateLimit-Limit") != strconv.Itoa(limit) || h.Get("X-RateLimit-Remaining") != strconv.Itoa(limit-used) ||
+			h.Get("RateLimit-Policy") != `"per-address";q=10;w=60` {
+			t.Fatalf("rate-limit headers after %d requests: %v", used, h)
 		}
-	}
-	// Those fetches used none of the address's allowance.
-	f.get("/v1/me", "").wantError(t, 401, domain.CodeInvalidCredentials)
-	if got := f.get("/v1/me", "").Header().Get("X-RateLimit-Remaining"); got != "0" {
-		t.Fatalf("X-RateLimit-Remaining %q after two requests without a key, want 0", got)
+		if h.Get("WWW-Authenticate") != "" || h.Get("Retry-After") != "" {
+			t.Fatalf("headers %v", h)
+		}
 	}
 
 	if rec := f.raw("HEAD", "/v1/openapi.json"); rec.Code != 200 || rec.Body.Len() != 0 || rec.Header().Get("ETag") != openAPIETag {
 		t.Fatalf("HEAD: %d, %d bytes, %v", rec.Code, rec.Body.Len(), rec.Header())
 	}
+	used++
 	for _, c := range []struct {
 		ifNoneMatch string
 		want        int
@@ -615,13 +620,33 @@ func TestOpenAPIServed(t *testing.T) {
 		{`"other"`, 200},
 	} {
 		rec := f.raw("GET", "/v1/openapi.json", "If-None-Match: "+c.ifNoneMatch)
+		used++
 		if rec.Code != c.want {
 			t.Fatalf("If-None-Match %s: %d, want %d", c.ifNoneMatch, rec.Code, c.want)
 		}
 		if c.want == 304 && rec.Body.Len() != 0 {
 			t.Fatal("304 with a body")
 		}
+		if got := rec.Header().Get("X-RateLimit-Remaining"); got != strconv.Itoa(limit-used) {
+			t.Fatalf("X-RateLimit-Remaining %q on a %d, want %d", got, rec.Code, limit-used)
+		}
 	}
+	// Past the address's limit: 429, for the document and for every other
+	// request without a key from that address.
+	for used < limit {
+		f.raw("GET", "/v1/openapi.json", "If-None-Match: "+openAPIETag)
+		used++
+	}
+	r := f.do(req{method: "GET", path: "/v1/openapi.json"})
+	r.wantError(t, 429, domain.CodeRateLimitExceeded)
+	if r.Header().Get("Retry-After") == "" {
+		t.Fatalf("429 without Retry-After: %v", r.Header())
+	}
+	if rec := f.raw("HEAD", "/v1/openapi.json"); rec.Code != 429 || rec.Body.Len() != 0 || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("HEAD past the limit: %d, %d bytes, %v", rec.Code, rec.Body.Len(), rec.Header())
+	}
+	f.get("/v1/me", "").wantError(t, 429, domain.CodeRateLimitExceeded)
+
 	// With a query string, or another method, it is no endpoint: the order
 	// of checks applies as everywhere under /v1.
 	key := f.key(domain.ScopeAgentsRead)

@@ -119,7 +119,12 @@ func New(cfg Config) http.Handler {
 			return
 		}
 		if r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == "" {
-			openAPI.ServeHTTP(w, r)
+			// No key needed, so it counts against the address's limit of
+			// requests without one, and carries its headers like every
+			// other /v1 response.
+			if s.limitAnonymous(w, r, true) {
+				openAPI.ServeHTTP(w, r)
+			}
 			return
 		}
 		if p := r.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
