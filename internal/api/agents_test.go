@@ -151,7 +151,10 @@ func TestValidation(t *testing.T) {
 		{"case-sensitive names", "POST", "/v1/ai-agents", "", `{"Name":"x"}`, 400, domain.CodeInvalidField, []string{"Name:invalid_field", "name:missing_field"}},
 		{"enabled not on create", "POST", "/v1/ai-agents", "", `{"name":"x","enabled":false}`, 400, domain.CodeInvalidField, []string{"enabled:invalid_field"}},
 		{"all of them", "POST", "/v1/ai-agents?x=1", "", `{"a":1,"name":5}`, 400, domain.CodeInvalidField, []string{"x:invalid_field", "a:invalid_field", "name:datatype_mismatch"}},
-		{"duplicate attribute", "POST", "/v1/ai-agents", "", `{"name":"a","name":"b"}`, 400, domain.CodeInvalidJSON, nil},
+		{"duplicate attribute", "POST", "/v1/ai-agents", "", `{"name":"a","name":"b"}`, 400, domain.CodeInvalidJSON, []string{"name:invalid_json"}},
+		{"duplicates listed once each", "POST", "/v1/ai-agents", "", `{"name":"a","x":1,"name":"b","x":2,"name":"c"}`, 400, domain.CodeInvalidJSON, []string{"name:invalid_json", "x:invalid_json"}},
+		{"duplicate after unknown query", "POST", "/v1/ai-agents?bar=1", "", `{"name":"a","name":"b"}`, 400, domain.CodeInvalidField, []string{"bar:invalid_field", "name:invalid_json"}},
+		{"duplicate in broken json", "POST", "/v1/ai-agents", "", `{"name":"a","name":"b",}`, 400, domain.CodeInvalidJSON, nil},
 		{"unparseable", "POST", "/v1/ai-agents", "", `{"name":`, 400, domain.CodeInvalidJSON, nil},
 		{"empty body", "POST", "/v1/ai-agents", "application/json", ``, 400, domain.CodeInvalidJSON, nil},
 		{"array body", "POST", "/v1/ai-agents", "", `[{"name":"x"}]`, 400, domain.CodeInvalidJSON, nil},
@@ -371,4 +374,37 @@ func TestUpdatedSince(t *testing.T) {
 			t.Fatalf("future: %s", got)
 		}
 	})
+}
+
+// TestSurrogateEscapes: an escaped UTF-16 surrogate that is not half of a
+// pair is refused, where encoding/json alone would store U+FFFD instead of
+// what was sent; pairs, a literal U+FFFD and an escaped backslash are text.
+func TestSurrogateEscapes(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	key := f.key(allAgentScopes...)
+	for _, body := range []string{
+		`{"name":"inv\ud800x"}`, `{"name":"\udc00"}`, `{"name":"a\uD800\u0041"}`, `{"name":"\ud800"}`,
+		`{"name":"\ud800\ud800"}`, `{"name":"x","instructions":"\udfff"}`,
+	} {
+		field := "name"
+		if strings.Contains(body, "instructions") {
+			field = "instructions"
+		}
+		f.send("POST", "/v1/ai-agents", key, body).wantError(t, 400, domain.CodeInvalidValue, field+":invalid_value")
+	}
+	for body, want := range map[string]string{
+		`{"name":"smile \ud83d\ude00"}`: "smile 😀",
+		`{"name":"\\ud800 text"}`:       `\ud800 text`,
+		`{"name":"literal �"}`:          "literal \uFFFD",
+		`{"name":"\\\ud83d\ude01"}`:     `\😁`,
+	} {
+		r := f.send("POST", "/v1/ai-agents", key, body)
+		r.wantStatus(t, 201)
+		if got := r.data()["name"]; got != want {
+			t.Fatalf("%s: name %q, want %q", body, got, want)
+		}
+	}
+	// Everywhere a string attribute is read: PATCH too.
+	id := f.createAgent(key, "patched")
+	f.send("PATCH", "/v1/ai-agents/"+id, key, `{"instructions":"a\ud800"}`).wantError(t, 400, domain.CodeInvalidValue, "instructions:invalid_value")
 }

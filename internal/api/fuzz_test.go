@@ -38,6 +38,11 @@ func FuzzParseObject(f *testing.F) {
 			if err.Code != domain.CodeInvalidJSON || err.Message == "" {
 				t.Fatalf("code %s for %q", err.Code, body)
 			}
+			for _, fe := range err.Fields { // only attributes given twice are named
+				if fe.Code != domain.CodeInvalidJSON || !bytes.Contains(body, []byte(`"`)) {
+					t.Fatalf("field error %+v for %q", fe, body)
+				}
+			}
 			return
 		}
 		if !utf8.Valid(body) {

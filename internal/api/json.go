@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -100,7 +101,8 @@ func parseObject(body []byte) ([]member, *domain.Error) {
 		return nil, domain.Errorf(domain.CodeInvalidJSON, "The request body must be a JSON object.")
 	}
 	var members []member
-	seen := map[string]bool{}
+	var twice []domain.FieldError // each attribute given more than once, once
+	seen := map[string]int{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -110,10 +112,10 @@ func parseObject(body []byte) ([]member, *domain.Error) {
 		if !ok {
 			return bad()
 		}
-		if seen[name] {
-			return nil, domain.Errorf(domain.CodeInvalidJSON, "The attribute %q appears more than once.", name)
+		if seen[name]++; seen[name] == 2 {
+			twice = append(twice, domain.FieldError{Field: name, Code: domain.CodeInvalidJSON,
+				Message: fmt.Sprintf("The attribute %q appears more than once.", name)})
 		}
-		seen[name] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return bad()
@@ -125,6 +127,15 @@ func parseObject(body []byte) ([]member, *domain.Error) {
 	}
 	if _, err := dec.Token(); err != io.EOF { // nothing may follow the object
 		return bad()
+	}
+	if len(twice) > 0 {
+		// Well-formed JSON whose object repeats names: a specific
+		// attribute is at fault, so errors names each.
+		e := &domain.Error{Code: domain.CodeInvalidJSON, Message: twice[0].Message, Fields: twice}
+		if len(twice) > 1 {
+			e.Message = fmt.Sprintf("%d attributes appear more than once; see errors.", len(twice))
+		}
+		return nil, e
 	}
 	return members, nil
 }

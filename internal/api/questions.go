@@ -57,12 +57,7 @@ func (p *problems) optionalString(obj map[string]json.RawMessage, field string) 
 	if !present || jsonKind(raw) == "null" {
 		return "", false
 	}
-	var v string
-	if jsonKind(raw) != "string" || json.Unmarshal(raw, &v) != nil {
-		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
-		return "", false
-	}
-	return v, true
+	return p.str(raw, field)
 }
 
 func (s *Server) handleAsk() http.Handler {

@@ -41,21 +41,27 @@ func (p *problems) err() error {
 	if len(p.fields) == 0 && p.body == nil {
 		return nil
 	}
+	// The query's problems come first, then the body's (an attribute given
+	// twice), as the checks run.
+	all := p.fields
+	if p.body != nil && len(p.body.Fields) > 0 {
+		all = append(slices.Clip(p.fields), p.body.Fields...)
+	}
 	for _, code := range precedence {
 		if p.body != nil && p.body.Code == code {
-			return &domain.Error{Code: code, Message: p.body.Message, Fields: p.fields}
+			return &domain.Error{Code: code, Message: p.body.Message, Fields: all}
 		}
 		for _, f := range p.fields {
 			if f.Code == code {
 				msg := f.Message
-				if len(p.fields) > 1 {
-					msg = fmt.Sprintf("%s (and %d more problems; see errors)", strings.TrimSuffix(msg, "."), len(p.fields)-1)
+				if len(all) > 1 {
+					msg = fmt.Sprintf("%s (and %d more problems; see errors)", strings.TrimSuffix(msg, "."), len(all)-1)
 				}
-				return &domain.Error{Code: code, Message: msg, Fields: p.fields}
+				return &domain.Error{Code: code, Message: msg, Fields: all}
 			}
 		}
 	}
-	return &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid.", Fields: p.fields}
+	return &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid.", Fields: all}
 }
 
 // query checks the query string against the parameters the route accepts:
@@ -154,9 +160,8 @@ func (p *problems) name(obj map[string]json.RawMessage, field string, required b
 		}
 		return "", false
 	}
-	var s string
-	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
-		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
+	s, ok := p.str(raw, field)
+	if !ok {
 		return "", false
 	}
 	s = strings.TrimSpace(s)
@@ -182,9 +187,8 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		}
 		return "", false
 	}
-	var s string
-	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
-		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
+	s, ok := p.str(raw, field)
+	if !ok {
 		return "", false
 	}
 	switch {
@@ -198,6 +202,73 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		return s, true
 	}
 	return "", false
+}
+
+// str decodes a string attribute. encoding/json turns an escaped UTF-16
+// surrogate that is not half of a pair ("\ud800") into U+FFFD; that would
+// store something other than what was sent, so it is refused instead.
+func (p *problems) str(raw json.RawMessage, field string) (string, bool) {
+	var s string
+	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
+		p.add(field, domain.CodeDatatypeMismatch, "%s must be a string.", field)
+		return "", false
+	}
+	if strings.ContainsRune(s, utf8.RuneError) && loneSurrogate(raw) {
+		p.add(field, domain.CodeInvalidValue, `%s must not contain an unpaired UTF-16 surrogate escape (\uD800 to \uDFFF).`, field)
+		return "", false
+	}
+	return s, true
+}
+
+// loneSurrogate reports whether the JSON string raw has a \u escape of a
+// surrogate that is not a high one followed at once by a low one.
+func loneSurrogate(raw []byte) bool {
+	hex4 := func(b []byte) (rune, bool) {
+		if len(b) < 4 {
+			return 0, false
+		}
+		var v rune
+		for _, c := range b[:4] {
+			switch {
+			case c >= '0' && c <= '9':
+				v = v<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				v = v<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				v = v<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return v, true
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character: \\ and \" are skipped whole
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		v, ok := hex4(raw[i+1:])
+		if !ok {
+			return false // not JSON; Unmarshal refused it already
+		}
+		i += 4
+		switch {
+		case v >= 0xDC00 && v <= 0xDFFF:
+			return true
+		case v >= 0xD800 && v <= 0xDBFF:
+			if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return true
+			}
+			if w, ok := hex4(raw[i+3:]); !ok || w < 0xDC00 || w > 0xDFFF {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
 }
 
 // boolean validates a required boolean: anything but true or false, null
