@@ -408,3 +408,15 @@ func TestSurrogateEscapes(t *testing.T) {
 	id := f.createAgent(key, "patched")
 	f.send("PATCH", "/v1/ai-agents/"+id, key, `{"instructions":"a\ud800"}`).wantError(t, 400, domain.CodeInvalidValue, "instructions:invalid_value")
 }
+
+// TestContentEncoding: a compressed body is 415, whatever it holds; the
+// identity coding is no coding.
+func TestContentEncoding(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	key := f.key(allAgentScopes...)
+	for _, enc := range []string{"gzip", "deflate, gzip", "identity, br", "x-unknown"} {
+		r := f.do(req{method: "POST", path: "/v1/ai-agents", key: key, body: `{"name":"zipped"}`, headers: []string{"Content-Encoding: " + enc}})
+		r.wantError(t, 415, domain.CodeUnsupportedType)
+	}
+	f.do(req{method: "POST", path: "/v1/ai-agents", key: key, body: `{"name":"plain"}`, headers: []string{"Content-Encoding: identity"}}).wantStatus(t, 201)
+}

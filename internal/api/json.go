@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -68,6 +69,15 @@ func readObject(w http.ResponseWriter, r *http.Request) ([]member, *domain.Error
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" || len(r.Header.Values("Content-Type")) > 1 {
 		return nil, domain.Errorf(domain.CodeUnsupportedType, "Send the body as JSON with Content-Type: application/json.")
+	}
+	// A compressed body is an unsupported content coding (RFC 9110, 415),
+	// not JSON that fails to parse.
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return nil, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
+			}
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
