@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/llm/llmtest"
 )
 
 func TestCreateAgent(t *testing.T) {
@@ -419,4 +421,31 @@ func TestContentEncoding(t *testing.T) {
 		r.wantError(t, 415, domain.CodeUnsupportedType)
 	}
 	f.do(req{method: "POST", path: "/v1/ai-agents", key: key, body: `{"name":"plain"}`, headers: []string{"Content-Encoding: identity"}}).wantStatus(t, 201)
+}
+
+// TestIDsThatAreNotText: an id in the path (or a conversation id) that is
+// not valid UTF-8, or holds NUL, names no record: 404 on both engines.
+// PostgreSQL refuses such text outright, which was a 500.
+func TestIDsThatAreNotText(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		opt, _ := withModel(t, llmtest.Echo)
+		f := newFixture(t, engine, opt)
+		if err := f.st.SetAccountFeature(context.Background(), f.account.ID, domain.FeatureAIAnswers, true); err != nil {
+			t.Fatal(err)
+		}
+		key := f.key(allAgentScopes...)
+		id := f.createAgent(key, "real")
+		for _, c := range []struct{ method, path, body string }{
+			{"GET", "/v1/ai-agents/%FF", ""},
+			{"GET", "/v1/ai-agents/%00", ""},
+			{"GET", "/v1/ai-agents/a%00b/stats", ""},
+			{"PUT", "/v1/ai-agents/%C3%28/enabled", `{"enabled":true}`},
+			{"PATCH", "/v1/ai-agents/%FF", `{"name":"x"}`},
+			{"POST", "/v1/ai-agents/%ED%A0%80/questions", `{"question":"x"}`},
+			{"POST", "/v1/ai-agents/" + id + "/questions", `{"question":"x","conversation_id":"a\u0000b"}`},
+			{"POST", "/v1/ai-agents/" + id + "/questions", `{"question":"x","conversation_id":"\u0000"}`},
+		} {
+			f.do(req{method: c.method, path: c.path, key: key, body: c.body}).wantError(t, 404, domain.CodeNotFound)
+		}
+	})
 }

@@ -30,6 +30,9 @@ func (s *Store) CreateAccount(ctx context.Context, a domain.Account) error {
 
 // GetAccount returns domain.ErrNotFound for an unknown id.
 func (s *Store) GetAccount(ctx context.Context, id string) (domain.Account, error) {
+	if !storable(id) {
+		return domain.Account{}, domain.ErrNotFound
+	}
 	var (
 		a        domain.Account
 		features string
@@ -59,6 +62,9 @@ func (s *Store) CountAccounts(ctx context.Context) (int, error) {
 
 // SetAccountActive returns domain.ErrNotFound for an unknown id.
 func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) error {
+	if !storable(id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE accounts SET active = $1 WHERE id = $2`, active, id)
 		if err != nil {
@@ -74,6 +80,9 @@ func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) er
 
 // SetAccountFeature switches f on or off; ErrNotFound for an unknown account.
 func (s *Store) SetAccountFeature(ctx context.Context, id string, f domain.Feature, on bool) error {
+	if !storable(id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var features string
 		err := tx.QueryRowContext(ctx, `SELECT features FROM accounts WHERE id = $1`+s.d.forUpdate, id).Scan(&features)
@@ -157,6 +166,9 @@ func (s *Store) CreateUser(ctx context.Context, u domain.User) error {
 }
 
 func (s *Store) GetUser(ctx context.Context, id string) (domain.User, error) {
+	if !storable(id) {
+		return domain.User{}, domain.ErrNotFound
+	}
 	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.User{}, domain.ErrNotFound
@@ -168,6 +180,9 @@ func (s *Store) GetUser(ctx context.Context, id string) (domain.User, error) {
 }
 
 func (s *Store) GetUserByEmail(ctx context.Context, email string) (domain.User, error) {
+	if !storable(email) {
+		return domain.User{}, domain.ErrNotFound
+	}
 	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = $1`,
 		domain.NormalizeEmail(email)))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -181,6 +196,9 @@ func (s *Store) GetUserByEmail(ctx context.Context, email string) (domain.User, 
 
 // ListUsers returns the account's users in creation order.
 func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User, error) {
+	if !storable(accountID) {
+		return nil, nil
+	}
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT `+userColumns+` FROM users WHERE account_id = $1 ORDER BY created_at, id`, accountID)
 	if err != nil {
@@ -203,6 +221,9 @@ func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User,
 
 // SetUserActive returns ErrNotFound unless the user exists in accountID.
 func (s *Store) SetUserActive(ctx context.Context, accountID, id string, active bool) error {
+	if !storable(accountID, id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
 			active, id, accountID)

@@ -68,6 +68,9 @@ func (s *Store) duplicateAgent(ctx context.Context, accountID, nameKey, id strin
 
 // GetAgent returns ErrNotFound unless the agent exists in accountID.
 func (s *Store) GetAgent(ctx context.Context, accountID, id string) (domain.Agent, error) {
+	if !storable(accountID, id) {
+		return domain.Agent{}, domain.ErrNotFound
+	}
 	a, err := scanAgent(s.r.QueryRowContext(ctx,
 		`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`, id, accountID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -176,6 +179,9 @@ func (s *Store) readAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, 
 // fn runs inside the transaction, holding the agent's row (and on SQLite
 // the writer): it must be quick and must not write through the store.
 func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*domain.Agent) (changed bool, err error)) (domain.Agent, error) {
+	if !storable(accountID, id) {
+		return domain.Agent{}, domain.ErrNotFound
+	}
 	var (
 		out     domain.Agent
 		nameKey string

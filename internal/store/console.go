@@ -53,6 +53,9 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, now time.Time
 // session of theirs in one transaction. ErrNotFound unless the user exists in
 // that account.
 func (s *Store) DeactivateUser(ctx context.Context, accountID, id string) error {
+	if !storable(accountID, id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
 			false, id, accountID)

@@ -113,6 +113,9 @@ func insertKeyAgents(ctx context.Context, tx *sql.Tx, keyID string, agentIDs []s
 // active from the database (KeyByPrefix holds what it returns).
 // ErrNotFound when no key has the prefix.
 func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
+	if !storable(prefix) {
+		return domain.APIKey{}, false, domain.ErrNotFound
+	}
 	s.keyCache.reads.Add(1)
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -126,6 +129,9 @@ func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.AP
 
 // GetKey returns ErrNotFound unless the key exists in accountID.
 func (s *Store) GetKey(ctx context.Context, accountID, id string) (domain.APIKey, error) {
+	if !storable(accountID, id) {
+		return domain.APIKey{}, domain.ErrNotFound
+	}
 	k, err := scanKey(s.r.QueryRowContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1 AND k.account_id = $2`, id, accountID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -139,6 +145,9 @@ func (s *Store) GetKey(ctx context.Context, accountID, id string) (domain.APIKey
 
 // GetKeyByID finds a key in any account (support tooling).
 func (s *Store) GetKeyByID(ctx context.Context, id string) (domain.APIKey, error) {
+	if !storable(id) {
+		return domain.APIKey{}, domain.ErrNotFound
+	}
 	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.APIKey{}, domain.ErrNotFound
@@ -151,6 +160,9 @@ func (s *Store) GetKeyByID(ctx context.Context, id string) (domain.APIKey, error
 
 // ListKeys returns the account's keys in creation order.
 func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey, error) {
+	if !storable(accountID) {
+		return nil, nil
+	}
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k WHERE k.account_id = $1 ORDER BY k.created_at, k.id`, accountID)
 	if err != nil {
@@ -175,6 +187,9 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 // transaction. ErrNotFound unless the key is in accountID. Revoking a revoked
 // key changes nothing and is not an error.
 func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time.Time, ev domain.AuditEvent) error {
+	if !storable(accountID, id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE api_keys SET revoked_at = $1, revoked_by = $2
@@ -209,6 +224,9 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 
 // SetKeyRateLimit sets the ceiling and records ev. ErrNotFound for an unknown id.
 func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain.AuditEvent) error {
+	if !storable(id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2`, n, id)
 		if err != nil {
@@ -275,6 +293,9 @@ func (s *Store) ListAuditEvents(ctx context.Context, accountID string, limit int
 // ListKeyAuditEvents returns one key's events, newest first: the key's
 // history, read by key rather than by filtering the account's whole trail.
 func (s *Store) ListKeyAuditEvents(ctx context.Context, accountID, keyID string) ([]domain.AuditEvent, error) {
+	if !storable(accountID, keyID) {
+		return nil, nil
+	}
 	return s.listAuditEvents(ctx, accountID, keyID, 0)
 }
 

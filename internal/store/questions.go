@@ -18,6 +18,9 @@ const (
 // ConversationTurns returns the conversation's answered turns, oldest first;
 // ErrNotFound unless the conversation belongs to that agent and account.
 func (s *Store) ConversationTurns(ctx context.Context, accountID, agentID, conversationID string) ([]domain.Question, error) {
+	if !storable(accountID, agentID, conversationID) {
+		return nil, domain.ErrNotFound
+	}
 	// One statement, so existence and turns come from one snapshot: a
 	// conversation without answered turns yields one row of NULLs.
 	rows, err := s.r.QueryContext(ctx, `SELECT q.id, q.question, q.answer, q.answer_ms, q.created_at
@@ -98,6 +101,9 @@ func (s *Store) RecordQuestion(ctx context.Context, q domain.Question, newConver
 
 // AgentStats aggregates the agent's questions exactly.
 func (s *Store) AgentStats(ctx context.Context, accountID, agentID string) (domain.AgentStats, error) {
+	if !storable(accountID, agentID) {
+		return domain.AgentStats{AgentID: agentID}, nil
+	}
 	// One statement: one snapshot for every counter.
 	var (
 		st                   = domain.AgentStats{AgentID: agentID}
@@ -129,6 +135,9 @@ func (s *Store) AgentStats(ctx context.Context, accountID, agentID string) (doma
 // RecentQuestions returns the agent's newest answered questions first. A
 // limit of 0 or less returns them all.
 func (s *Store) RecentQuestions(ctx context.Context, accountID, agentID string, limit int) ([]domain.Question, error) {
+	if !storable(accountID, agentID) {
+		return nil, nil
+	}
 	query := `SELECT id, account_id, agent_id, conversation_id, question, answer, answer_ms, created_at
 		FROM questions WHERE agent_id = $1 AND account_id = $2 AND status = 'answered'
 		ORDER BY created_at DESC, id DESC`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,6 +67,21 @@ func isUnique(err error) bool {
 func isBusy(err error) bool {
 	var sqErr *sqlite.Error
 	return errors.As(err, &sqErr) && sqErr.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// storable reports whether every s is text both engines hold alike: valid
+// UTF-8 without NUL. PostgreSQL refuses anything else outright (SQLSTATE
+// 22021), SQLite would compare it as bytes; neither can have such an id,
+// email or prefix on a row, since none is ever written. So a lookup by one
+// is ErrNotFound (or an empty list) on both engines, without a query, and
+// never a failure.
+func storable(ss ...string) bool {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkAffected turns an UPDATE that matched no row into ErrNotFound.
