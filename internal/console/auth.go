@@ -252,25 +252,24 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
-// allowSignIn applies the throttle per email and per client address; both
-// must admit the attempt. The limiter's keys are namespaced apart from API
-// keys' windows. When the limiter fails, sign-in is refused rather than left
-// unthrottled.
+// allowSignIn applies the throttle per client address and per email; both
+// must admit the attempt. The address is asked first, and an attempt it
+// refuses is not counted against the email: one address spending its own
+// budget cannot also spend a user's. The limiter's keys are namespaced
+// apart from API keys' windows. When the limiter fails, sign-in is refused
+// rather than left unthrottled.
 func (c *Console) allowSignIn(ctx context.Context, email, addr string) (time.Duration, bool) {
-	var retry time.Duration
-	ok := true
-	for _, k := range []string{"console-signin:email:" + email, "console-signin:addr:" + addr} {
+	for _, k := range []string{"console-signin:addr:" + addr, "console-signin:email:" + email} {
 		res, err := c.limiter.Allow(ctx, k, c.loginLimit)
 		if err != nil {
 			c.log.Error("sign-in throttle", "err", err)
 			return time.Minute, false
 		}
 		if !res.Allowed {
-			ok = false
-			retry = max(retry, res.RetryAfter)
+			return max(res.RetryAfter, time.Second), false
 		}
 	}
-	return max(retry, time.Second), ok
+	return 0, true
 }
 
 // checkPassword returns the user if the email names an active user of an
@@ -367,6 +366,15 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 	// open on someone's screen must not be enough to take the account over.
 	// A forced change follows a sign-in with the one-time password moments ago.
 	if !p.Forced {
+		// Each guess of the current password counts as a sign-in attempt
+		// of this user from this address: the same throttle, the same
+		// budget, so a session is no faster way to guess than sign-in.
+		if retry, ok := c.allowSignIn(r.Context(), s.user.Email, clientAddr(r)); !ok {
+			w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
+			p.Error = fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))
+			c.render(w, r, s, http.StatusTooManyRequests, "password", "Choose a password", p)
+			return
+		}
 		if ok, err := password.Verify(s.user.PasswordHash, current); err != nil {
 			c.serverError(w, r, s, err)
 			return

@@ -375,8 +375,11 @@ func TestSignInThrottle(t *testing.T) {
 	if p.header.Get("Retry-After") == "" || !strings.Contains(p.body, "Too many sign-in attempts") {
 		t.Fatalf("429 without Retry-After or message: %q", p.header.Get("Retry-After"))
 	}
-	// The address is spent too: another email from it is refused.
-	wantStatus(t, "another email, same address", b.signInRaw(second.Email, testPassword), http.StatusTooManyRequests)
+	// The address is spent too: another email from it is refused, and
+	// those refusals do not spend that email's own budget.
+	for range 10 {
+		wantStatus(t, "another email, same address", b.signInRaw(second.Email, testPassword), http.StatusTooManyRequests)
+	}
 
 	// The email is throttled from any address: straight to the handler
 	// with another RemoteAddr.
@@ -393,6 +396,29 @@ func TestSignInThrottle(t *testing.T) {
 	// A minute later the window has passed.
 	f.clock.Advance(61 * time.Second)
 	b.signIn(owner.Email, testPassword, "/console/")
+}
+
+// TestPasswordChangeThrottle: guessing the current password on the
+// Password page spends the same budget as sign-in attempts.
+func TestPasswordChangeThrottle(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/") // one attempt of ten
+	guess := func(current string) page {
+		return b.post("/console/password", "/console/password",
+			url.Values{"current": {current}, "new": {"a brand new password"}, "confirm": {"a brand new password"}})
+	}
+	for i := range 9 {
+		wantStatus(t, fmt.Sprint("guess ", i+1), guess(fmt.Sprint("guess ", i)), http.StatusUnprocessableEntity)
+	}
+	p := guess(testPassword)
+	wantStatus(t, "right password after nine guesses", p, http.StatusTooManyRequests)
+	if p.header.Get("Retry-After") == "" || !strings.Contains(p.body, "Too many password attempts") {
+		t.Fatalf("429 without Retry-After or message: %q", p.header.Get("Retry-After"))
+	}
+	f.clock.Advance(61 * time.Second)
+	wantRedirect(t, "a minute later", guess(testPassword), "/console/")
 }
 
 func TestDeactivatedUserIsSignedOutAtOnce(t *testing.T) {

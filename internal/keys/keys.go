@@ -158,6 +158,8 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (domain.APIKey, error) {
 	name := strings.TrimSpace(p.Name)
 	switch {
+	case !utf8.ValidString(name):
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name must be valid UTF-8 text")
 	case name == "":
 		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs a name")
 	case utf8.RuneCountInString(name) > MaxNameLength:
@@ -166,8 +168,14 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name cannot contain control characters")
 	}
 	desc := strings.TrimSpace(p.Description)
-	if utf8.RuneCountInString(desc) > MaxDescriptionLength {
+	if !utf8.ValidString(desc) {
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description must be valid UTF-8 text")
+	}
+	switch domain.CheckText(desc, MaxDescriptionLength) {
+	case domain.TextTooLong:
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description has at most %d characters", MaxDescriptionLength)
+	case domain.TextControl:
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description cannot contain control characters other than line breaks and tabs")
 	}
 	if len(p.Scopes) == 0 {
 		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs at least one scope")
@@ -204,7 +212,12 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 	var agents []string
 	for _, id := range p.AgentIDs {
 		id = strings.TrimSpace(id)
-		if id == "" || slices.Contains(agents, id) {
+		if id == "" {
+			// A blank entry ("--agents ,") must not quietly leave the key
+			// unrestricted.
+			return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "an AI agent id of the restriction is empty")
+		}
+		if slices.Contains(agents, id) {
 			continue
 		}
 		if _, err := s.store.GetAgent(ctx, p.AccountID, id); errors.Is(err, domain.ErrNotFound) {

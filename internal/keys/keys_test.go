@@ -86,12 +86,22 @@ func TestCreateValidates(t *testing.T) {
 		"zero-ish rate": func(p *keys.CreateParams) { p.RateLimit = -1 },
 		"bad env":       func(p *keys.CreateParams) { p.Env = "prod" },
 		"other account": func(p *keys.CreateParams) { p.AccountID = w.other.ID },
+		"name not text": func(p *keys.CreateParams) { p.Name = "bad\xffname" },
+		"desc not text": func(p *keys.CreateParams) { p.Description = "x\xffy" },
+		"desc with NUL": func(p *keys.CreateParams) { p.Description = "x\x00y" },
+		"desc with ESC": func(p *keys.CreateParams) { p.Description = "x\x1b[31my" },
+		"blank agent":   func(p *keys.CreateParams) { p.AgentIDs = []string{"", ""} },
 	} {
 		p := base
 		mod(&p)
 		if _, err := w.svc.Create(ctx, keys.Actor{User: &owner}, p); err == nil {
 			t.Errorf("%s: created", name)
 		}
+	}
+	multiline := base
+	multiline.Name, multiline.Description = "multi", "line one\nline two\ttabbed"
+	if _, err := w.svc.Create(ctx, keys.Actor{User: &owner}, multiline); err != nil {
+		t.Fatalf("description with line breaks and tabs: %v", err)
 	}
 	c, err := w.svc.Create(ctx, keys.Actor{User: &owner}, base)
 	if err != nil {

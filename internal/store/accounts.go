@@ -61,6 +61,7 @@ func (s *Store) CountAccounts(ctx context.Context) (int, error) {
 }
 
 // SetAccountActive returns domain.ErrNotFound for an unknown id.
+// Deactivating deletes the console sessions of the account's users.
 func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) error {
 	if !storable(id) {
 		return domain.ErrNotFound
@@ -72,6 +73,14 @@ func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) er
 		}
 		if err := checkAffected(res); err != nil {
 			return err
+		}
+		if !active {
+			// Its console sessions end here, as a deactivated user's do:
+			// activating the account again must not bring them back.
+			if _, err := tx.ExecContext(ctx,
+				`DELETE FROM console_sessions WHERE user_id IN (SELECT id FROM users WHERE account_id = $1)`, id); err != nil {
+				return fmt.Errorf("delete account sessions: %w", err)
+			}
 		}
 		// Every key of the account changes with it.
 		return bumpKeyEpoch(ctx, tx)

@@ -55,8 +55,12 @@ func TestSessionUser(t *testing.T) {
 		_, _, err = s.SessionUser(ctx, bytes.Repeat([]byte{9}, 32), t0)
 		wantNotFound(t, "unknown", err)
 
-		// A deactivated account ends its users' sessions; activating it
-		// again brings them back (they have not expired).
+		// A deactivated account ends its users' sessions, for good:
+		// activating it again does not bring them back (a session stolen
+		// before the deactivation stays dead). Another account's stay.
+		other := newAccount(t, s)
+		ou := newUser(t, s, other.ID, "other@example.com", domain.RoleOwner)
+		oh := newSession(t, s, ou.ID, 2, t0.Add(time.Hour))
 		if err := s.SetAccountActive(ctx, a.ID, false); err != nil {
 			t.Fatal(err)
 		}
@@ -65,8 +69,14 @@ func TestSessionUser(t *testing.T) {
 		if err := s.SetAccountActive(ctx, a.ID, true); err != nil {
 			t.Fatal(err)
 		}
+		_, _, err = s.SessionUser(ctx, h, t0)
+		wantNotFound(t, "account active again, old session", err)
+		if _, _, err := s.SessionUser(ctx, oh, t0); err != nil {
+			t.Fatalf("the other account's session: %v", err)
+		}
+		h = newSession(t, s, u.ID, 3, t0.Add(time.Hour))
 		if _, _, err := s.SessionUser(ctx, h, t0); err != nil {
-			t.Fatalf("account active again: %v", err)
+			t.Fatalf("a new session after activation: %v", err)
 		}
 		// An inactive user's session is refused even if a row survived.
 		if err := s.SetUserActive(ctx, a.ID, u.ID, false); err != nil {
