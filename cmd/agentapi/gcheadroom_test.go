@@ -91,6 +91,7 @@ func TestServeRejectsBadNumbersInTheEnvironment(t *testing.T) {
 		{"AGENTAPI_GC_HEADROOM_MIB", "-1", "AGENTAPI_GC_HEADROOM_MIB must be a whole number of MiB (0 turns it off)"},
 		{"AGENTAPI_GC_HEADROOM_MIB", "lots", "AGENTAPI_GC_HEADROOM_MIB must be a whole number of MiB"},
 		{"AGENTAPI_UNAUTH_RATE_LIMIT", "0", "AGENTAPI_UNAUTH_RATE_LIMIT must be a positive whole number"},
+		{"AGENTAPI_TRUSTED_PROXIES", "10.0.0.0/8, example.com", `--trusted-proxies: trusted proxy "example.com" is not an IP address or CIDR prefix`},
 	} {
 		var out, errb bytes.Buffer
 		getenv := func(k string) string {

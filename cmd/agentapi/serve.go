@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentapi/agentapi/internal/api"
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
@@ -67,6 +68,7 @@ type serveConfig struct {
 	llmKey             string
 	adminAddr          string
 	gcHeadroomMiB      int
+	clients            *clientaddr.Resolver
 }
 
 func serve(ctx context.Context, e env, args []string) error {
@@ -81,6 +83,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.IntVar(&c.unauthLimit, "unauth-rate-limit", unauthDefault, "requests a minute per client address that identify no key (env AGENTAPI_UNAUTH_RATE_LIMIT)")
 	fs.StringVar(&c.llmURL, "llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
 	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
+	trusted := fs.String("trusted-proxies", e.getenv("AGENTAPI_TRUSTED_PROXIES"), "comma-separated IP addresses and CIDR prefixes of the proxies in front (load balancers): for a connection from one of them, the client address is read from X-Forwarded-For (env AGENTAPI_TRUSTED_PROXIES; none when empty)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
 	if err != nil {
@@ -95,6 +98,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	c.db = *db
 	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
+	if c.clients, err = clientaddr.Parse(*trusted); err != nil {
+		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
+	}
 	if c.unauthLimit < 1 {
 		return fmt.Errorf("%w: --unauth-rate-limit must be positive", errUsage)
 	}
@@ -191,12 +197,12 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
 	// so it works across instances like the API does.
-	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log})
+	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
 	handler := api.New(api.Config{
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
-		Background: &background,
+		Background: &background, ClientAddr: c.clients,
 	})
 	var admin *http.Server
 	if c.adminAddr != "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
@@ -239,6 +240,33 @@ func TestUnidentifiedRequestsAreLimitedPerAddress(t *testing.T) {
 	// Another address has its own allowance, and a valid key is not affected.
 	f.do(req{method: "GET", path: "/v1/me", remote: "192.0.2.2:1"}).wantError(t, 401, domain.CodeInvalidCredentials)
 	f.do(req{method: "GET", path: "/v1/me", remote: "192.0.2.1:1", key: f.key(domain.ScopeStaffRead)}).wantStatus(t, 200)
+}
+
+// TestPerAddressLimitBehindAProxy: behind a trusted proxy each client has
+// its own allowance, read from X-Forwarded-For, and the log names the client;
+// a client connecting directly cannot choose its address with the header.
+func TestPerAddressLimitBehindAProxy(t *testing.T) {
+	proxies, err := clientaddr.Parse("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "sqlite", func(c *Config) { c.UnauthRateLimit = 2; c.ClientAddr = proxies })
+	via := func(client string) req {
+		return req{method: "GET", path: "/v1/me", remote: "10.0.0.1:443", headers: []string{"X-Forwarded-For: " + client}}
+	}
+	f.do(via("203.0.113.1")).wantError(t, 401, domain.CodeInvalidCredentials)
+	f.do(via("203.0.113.1")).wantError(t, 401, domain.CodeInvalidCredentials)
+	f.do(via("203.0.113.1")).wantError(t, 429, domain.CodeRateLimitExceeded)
+	f.do(via("203.0.113.2")).wantError(t, 401, domain.CodeInvalidCredentials)
+	if !strings.Contains(f.logs.String(), `"remote":"203.0.113.2"`) {
+		t.Fatal("the log does not name the client behind the proxy")
+	}
+	direct := func(spoof string) req {
+		return req{method: "GET", path: "/v1/me", remote: "198.51.100.7:1", headers: []string{"X-Forwarded-For: " + spoof}}
+	}
+	f.do(direct("192.0.2.1")).wantError(t, 401, domain.CodeInvalidCredentials)
+	f.do(direct("192.0.2.2")).wantError(t, 401, domain.CodeInvalidCredentials)
+	f.do(direct("192.0.2.3")).wantError(t, 429, domain.CodeRateLimitExceeded)
 }
 
 func wantHeader(t *testing.T, r *response, name, want string) {

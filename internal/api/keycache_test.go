@@ -192,7 +192,7 @@ func BenchmarkRequestLogLine(b *testing.B) {
 		for b.Loop() {
 			s.log.Info("request", "request_id", rec.id, "method", r.Method, "path", logPath(r.URL.Path),
 				"route", rec.route, "status", rec.status, "bytes", rec.written,
-				"duration_ms", float64(d.Microseconds())/1000, "key_prefix", rec.keyPfx, "remote", clientAddr(r))
+				"duration_ms", float64(d.Microseconds())/1000, "key_prefix", rec.keyPfx, "remote", s.clients.Addr(r))
 		}
 	})
 	b.Run("logRequest", func(b *testing.B) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -228,7 +227,7 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
 		// GET /v1/me).
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.String("key_prefix", rec.keyPfx),
-		slog.String("remote", clientAddr(r)),
+		slog.String("remote", s.clients.Addr(r)),
 	)
 	_ = h.Handle(ctx, lr)
 }
@@ -245,14 +244,6 @@ func logPath(p string) string {
 		}
 	}
 	return strings.Join(parts, "/")
-}
-
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // queryCredentialNames are refused in the query string before anything else.
@@ -448,7 +439,7 @@ func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal
 // answers 429 itself when refuse is set, and reports false; it also
 // answers, and reports false, when the limiter fails.
 func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
-	res, err := s.unauth.Allow(r.Context(), "addr:"+clientAddr(r), s.unauthLimit)
+	res, err := s.unauth.Allow(r.Context(), "addr:"+s.clients.Addr(r), s.unauthLimit)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
 		return false

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
@@ -30,6 +31,9 @@ const DefaultUnauthRateLimit = 300
 type Config struct {
 	Store   *store.Store
 	Limiter ratelimit.Limiter // per key
+	// ClientAddr finds a request's client address (for the per-address
+	// limit and the log); nil: the connection's peer.
+	ClientAddr *clientaddr.Resolver
 	// UnauthLimiter counts requests that identify no key, per client address.
 	UnauthLimiter   ratelimit.Limiter
 	UnauthRateLimit int
@@ -59,6 +63,7 @@ type Server struct {
 	store       *store.Store
 	limiter     ratelimit.Limiter
 	unauth      ratelimit.Limiter
+	clients     *clientaddr.Resolver
 	unauthLimit int
 	toucher     *keys.Toucher
 	log         *slog.Logger
@@ -75,7 +80,7 @@ type Server struct {
 // New returns the whole HTTP handler: /v1, /healthz, /readyz and the console.
 func New(cfg Config) http.Handler {
 	s := &Server{
-		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter,
+		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
 		background: cfg.Background,

@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -213,7 +212,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusForbidden, p)
 		return
 	}
-	if retry, ok := c.allowSignIn(r.Context(), email, clientAddr(r)); !ok {
+	if retry, ok := c.allowSignIn(r.Context(), email, c.clients.Addr(r)); !ok {
 		w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
 		p.Error = fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))
 		c.renderSignIn(w, r, http.StatusTooManyRequests, p)
@@ -336,14 +335,6 @@ func safeNext(next string) string {
 	return next
 }
 
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // --- password ---
 
 type passwordPage struct {
@@ -369,7 +360,7 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 		// Each guess of the current password counts as a sign-in attempt
 		// of this user from this address: the same throttle, the same
 		// budget, so a session is no faster way to guess than sign-in.
-		if retry, ok := c.allowSignIn(r.Context(), s.user.Email, clientAddr(r)); !ok {
+		if retry, ok := c.allowSignIn(r.Context(), s.user.Email, c.clients.Addr(r)); !ok {
 			w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
 			p.Error = fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))
 			c.render(w, r, s, http.StatusTooManyRequests, "password", "Choose a password", p)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
@@ -49,6 +50,9 @@ type Config struct {
 	LoginLimit int
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL when 0).
 	SessionTTL time.Duration
+	// ClientAddr finds a request's client address, for the sign-in
+	// throttle; nil: the connection's peer.
+	ClientAddr *clientaddr.Resolver
 }
 
 // Console serves /console/.
@@ -60,6 +64,7 @@ type Console struct {
 	now        func() time.Time
 	loginLimit int
 	sessionTTL time.Duration
+	clients    *clientaddr.Resolver
 	pages      map[string]pageTemplate
 	handler    http.Handler
 }
@@ -68,7 +73,7 @@ type Console struct {
 func New(cfg Config) *Console {
 	c := &Console{
 		store: cfg.Store, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, now: cfg.Now,
-		loginLimit: cfg.LoginLimit, sessionTTL: cfg.SessionTTL,
+		loginLimit: cfg.LoginLimit, sessionTTL: cfg.SessionTTL, clients: cfg.ClientAddr,
 	}
 	if c.now == nil {
 		c.now = time.Now

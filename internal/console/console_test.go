@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
+	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
@@ -396,6 +398,43 @@ func TestSignInThrottle(t *testing.T) {
 	// A minute later the window has passed.
 	f.clock.Advance(61 * time.Second)
 	b.signIn(owner.Email, testPassword, "/console/")
+}
+
+// TestSignInThrottleBehindAProxy: behind a trusted proxy each client has its
+// own budget (X-Forwarded-For), and a client that connects directly cannot
+// pick its address with the header.
+func TestSignInThrottleBehindAProxy(t *testing.T) {
+	proxies, err := clientaddr.Parse("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(c *console.Config) { c.ClientAddr = proxies })
+	a, _ := f.account("Acme")
+	users := []domain.User{f.user(a, "u1@acme.example", domain.RoleAdmin), f.user(a, "u2@acme.example", domain.RoleAdmin)}
+	const proxy = "10.0.0.1:443"
+	// Ten attempts from one client behind the proxy, spread over two
+	// emails so that no email's own budget runs out.
+	for i := range 10 {
+		if code, _ := directSignIn(t, f, users[i%2].Email, "wrong password", proxy, "X-Forwarded-For: 203.0.113.1"); code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d", i+1, code)
+		}
+	}
+	if code, _ := directSignIn(t, f, users[0].Email, testPassword, proxy, "X-Forwarded-For: 203.0.113.1"); code != http.StatusTooManyRequests {
+		t.Fatalf("that client's 11th attempt: %d", code)
+	}
+	// Another client through the same proxy is not affected.
+	third := f.user(a, "u3@acme.example", domain.RoleAdmin)
+	if code, _ := directSignIn(t, f, third.Email, testPassword, proxy, "X-Forwarded-For: 203.0.113.2"); code != http.StatusSeeOther {
+		t.Fatalf("another client behind the proxy: %d", code)
+	}
+	// Directly connected, the header is the client's own words: ignored.
+	for i := range 10 {
+		directSignIn(t, f, third.Email, "wrong password", fmt.Sprintf("198.51.100.7:%d", 1000+i), fmt.Sprintf("X-Forwarded-For: 192.0.2.%d", i))
+	}
+	fourth := f.user(a, "u4@acme.example", domain.RoleAdmin)
+	if code, _ := directSignIn(t, f, fourth.Email, testPassword, "198.51.100.7:2000", "X-Forwarded-For: 192.0.2.99"); code != http.StatusTooManyRequests {
+		t.Fatalf("a direct client rotating X-Forwarded-For: %d", code)
+	}
 }
 
 // TestPasswordChangeThrottle: guessing the current password on the

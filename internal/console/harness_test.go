@@ -56,14 +56,14 @@ type fixture struct {
 	secrets []string // every credential and password the test saw, never to be logged
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*console.Config)) *fixture {
 	t.Helper()
-	return newFixtureOn(t, storetest.Open(t, store.EngineSQLite), nil)
+	return newFixtureOn(t, storetest.Open(t, store.EngineSQLite), nil, opts...)
 }
 
 // newFixtureOn serves st; lim, when not nil, is the limiter (else one in
 // memory on the fixture's clock).
-func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter) *fixture {
+func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter, opts ...func(*console.Config)) *fixture {
 	t.Helper()
 	c := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	logs := &syncBuffer{}
@@ -80,7 +80,11 @@ func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter) *fixture
 		t.Fatal(err)
 	}
 	ks := keys.New(st, c.Now)
-	cons := console.New(console.Config{Store: st, Keys: ks, Limiter: mem, Log: log, Now: c.Now})
+	cfg := console.Config{Store: st, Keys: ks, Limiter: mem, Log: log, Now: c.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cons := console.New(cfg)
 	h := api.New(api.Config{
 		Store: st, Limiter: mem, UnauthLimiter: mem, UnauthRateLimit: 10000,
 		Toucher: toucher, Log: log, Now: c.Now, CursorKey: cursorKey, Console: cons,

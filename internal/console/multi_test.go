@@ -21,7 +21,7 @@ import (
 
 // directSignIn posts the sign-in form straight to f's handler from addr and
 // returns the status and the session cookie, if one was set.
-func directSignIn(t *testing.T, f *fixture, email, pw, addr string) (int, *http.Cookie) {
+func directSignIn(t *testing.T, f *fixture, email, pw, addr string, headers ...string) (int, *http.Cookie) {
 	t.Helper()
 	get := httptest.NewRequest(http.MethodGet, "/console/signin", nil)
 	get.RemoteAddr = addr
@@ -36,6 +36,10 @@ func directSignIn(t *testing.T, f *fixture, email, pw, addr string) (int, *http.
 	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	post.AddCookie(&http.Cookie{Name: "agentapi_signin", Value: m[1]})
 	post.RemoteAddr = addr
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		post.Header.Add(name, strings.TrimSpace(value))
+	}
 	rec = httptest.NewRecorder()
 	f.h.ServeHTTP(rec, post)
 	for _, c := range rec.Result().Cookies() {
