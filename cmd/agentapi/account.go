@@ -37,7 +37,7 @@ func accountCreate(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	n := strings.TrimSpace(*name)
-	if n == "" || utf8.RuneCountInString(n) > 200 || strings.IndexFunc(n, unicode.IsControl) >= 0 {
+	if n == "" || !utf8.ValidString(n) || utf8.RuneCountInString(n) > 200 || strings.IndexFunc(n, unicode.IsControl) >= 0 {
 		return domain.Errorf(domain.CodeInvalidValue, "an account name is 1 to 200 characters with no control characters")
 	}
 	st, err := openStore(ctx, *db)
@@ -50,7 +50,9 @@ func accountCreate(ctx context.Context, e env, args []string) error {
 	if err := st.CreateAccount(ctx, a); err != nil {
 		return fmt.Errorf("create account: %w", err)
 	}
-	fmt.Fprintln(e.stdout, a.ID)
+	if _, err := fmt.Fprintln(e.stdout, a.ID); err != nil {
+		return fmt.Errorf("account %s was created, but its id could not be written: %w", a.ID, err)
+	}
 	return nil
 }
 

@@ -72,8 +72,7 @@ type apiCommand struct {
 }
 
 func (e env) apiCommand(name string) *apiCommand {
-	fs := flag.NewFlagSet("agentapi api "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.newFlagSet("agentapi api " + name)
 	return &apiCommand{
 		e: e, fs: fs,
 		url:      fs.String("url", e.or("AGENTAPI_URL", defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
@@ -95,23 +94,25 @@ func (a *apiCommand) parse(args []string, positional ...string) ([]string, error
 		}
 	}
 	var pos []string
-	for {
-		if err := a.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+	err := parseFlags(a.fs, func() error {
+		for {
+			if err := a.fs.Parse(args); err != nil {
+				return err
 			}
-			return nil, fmt.Errorf("%w: %s", errUsage, oneLine(err))
+			rest := a.fs.Args()
+			if len(rest) == 0 {
+				return nil
+			}
+			if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+				pos = append(pos, rest...)
+				return nil
+			}
+			pos = append(pos, rest[0])
+			args = rest[1:]
 		}
-		rest := a.fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	})
+	if err != nil {
+		return nil, err
 	}
 	n, variadic := len(positional), len(positional) > 0 && strings.HasSuffix(positional[len(positional)-1], "...")
 	if len(pos) < n || (!variadic && len(pos) > n) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -65,9 +66,14 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 		}
 		p.Scopes = sc
 	}
-	if *agents != "" {
-		p.AgentIDs = strings.Split(*agents, ",")
-	}
+	// --agents given, even empty, asks for a restriction: an empty list
+	// ("--agents ''", a shell variable that was not set) is refused by
+	// validation rather than read as no restriction at all.
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "agents" {
+			p.AgentIDs = strings.Split(*agents, ",")
+		}
+	})
 	if *expires != "" {
 		t, err := time.Parse(time.RFC3339Nano, *expires)
 		if err != nil {
@@ -90,10 +96,20 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
+			err = json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
+		} else {
+			_, err = fmt.Fprintln(e.stdout, c.Credential)
 		}
-		_, err = fmt.Fprintln(e.stdout, c.Credential)
-		return err
+		if err != nil {
+			// Nobody received the credential: an active key that no one
+			// holds must not stay behind (and a script that retries
+			// would make another).
+			if rerr := svc.Revoke(ctx, actor, *account, c.Key.ID); rerr != nil {
+				return fmt.Errorf("the credential could not be written (%v), and key %s could not be revoked (%v): revoke it", err, c.Key.ID, rerr)
+			}
+			return fmt.Errorf("the credential could not be written (%v); key %s was revoked, as nobody received it", err, c.Key.ID)
+		}
+		return nil
 	})
 }
 

@@ -136,18 +136,83 @@ func TestOperatorCLI(t *testing.T) {
 		{"flags after args", "", []string{"key", "revoke", created.ID, "--account", acct, "--as", "ann@example.com"}},
 		{"unknown command", "", []string{"frobnicate"}},
 		{"unknown feature", "", []string{"account", "feature", "--enable", "teleport", acct}},
+		{"no command", "", nil},
+		{"bad flag value", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--rate-limit", "abc"}},
+		{"unknown flag", "", []string{"key", "set-rate-limit", "--bogus", created.ID, "5"}},
+		{"flag given twice", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--scopes", "aiagents:read", "--scopes", "aiagents:write"}},
+		{"boolean flag given twice", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--json", "--json"}},
+		{"empty agents", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--agents", ""}},
+		{"blank agents", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--agents", ","}},
+		{"account name not text", "", []string{"account", "create", "--name", "bad\xffname"}},
+		{"credential for a key id", "", []string{"key", "revoke", "--account", acct, "--as", "ann@example.com", cred}},
+		{"credential for a key id (set-rate-limit)", "", []string{"key", "set-rate-limit", cred, "5"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, errs, code := cli(t, db, c.stdin, c.args...)
 			if code == 0 || out != "" {
 				t.Fatalf("exit %d, stdout %q", code, out)
 			}
-			lines := strings.Split(strings.TrimSpace(errs), "\n")
-			last := lines[len(lines)-1]
-			if !strings.HasPrefix(last, "agentapi: ") || len(last) < 15 {
-				t.Fatalf("stderr %q", errs)
+			// decisions.md: "a one-line reason on stderr".
+			if !strings.HasPrefix(errs, "agentapi: ") || !strings.HasSuffix(errs, "\n") || strings.Count(errs, "\n") != 1 || len(errs) < 15 {
+				t.Fatalf("stderr is not one line: %q", errs)
+			}
+			if secret := cred[strings.LastIndexByte(cred, '_')+1:]; strings.Contains(errs, secret) {
+				t.Fatalf("stderr holds the secret: %q", errs)
 			}
 		})
+	}
+	// Nothing was created by the refusals: still the keys from above.
+	out, _, _ = cli(t, db, "", "key", "list", "--account", acct)
+	if n := strings.Count(out, "\n"); n != 2 {
+		t.Fatalf("%d keys after the refusals, want 2: %s", n, out)
+	}
+}
+
+// failingWriter is a stdout that cannot be written (a full disk, a closed
+// pipe).
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestCreateWhoseOutputIsLost: a created key whose credential could not be
+// written is revoked (nobody holds it); an account or user whose id could
+// not be written is reported, not a silent success.
+func TestCreateWhoseOutputIsLost(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "lost.db")
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	lost := func(stdin string, args ...string) string {
+		t.Helper()
+		var errb bytes.Buffer
+		getenv := func(k string) string {
+			if k == "AGENTAPI_DB" {
+				return db
+			}
+			return ""
+		}
+		if code := run(context.Background(), args, getenv, strings.NewReader(stdin), failingWriter{}, &errb); code != 1 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+		return errb.String()
+	}
+	for _, json := range []bool{false, true} {
+		args := []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", fmt.Sprint("lost ", json), "--preset", "full-access"}
+		if json {
+			args = append(args, "--json")
+		}
+		if errs := lost("", args...); !strings.Contains(errs, "was revoked, as nobody received it") {
+			t.Fatalf("stderr %q", errs)
+		}
+	}
+	out, _, _ := cli(t, db, "", "key", "list", "--account", acct)
+	if strings.Count(out, `"status":"revoked"`) != 2 || strings.Contains(out, `"status":"active"`) {
+		t.Fatalf("keys whose credential was lost: %s", out)
+	}
+	if errs := lost("", "account", "create", "--name", "Lost"); !strings.Contains(errs, "was created, but its id could not be written") {
+		t.Fatalf("account create: %q", errs)
+	}
+	if errs := lost("another password\n", "user", "create", "--account", acct, "--email", "bo@example.com", "--role", "admin"); !strings.Contains(errs, "was created, but its id could not be written") {
+		t.Fatalf("user create: %q", errs)
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -80,13 +82,37 @@ func oneLine(err error) string {
 	if errors.As(err, &de) {
 		msg = de.Message
 	}
-	return strings.Join(strings.Fields(msg), " ")
+	return redactCredentials(strings.Join(strings.Fields(msg), " "))
+}
+
+// redactCredentials cuts the secret off anything in msg that starts like a
+// credential: support pastes a credential where a key id belongs, and the
+// command echoes what it could not find. Scripts' stderr ends up in logs.
+func redactCredentials(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, credential.Tag+"_")
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		j := strings.IndexFunc(msg[i:], func(r rune) bool { return r == '"' || r == '\'' || r == ',' || unicode.IsSpace(r) })
+		if j < 0 {
+			j = len(msg) - i
+		}
+		if r := credential.Redact(msg[i : i+j]); r != "" {
+			b.WriteString(r)
+		} else {
+			b.WriteString(credential.Tag + "_[redacted]")
+		}
+		msg = msg[i+j:]
+	}
 }
 
 func dispatch(ctx context.Context, e env, args []string) error {
 	if len(args) == 0 {
-		fmt.Fprint(e.stderr, usage)
-		return errUsage
+		return fmt.Errorf(`%w: no command; "agentapi help" lists them`, errUsage)
 	}
 	sub, rest := args[0], args[1:]
 	switch sub {
@@ -104,17 +130,79 @@ func dispatch(ctx context.Context, e env, args []string) error {
 		fmt.Fprint(e.stdout, usage)
 		return nil
 	}
-	fmt.Fprint(e.stderr, usage)
-	return fmt.Errorf("%w: unknown command %q", errUsage, sub)
+	return fmt.Errorf(`%w: unknown command %q; "agentapi help" lists them`, errUsage, sub)
 }
 
-// flags returns a flag set that reports errors instead of exiting, with the
-// --db flag every command has.
+// flags returns a flag set for an operator command (newFlagSet), with the
+// --db flag every one of them has.
 func (e env) flags(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("agentapi "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.newFlagSet("agentapi " + name)
 	db := fs.String("db", e.or("AGENTAPI_DB", "agentapi.db"), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
 	return fs, db
+}
+
+// newFlagSet returns a flag set that prints nothing while it parses and
+// never exits: a bad command line comes back from parseFlags as one line
+// (scripts read stderr), and -h prints the flags to stderr.
+func (e env) newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(helpOutput{e.stderr})
+	fs.Usage = func() {}
+	return fs
+}
+
+// helpOutput is a flag set's output while it parses: the flag package
+// writes its errors and usage there, which are dropped; parseFlags prints
+// the usage itself, to w, when -h asked for it.
+type helpOutput struct{ w io.Writer }
+
+func (helpOutput) Write(p []byte) (int, error) { return len(p), nil }
+
+// parseFlags runs parse, which parses fs (once, or in steps), refusing a
+// flag given twice (a script that sets --rate-limit twice means one of the
+// two). Its error is flag.ErrHelp, after the usage was printed, or errUsage
+// with a one-line reason.
+func parseFlags(fs *flag.FlagSet, parse func() error) error {
+	values := map[string]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) {
+		values[f.Name] = f.Value
+		f.Value = &onceValue{Value: f.Value}
+	})
+	err := parse()
+	fs.VisitAll(func(f *flag.Flag) { f.Value = values[f.Name] })
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		if h, ok := fs.Output().(helpOutput); ok {
+			fs.SetOutput(h.w)
+			fmt.Fprintf(h.w, "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+			fs.SetOutput(h)
+		}
+		return err
+	}
+	return fmt.Errorf("%w: %s", errUsage, oneLine(err))
+}
+
+// onceValue is a flag's value that may be set once per command line.
+type onceValue struct {
+	flag.Value
+	set bool
+}
+
+func (o *onceValue) Set(s string) error {
+	if o.set {
+		return errors.New("the flag is given more than once")
+	}
+	o.set = true
+	return o.Value.Set(s)
+}
+
+// IsBoolFlag keeps a boolean flag boolean (--json, not --json=true).
+func (o *onceValue) IsBoolFlag() bool {
+	b, ok := o.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 func (e env) or(name, def string) string {
@@ -126,11 +214,8 @@ func (e env) or(name, def string) string {
 
 // parse parses flags and checks the number of positional arguments.
 func parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %s", errUsage, oneLine(err))
+	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
+		return nil, err
 	}
 	if fs.NArg() != len(positional) {
 		want := "no arguments"

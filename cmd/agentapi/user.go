@@ -66,7 +66,9 @@ func userCmd(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("create user: %w", err)
 	}
-	fmt.Fprintln(e.stdout, u.ID)
+	if _, err := fmt.Fprintln(e.stdout, u.ID); err != nil {
+		return fmt.Errorf("user %s was created, but its id could not be written: %w", u.ID, err)
+	}
 	return nil
 }
 
