@@ -697,14 +697,18 @@ func TestRotateThenRevoke(t *testing.T) {
 		}
 	}
 	events, _ := f.st.ListAuditEvents(context.Background(), a.ID, 0)
-	if len(events) != 3 || events[0].Action != "revoked" || events[0].ActorID != owner.ID || events[1].Action != "rotated" {
+	if len(events) != 4 || events[0].Action != "revoked" || events[0].ActorID != owner.ID || events[1].Action != "rotated" || events[2].Action != "rotated" {
 		t.Fatalf("stored events: %+v", events)
+	}
+	// The old key's own History shows its rotation.
+	if history := b.get("/console/developers/keys/" + old.Key.ID); !strings.Contains(history.body, "replaced by "+ks[1].ID) {
+		t.Fatal("the old key's history does not show its rotation")
 	}
 	list := b.get("/console/developers")
 	if !strings.Contains(list.body, "badge-revoked") || !strings.Contains(list.body, "badge-active") {
 		t.Fatal("list does not show both statuses")
 	}
-	if !strings.Contains(list.body, `id="recent-events"`) || strings.Count(list.body, "badge-event") != 3 {
+	if !strings.Contains(list.body, `id="recent-events"`) || strings.Count(list.body, "badge-event") != 4 {
 		t.Fatal("the Developers page does not show the recent audit events")
 	}
 }

@@ -139,11 +139,19 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		k.ID = domain.NewID(domain.PrefixKey, now)
 		k.Prefix = cred.Prefix
 		k.Hash = h[:]
-		ev := domain.AuditEvent{
+		evs := []domain.AuditEvent{{
 			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
 			Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
+		}}
+		if p.rotatedFrom != "" {
+			// The old key's own history says so too: its page is where a
+			// rotation is started and checked.
+			evs = append(evs, domain.AuditEvent{
+				ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
+				Action: "rotated", ActorID: actor.id(), Actor: actor.label(), Detail: "replaced by " + k.ID, CreatedAt: now,
+			})
 		}
-		err = s.store.CreateKey(ctx, k, ev)
+		err = s.store.CreateKey(ctx, k, evs...)
 		var dup *domain.DuplicateError
 		if errors.As(err, &dup) && attempt < 3 {
 			continue

@@ -49,8 +49,9 @@ func scanKey(row interface{ Scan(...any) error }, extra ...any) (domain.APIKey, 
 	return k, nil
 }
 
-// CreateKey stores k, its agent restriction and ev in one transaction.
-func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, ev domain.AuditEvent) error {
+// CreateKey stores k, its agent restriction and its audit events in one
+// transaction.
+func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, evs ...domain.AuditEvent) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, description, prefix, env, hash,
 			scopes, rate_limit_per_minute, last_used_at, expires_at, created_at, created_by,
@@ -65,7 +66,12 @@ func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, ev domain.AuditE
 		if err := insertKeyAgents(ctx, tx, k.ID, k.AgentIDs); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		for _, ev := range evs {
+			if err := insertAuditEvent(ctx, tx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if isUnique(err) {
 		// After the rollback: whatever holds the prefix has committed.
