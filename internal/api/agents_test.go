@@ -209,6 +209,15 @@ func TestValidation(t *testing.T) {
 			r.wantError(t, c.status, c.code, c.fields...)
 		})
 	}
+	// The message counts the other problems, in good grammar.
+	for path, want := range map[string]string{
+		"/v1/ai-agents?limit=5&limit=6&z=1":     "(and 1 more problem; see errors)",
+		"/v1/ai-agents?limit=5&limit=6&z=1&y=2": "(and 2 more problems; see errors)",
+	} {
+		if m := f.get(path, key).message(); !strings.Contains(m, want) {
+			t.Errorf("%s: message %q, want it to end %q", path, m, want)
+		}
+	}
 	// Nothing invalid was stored.
 	if n := len(f.get("/v1/ai-agents", key).body["data"].([]any)); n != 2 {
 		t.Fatalf("%d agents, want 2", n)

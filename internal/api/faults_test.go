@@ -58,6 +58,13 @@ func TestPostgresOutage(t *testing.T) {
 		if d := time.Since(start); d > 10*time.Second {
 			t.Fatalf("%s %s took %v during the outage", r.method, r.path, d)
 		}
+		// Every /v1 response carries rate-limit headers: the key's when the
+		// failure came after it was identified, else the address's.
+		for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if resp.Header().Get(h) == "" {
+				t.Fatalf("%s %s: 500 without %s: %v", r.method, r.path, h, resp.Header())
+			}
+		}
 	}
 	f.do(req{method: "GET", path: "/readyz"}).wantError(t, 503, domain.CodeServerError)
 

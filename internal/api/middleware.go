@@ -338,7 +338,12 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	now := s.now().UTC()
 	key, reason, err := s.authenticate(ctx, token, now)
 	if err != nil {
-		writeError(w, r, s.log, err)
+		// The store failed before any key was identified: the answer is
+		// the 500, with the per-address limiter's headers, as every /v1
+		// response carries rate-limit headers.
+		if s.limitAnonymous(w, r, false) {
+			writeError(w, r, s.log, err)
+		}
 		return
 	}
 	if reason != "" {

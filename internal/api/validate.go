@@ -55,7 +55,11 @@ func (p *problems) err() error {
 			if f.Code == code {
 				msg := f.Message
 				if len(all) > 1 {
-					msg = fmt.Sprintf("%s (and %d more problems; see errors)", strings.TrimSuffix(msg, "."), len(all)-1)
+					more := "problems"
+					if len(all) == 2 {
+						more = "problem"
+					}
+					msg = fmt.Sprintf("%s (and %d more %s; see errors)", strings.TrimSuffix(msg, "."), len(all)-1, more)
 				}
 				return &domain.Error{Code: code, Message: msg, Fields: all}
 			}

@@ -516,6 +516,8 @@ func TestInviteAndForcedPasswordChange(t *testing.T) {
 		url.Values{"email": {"ann@acme.example"}, "role": {"agent"}}), http.StatusUnprocessableEntity)
 	wantStatus(t, "invite bad email", ob.post("/console/users", "/console/users",
 		url.Values{"email": {"Ann <ann@x.example>"}, "role": {"agent"}}), http.StatusUnprocessableEntity)
+	wantStatus(t, "invite an email that is not UTF-8", ob.post("/console/users", "/console/users",
+		url.Values{"email": {"x\xff@acme.example"}, "role": {"agent"}}), http.StatusUnprocessableEntity)
 	wantStatus(t, "invite bad role", ob.post("/console/users", "/console/users",
 		url.Values{"email": {"bob@acme.example"}, "role": {"root"}}), http.StatusUnprocessableEntity)
 

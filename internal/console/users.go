@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/mail"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/password"
@@ -84,7 +85,9 @@ func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *sessio
 		c.render(w, r, s, http.StatusUnprocessableEntity, "users", "Users", p)
 	}
 	addr, err := mail.ParseAddress(email)
-	if err != nil || addr.Address != email || addr.Name != "" || len(email) > maxEmailLength {
+	// Checked as sent too: lower-casing turns bytes that are not UTF-8
+	// into U+FFFD, which would pass as an address that was never given.
+	if err != nil || addr.Address != email || addr.Name != "" || len(email) > maxEmailLength || !utf8.ValidString(r.PostForm.Get("email")) {
 		fail("Give a plain email address, such as ann@example.com.")
 		return
 	}
