@@ -567,3 +567,46 @@ func TestBannerNeverShowsADatabasePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWithRedisAwayLogsJSON: with Redis unreachable, serve answers from
+// its in-process limiter, logs the outage once, and its stderr stays JSON
+// lines: the Redis client's own messages, which it prints to the process's
+// stderr, included (so this runs the binary).
+func TestServeWithRedisAwayLogsJSON(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "noredis.db")
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	cred := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read")
+	s := startServer(t, nil, "--db", db, "--redis", "redis://127.0.0.1:1/0")
+	// Long enough for the probe to try Redis again, more than once.
+	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if code, _, h := call(t, "GET", s.base+"/v1/me", cred, ""); code != 200 || h.Get("X-RateLimit-Limit") == "" {
+			t.Fatalf("/v1/me with Redis away: %d %v", code, h)
+		}
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+		s.done <- err // for the cleanup
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	warnings := 0
+	for _, line := range strings.Split(strings.TrimSpace(s.stderr.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if strings.Contains(fmt.Sprint(m["msg"]), "redis unavailable") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Fatalf("%d outage warnings, want 1:\n%s", warnings, s.stderr.String())
+	}
+}

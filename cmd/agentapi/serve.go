@@ -156,6 +156,10 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 			// notifications on every use of a connection.
 			opts.Protocol = 2
 		}
+		// The client's own messages (a failed dial, a bad connection) join
+		// the JSON log at debug level: the limiter logs an outage once, at
+		// warn, with its cause.
+		redis.SetLogger(redisLog{log})
 		rc := redis.NewClient(opts)
 		defer rc.Close()
 		rl := ratelimit.NewRedis(rc, mem, log)
@@ -345,4 +349,12 @@ func registerStoreMetrics(m *metrics.Metrics, st *store.Store) {
 	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return st.KeyCacheStats().Checks })
 	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return st.ListCacheStats().Hits })
 	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return st.ListCacheStats().Misses })
+}
+
+// redisLog is go-redis's logger: its lines become debug records of the
+// service's JSON log instead of plain text on stderr.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }

@@ -153,7 +153,8 @@ return out
 // Redis is the limiter shared by every instance. When Redis fails it
 // decides with an in-process fallback at the full ceiling: degraded (each
 // instance admits up to N on its own), never unlimited; it logs the change
-// once and tries Redis again after a short pause, by itself.
+// once, and a probe pings Redis every pause (a second) until it answers:
+// requests do not wait on a dead Redis, only the ones that found it dead.
 //
 // Decisions are batched: concurrent Allow calls are sent to Redis
 // together, one script call per round trip, by a few workers
@@ -186,8 +187,8 @@ type Redis struct {
 
 	fallbacks atomic.Int64
 	mu        sync.Mutex
-	down      bool
-	retryAt   time.Time
+	down      bool          // decisions go to the fallback until the probe sees Redis again
+	wentDown  chan struct{} // wakes the probe (room for one signal)
 }
 
 const (
@@ -222,11 +223,13 @@ func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second,
-		calls: make(chan *allowCall, 1024), quit: make(chan struct{})}
+		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	for range batchWorkers {
 		r.workers.Add(1)
 		go r.work()
 	}
+	r.workers.Add(1)
+	go r.probe()
 	return r
 }
 
@@ -387,16 +390,23 @@ func (r *Redis) send(keys []string, args []any) ([]int64, error) {
 func (r *Redis) skipRedis() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.down && time.Now().Before(r.retryAt)
+	return r.down
 }
 
+// markDown sends decisions to the fallback and starts the probe, which
+// alone tries Redis again: no request waits on a dead Redis (only the ones
+// that found it dead did).
 func (r *Redis) markDown(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.down {
 		r.log.Warn("rate limiter: redis unavailable, using the in-process fallback", "err", err)
 	}
-	r.down, r.retryAt = true, time.Now().Add(r.pause)
+	r.down = true
+	select {
+	case r.wentDown <- struct{}{}:
+	default: // already signalled
+	}
 }
 
 func (r *Redis) markUp() {
@@ -405,5 +415,43 @@ func (r *Redis) markUp() {
 	if r.down {
 		r.log.Info("rate limiter: redis is back")
 		r.down = false
+	}
+}
+
+// probe waits for Redis to be marked down, then pings it every pause until
+// it answers and sends decisions back to it; it stops when the limiter
+// closes.
+func (r *Redis) probe() {
+	defer r.workers.Done()
+	for {
+		select {
+		case <-r.quit:
+			return
+		case <-r.wentDown:
+		}
+		if !r.pingUntilUp() {
+			return
+		}
+	}
+}
+
+// pingUntilUp returns true once Redis answered (and decisions went back to
+// it), false when the limiter closed first.
+func (r *Redis) pingUntilUp() bool {
+	t := time.NewTicker(r.pause)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.quit:
+			return false
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		err := r.client.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			r.markUp()
+			return true
+		}
 	}
 }

@@ -135,6 +135,8 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 	opts.DialTimeout = 200 * time.Millisecond
 	c := redis.NewClient(&opts)
 	defer c.Close()
+	var rt roundTrips
+	c.AddHook(&rt)
 	l := newRedis(t, c, NewMemory(nil), nil)
 	l.pause = 100 * time.Millisecond
 	key := uniqueKey()
@@ -158,6 +160,21 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 	}
 	if time.Since(start) > 3*time.Second {
 		t.Fatalf("fallback took %v", time.Since(start))
+	}
+	// While Redis is away no request tries it (and waits on it): only the
+	// probe does, with a ping every pause.
+	scripts := rt.scripts.Load()
+	for range 10 {
+		time.Sleep(50 * time.Millisecond)
+		if _, err := l.Allow(context.Background(), key, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rt.scripts.Load(); got != scripts {
+		t.Fatalf("%d script calls while Redis was down, want none: requests waited on it", got-scripts)
+	}
+	if rt.pings.Load() == 0 {
+		t.Fatal("no probe while Redis was down")
 	}
 	// Redis returns: the limiter goes back to it by itself.
 	proxy.Restore()
@@ -188,13 +205,20 @@ func TestRedisUnreachableFromTheStart(t *testing.T) {
 	}
 }
 
-// roundTrips counts the commands and pipelines (round trips) a client sends.
-type roundTrips struct{ n atomic.Int64 }
+// roundTrips counts the commands and pipelines (round trips) a client
+// sends, and among the commands the script calls and the pings.
+type roundTrips struct{ n, scripts, pings atomic.Int64 }
 
 func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (p *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		p.n.Add(1)
+		switch cmd.Name() {
+		case "evalsha", "eval":
+			p.scripts.Add(1)
+		case "ping":
+			p.pings.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
