@@ -610,3 +610,56 @@ func TestServeWithRedisAwayLogsJSON(t *testing.T) {
 		t.Fatalf("%d outage warnings, want 1:\n%s", warnings, s.stderr.String())
 	}
 }
+
+// TestStopAnswersRequestsOnOpenConnections: a request that arrives on a
+// keep-alive connection just after a stop began is answered (with
+// Connection: close), not dropped with the idle connection; new
+// connections are refused.
+func TestStopAnswersRequestsOnOpenConnections(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "drain.db")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--db", db}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	}()
+	waitReady(t, "http://"+addr, errb.String)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	get := func() *http.Response {
+		t.Helper()
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(rd, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get(); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("before the stop: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	cancel() // the connection is idle now
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err != nil {
+			break // no longer accepting
+		} else {
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting connections after the stop began")
+		}
+	}
+	if resp := get(); resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("on the open connection during the stop: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	waitExit(t, done, errb.String)
+}

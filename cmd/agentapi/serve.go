@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -219,7 +220,10 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		go func() { _ = admin.Serve(aln) }()
 		log.Info("admin listening", "addr", aln.Addr().String())
 	}
-	srv := newHTTPServer(ctx, handler, log, defaultTimeouts)
+	var dr drainer
+	srv := newHTTPServer(ctx, dr.wrap(handler), log, defaultTimeouts)
+	srv.ConnState = dr.connState
+	ln = &onceCloseListener{Listener: ln}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
@@ -233,8 +237,15 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	case <-ctx.Done():
 	}
 	// Stop accepting, let in-flight requests finish, then write what the
-	// write-behind holds, so a graceful stop loses nothing.
+	// write-behind holds, so a graceful stop loses nothing. Between the
+	// two, requests that arrive on connections already open are still
+	// answered, each with Connection: close, for up to drainGrace: closing
+	// an idle keep-alive connection at once would drop a request its client
+	// had just sent on it, unanswered.
 	log.Info("shutting down")
+	dr.draining.Store(true)
+	_ = ln.Close()
+	dr.wait(drainGrace)
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	shutErr := srv.Shutdown(shutCtx)
@@ -357,4 +368,53 @@ type redisLog struct{ log *slog.Logger }
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
+}
+
+// drainGrace bounds how long a stop keeps answering requests on the
+// connections already open, after it stopped accepting new ones.
+const drainGrace = time.Second
+
+// drainer counts the API listener's open connections and, once a stop has
+// begun, asks each response to close its connection.
+type drainer struct {
+	open     atomic.Int64
+	draining atomic.Bool
+}
+
+func (d *drainer) connState(_ net.Conn, s http.ConnState) {
+	switch s {
+	case http.StateNew:
+		d.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		d.open.Add(-1)
+	}
+}
+
+func (d *drainer) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// wait returns once every connection has closed, or after max.
+func (d *drainer) wait(max time.Duration) {
+	for deadline := time.Now().Add(max); d.open.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// onceCloseListener lets the stop close the listener itself, before
+// http.Server.Shutdown closes it again.
+type onceCloseListener struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (l *onceCloseListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
 }
