@@ -194,6 +194,7 @@ func TestValidation(t *testing.T) {
 		{"long fraction", "GET", "/v1/ai-agents?updated_since=2026-01-01T00:00:00.1234567891234%2B23:59", "", ``, 200, "", nil},
 		{"bad filter and bad cursor", "GET", "/v1/ai-agents?updated_since=x&next=garbage", "", ``, 400, domain.CodeInvalidValue, []string{"updated_since:invalid_value", "next:invalid_value"}},
 		{"bad escape", "GET", "/v1/ai-agents?limit=%zz", "", ``, 400, domain.CodeInvalidValue, []string{"query:invalid_value"}},
+		{"parameter name not UTF-8", "GET", "/v1/me?%FF=1", "", ``, 400, domain.CodeInvalidField, []string{"\uFFFD:invalid_field"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -85,7 +85,10 @@ func (p *problems) query(r *http.Request, allowed ...string) map[string]string {
 		switch {
 		case !slices.Contains(allowed, q.name):
 			if count[q.name] == 1 {
-				p.add(q.name, domain.CodeInvalidField, "%q is not a query parameter of this endpoint.", q.name)
+				// As JSON will show it: bytes that are not UTF-8 become
+				// U+FFFD in the field, and so in the message.
+				name := strings.ToValidUTF8(q.name, "\uFFFD")
+				p.add(name, domain.CodeInvalidField, "%q is not a query parameter of this endpoint.", name)
 			}
 		case count[q.name] == 2:
 			repeated = append(repeated, q.name)
