@@ -149,6 +149,7 @@ func (c *Client) ListAgents(ctx context.Context, opts ListOptions) (Page, error)
 func (c *Client) Agents(ctx context.Context, opts ListOptions) iter.Seq2[Agent, error] {
 	return func(yield func(Agent, error) bool) {
 		o := opts
+		seen := map[string]bool{}
 		for {
 			p, err := c.ListAgents(ctx, o)
 			if err != nil {
@@ -163,11 +164,13 @@ func (c *Client) Agents(ctx context.Context, opts ListOptions) iter.Seq2[Agent, 
 			if !p.HasMore {
 				return
 			}
-			if p.Next == o.Next {
-				// A cursor that does not move would loop until ctx ends.
-				yield(Agent{}, errors.New("client: GET /ai-agents: the server sent back the cursor it was given"))
+			if p.Next == o.Next || seen[p.Next] {
+				// A cursor that does not move, or comes round again, would
+				// loop until ctx ends.
+				yield(Agent{}, errors.New("client: GET /ai-agents: the server sent back a cursor it had already given"))
 				return
 			}
+			seen[p.Next] = true
 			o.Next = p.Next
 		}
 	}
@@ -180,7 +183,9 @@ type NewAgent struct {
 	// AdoptExisting turns 409 duplicate_value (an agent of that name
 	// exists, perhaps created by an earlier attempt whose answer was lost)
 	// into success: CreateAgent then fetches and returns the existing agent,
-	// with Adopted set. Its instructions are left as they are.
+	// with Adopted set. Its instructions are left as they are. Fetching
+	// needs aiagents:read; without it the 409 is returned (errors.As gives
+	// its ExistingID), with the reason the fetch failed.
 	AdoptExisting bool `json:"-"`
 }
 
@@ -197,9 +202,12 @@ func (c *Client) CreateAgent(ctx context.Context, a NewAgent) (Agent, error) {
 	if err != nil {
 		var e *Error
 		if a.AdoptExisting && errors.As(err, &e) && e.Code == CodeDuplicateValue && e.ExistingID != "" {
-			out, err = c.GetAgent(ctx, e.ExistingID)
-			if err != nil {
-				return Agent{}, fmt.Errorf("client: adopt existing agent %s: %w", e.ExistingID, err)
+			out, getErr := c.GetAgent(ctx, e.ExistingID)
+			if getErr != nil {
+				// A key with aiagents:write but not aiagents:read cannot
+				// fetch it: the 409 stays the error errors.As finds first,
+				// with its ExistingID, and why the fetch failed follows.
+				return Agent{}, fmt.Errorf("%w; adopting it failed: %w", err, getErr)
 			}
 			out.Adopted = true
 			return out, nil
@@ -297,9 +305,10 @@ type Question struct {
 // language model and kept in the agent's history. Ask follows the
 // contract's guidance (5xx, including a model failure, is retried with
 // backoff; 429 after Retry-After, which the server refuses before doing
-// anything), but it does not retry a transport error, after which the
-// question may have been asked and answered: that error is returned, and
-// the caller decides.
+// anything), but it does not retry a transport error, or a 5xx that is not
+// the API's own answer (a gateway's 502 or 504 page), after either of which
+// the question may have been asked and answered: that error is returned,
+// and the caller decides.
 func (c *Client) Ask(ctx context.Context, agentID string, q Question) (Answer, error) {
 	var a Answer
 	err := c.agentCall(ctx, http.MethodPost, agentID, "/questions", q, true, &a)

@@ -12,13 +12,16 @@
 //     inconsistent_state call for re-reading the record.
 //   - 429 rate_limit_exceeded is retried after the Retry-After seconds the
 //     server sent, never sooner. When the context's deadline comes before
-//     that, or Retry-After exceeds RetryPolicy.MaxRetryAfter, the 429 is
+//     that, or Retry-After exceeds RetryPolicy.MaxRetryAfter, or is absent
+//     or unusable (not in the future, more than 24 h away), the 429 is
 //     returned at once instead of sleeping.
 //   - 5xx is retried with exponential backoff and full jitter: before retry
 //     n (from 1) the client sleeps a uniformly random time in
 //     [0, min(MaxDelay, BaseDelay·2^(n-1))).
 //   - A transport error (connection refused or reset, time-out of the
 //     http.Client) is retried like a 5xx, except for [Client.Ask]: see there.
+//   - An answer larger than 8 MiB is not the API's; it is returned as an
+//     error, not retried.
 //
 // Every wait is bounded by the context: when it is cancelled mid-wait, the
 // call returns at once with an error that matches both the context's error
@@ -104,8 +107,11 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 
 // Client calls the API with one key. It is safe for concurrent use.
 type Client struct {
-	base      string // scheme://host[:port]/path ending in /v1, no trailing slash
-	key       string
+	base string // scheme://host[:port]/path ending in /v1, no trailing slash
+	// key is behind a pointer: fmt prints a Client held in another value's
+	// unexported field without calling its Format, and shows a pointer
+	// there as an address.
+	key       *secret
 	prefix    string // the key's public prefix, safe to print
 	hc        *http.Client
 	userAgent string
@@ -140,7 +146,7 @@ func WithInsecureHTTP() Option { return func(c *Client) { c.insecure = true } }
 // https://api.example.com/v1), authenticating with key.
 func New(baseURL, key string, opts ...Option) (*Client, error) {
 	c := &Client{
-		key: key, userAgent: DefaultUserAgent,
+		key: &secret{key}, userAgent: DefaultUserAgent,
 		sleep: sleepCtx, jitter: rand.Int64N,
 	}
 	for _, o := range opts {
@@ -154,7 +160,9 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 	c.prefix = prefix
 	base, err := checkBase(baseURL, c.insecure)
 	if err != nil {
-		return nil, err
+		// The URL is quoted back, and a key pasted into it (a query, the
+		// user info) would be with it.
+		return nil, errors.New(strings.ReplaceAll(err.Error(), key, "agk_…_"+prefix+"_…"))
 	}
 	c.base = base
 	hc := http.DefaultClient
@@ -167,6 +175,9 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 	c.hc = &cp
 	return c, nil
 }
+
+// secret holds the key.
+type secret struct{ s string }
 
 // errKeyForm never names the key: an error message may well be logged.
 var errKeyForm = errors.New("client: the API key is not of the form agk_<env>_<prefix>_<secret> (check that it was copied whole)")
@@ -325,8 +336,13 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 // context's error and, through errors.As, the last *Error.
 func joinCtx(ctx context.Context, last error) error {
 	cerr := context.Cause(ctx)
-	if cerr == nil || errors.Is(last, cerr) {
+	if cerr == nil || errors.Is(last, cerr) && errors.Is(last, ctx.Err()) {
 		return last
+	}
+	if cerr != ctx.Err() {
+		// A cause (WithCancelCause, WithTimeoutCause): match it and the
+		// context's own error both.
+		return fmt.Errorf("client: %w: %w (last attempt: %w)", ctx.Err(), cerr, last)
 	}
 	return fmt.Errorf("client: %w (last attempt: %w)", cerr, last)
 }
@@ -334,6 +350,11 @@ func joinCtx(ctx context.Context, last error) error {
 // backoff decides whether err after attempt is retried and after how long.
 func (c *Client) backoff(cl call, attempt int, err error) (time.Duration, bool) {
 	var apiErr *Error
+	if errors.Is(err, errTooLarge) {
+		// The answer came, whole or not: asking again brings the same one
+		// (and would repeat a create that succeeded).
+		return 0, false
+	}
 	if !errors.As(err, &apiErr) {
 		// A transport error: the request may or may not have been served.
 		if cl.noTransportRetry {
@@ -347,6 +368,10 @@ func (c *Client) backoff(cl call, attempt int, err error) (time.Duration, bool) 
 			return 0, false
 		}
 		return apiErr.RetryAfter, true
+	case apiErr.StatusCode >= 500 && cl.noTransportRetry && !apiErr.envelope:
+		// A gateway's 502 or 504, not the API's answer: the request may
+		// have been served behind it, as after a transport error.
+		return 0, false
 	case apiErr.StatusCode >= 500:
 		d := c.expBackoff(attempt)
 		// A 503 from a proxy may say when to come back; never sooner.
@@ -382,7 +407,7 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte) (
 	if err != nil {
 		return nil, fmt.Errorf("client: build request: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Authorization", "Bearer "+c.key.s)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
 	if body != nil {
@@ -398,7 +423,7 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte) (
 		return nil, fmt.Errorf("client: %s %s: read response: %w", method, redactURL(target), err)
 	}
 	if len(data) > maxBody {
-		return nil, fmt.Errorf("client: %s %s: response larger than %d bytes", method, redactURL(target), maxBody)
+		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), errTooLarge)
 	}
 	rl := parseRateLimit(resp.Header)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -406,6 +431,9 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte) (
 	}
 	return nil, parseError(resp.StatusCode, resp.Header, data, rl)
 }
+
+// errTooLarge is an answer over maxBody: not the API's, and not retried.
+var errTooLarge = fmt.Errorf("response larger than %d bytes", maxBody)
 
 // unwrapURLError drops *url.Error's own "Get \"url\":" text, which the
 // caller's message already says.

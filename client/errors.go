@@ -47,10 +47,13 @@ type Error struct {
 	ExistingID string
 	// RequestID is the X-Request-Id header; quote it to support.
 	RequestID string
-	// RetryAfter is the Retry-After header (on 429), zero when absent.
+	// RetryAfter is the Retry-After header (on 429), zero when absent or
+	// unusable: not in the future, or more than 24 hours away.
 	RetryAfter time.Duration
 	// RateLimit holds the X-RateLimit-* headers.
 	RateLimit RateLimit
+	// envelope: the body was the API's error envelope (not a gateway's page).
+	envelope bool
 }
 
 // FieldError is one entry of error.errors.
@@ -126,6 +129,7 @@ func parseError(status int, h http.Header, body []byte, rl RateLimit) *Error {
 			return s
 		}
 		if code := str("code"); code != "" {
+			e.envelope = true
 			e.Code, e.Message, e.ExistingID = code, str("message"), str("existing_id")
 			_ = json.Unmarshal(env.Error["errors"], &e.Errors)
 			return e

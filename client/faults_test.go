@@ -410,3 +410,101 @@ func TestAgentsStopsOnHasMoreNotOnEmptyData(t *testing.T) {
 		}
 	}
 }
+
+// A cursor that comes round again (A, B, A…) is reported too, not followed
+// for ever.
+func TestAgentsStopsOnACursorCycle(t *testing.T) {
+	page := func(next string) step {
+		return ok(`{"data":[],"meta":{"limit":1,"next":"` + next + `","has_more":true}}`)
+	}
+	fs := newFaultServer(t, page("A"), page("B"), page("A"), page("B"))
+	c := faultClient(t, fs, testKey(t))
+	var last error
+	for _, err := range c.Agents(context.Background(), client.ListOptions{}) {
+		last = err
+	}
+	if last == nil || !strings.Contains(last.Error(), "already given") || len(fs.requests()) != 3 {
+		t.Fatalf("cursor cycle: %v after %d requests", last, len(fs.requests()))
+	}
+}
+
+// Ask is not retried on a 5xx that is not the API's answer (a gateway's
+// page): the question may have been asked behind it. The API's own 5xx is
+// retried, as the contract says.
+func TestAskIsNotRetriedOnAGatewayError(t *testing.T) {
+	fs := newFaultServer(t, step{status: 504, body: "<html>Gateway Timeout</html>"})
+	c := faultClient(t, fs, testKey(t))
+	_, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "q"})
+	wantAPIError(t, err, 504, client.CodeServerError)
+	if n := len(fs.requests()); n != 1 {
+		t.Fatalf("%d requests for one question after a gateway's 504", n)
+	}
+	fs = newFaultServer(t, serverError("r1"), ok(`{"data":{"id":"q_1","conversation_id":"c_1","question":"q","answer":"a","created_at":"2026-11-22T12:00:00.000Z","answer_ms":5}}`))
+	c = faultClient(t, fs, testKey(t))
+	if a, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "q"}); err != nil || a.ID != "q_1" || len(fs.requests()) != 2 {
+		t.Fatalf("the API's 500 is retried: %+v, %v, %d requests", a, err, len(fs.requests()))
+	}
+}
+
+// An answer over 8 MiB is an error, not retried: asking again would repeat
+// a create that succeeded.
+func TestOversizedAnswerIsNotRetried(t *testing.T) {
+	fs := newFaultServer(t, step{status: 201, body: `{"data":{"id":"agt_1","name":"` + strings.Repeat("a", 9<<20) + `"}}`})
+	c := faultClient(t, fs, testKey(t))
+	_, err := c.CreateAgent(context.Background(), client.NewAgent{Name: "a"})
+	if err == nil || !strings.Contains(err.Error(), "larger than") || len(fs.requests()) != 1 {
+		t.Fatalf("oversized answer: %v after %d requests", err, len(fs.requests()))
+	}
+}
+
+// A context cancelled with a cause: the error matches the cause, the
+// context's own error and the last *Error.
+func TestContextCauseAndErrorBothMatch(t *testing.T) {
+	fs := newFaultServer(t, serverError("r1"))
+	c, err := client.New(fs.URL+"/v1", testKey(t), client.WithRetry(client.RetryPolicy{BaseDelay: 10 * time.Second, MaxDelay: 10 * time.Second}),
+		client.WithJitter(func(n int64) int64 { return n - 1 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
+	_, err = c.Me(ctx)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Fatalf("error %v: Canceled %v, cause %v", err, errors.Is(err, context.Canceled), errors.Is(err, cause))
+	}
+	wantAPIError(t, err, 500, client.CodeServerError)
+}
+
+// The key stays out of New's errors even when it was pasted into the base
+// URL, and out of a Client printed inside another value.
+func TestKeyPastedIntoTheURLIsNotEchoed(t *testing.T) {
+	key := testKey(t)
+	secret := key[22:]
+	for _, base := range []string{
+		"https://api.example.com/v1?api_key=" + key,
+		"https://" + key + "@api.example.com/v1",
+		"https://api.example.com/v1#" + key,
+		"https://api.example.com/" + key,
+		"https://api.example.com/v1/%zz" + key,
+	} {
+		if _, err := client.New(base, key); err == nil || strings.Contains(err.Error(), secret) {
+			t.Fatalf("New(%q): %v", base, err)
+		}
+	}
+	c, err := client.New("https://api.example.com/v1", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type holder struct{ c client.Client }
+	for _, verb := range []string{"%v", "%+v", "%#v"} {
+		if out := fmt.Sprintf(verb, holder{*c}); strings.Contains(out, secret) {
+			t.Fatalf("%s of a value holding a Client: %s", verb, out)
+		}
+	}
+	var js strings.Builder
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("x", "h", holder{*c})
+	if strings.Contains(js.String(), secret) {
+		t.Fatalf("slog of a value holding a Client: %s", js.String())
+	}
+}

@@ -300,11 +300,14 @@ func TestCreateAdoptsAnExistingAgent(t *testing.T) {
 		t.Fatalf("fresh create with AdoptExisting: %+v, %v", fresh, err)
 	}
 	// Adopting needs aiagents:read to fetch the record; without it the
-	// failure says so and still carries the fetch's error.
+	// error is still the 409, whose ExistingID the caller can use, and it
+	// says why the fetch failed.
 	writeOnly := f.client(f.key(nil, domain.ScopeAgentsWrite).Credential)
 	_, err = writeOnly.CreateAgent(ctx, client.NewAgent{Name: "Billing", AdoptExisting: true})
-	wantAPIError(t, err, 403, client.CodeAccessDenied)
-	wantText(t, err.Error(), a.ID)
+	if e := wantAPIError(t, err, 409, client.CodeDuplicateValue, "name:duplicate_value"); e.ExistingID != a.ID {
+		t.Fatalf("ExistingID lost: %v", err)
+	}
+	wantText(t, err.Error(), "aiagents:read")
 }
 
 // The rate limiter's 429 is retried only after Retry-After, which the fake
