@@ -142,7 +142,9 @@ func (a *apiCommand) client() (*client.Client, error) {
 	}
 	c, err := client.New(*a.url, key, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", errUsage, strings.TrimPrefix(err.Error(), "client: "))
+		// The library names its option; here it is a flag.
+		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "client: "), "WithInsecureHTTP", "--insecure-http")
+		return nil, fmt.Errorf("%w: %s", errUsage, msg)
 	}
 	return c, nil
 }

@@ -236,7 +236,7 @@ func TestAPICommandFailures(t *testing.T) {
 		{"key as a flag", key, s.url, []string{"me", "--key", key}, 2, "agentapi: there is no --key flag"},
 		{"key as a flag with =", key, s.url, []string{"agents", "list", "--api-key=" + key}, 2, "agentapi: there is no --api-key flag"},
 		{"malformed key", key[:len(key)-1], s.url, []string{"me"}, 2, "agentapi: the API key is not of the form"},
-		{"plain http to a remote host", key, "http://api.example.com/v1", []string{"me"}, 2, "agentapi: refusing to send the API key in clear text"},
+		{"plain http to a remote host", key, "http://api.example.com/v1", []string{"me"}, 2, "agentapi: refusing to send the API key in clear text to api.example.com over http; use https (or --insecure-http on a trusted network)"},
 		{"url without /v1", key, strings.TrimSuffix(s.url, "/v1"), []string{"me"}, 2, "agentapi: base URL"},
 		{"unknown subcommand", key, s.url, []string{"agents", "delete", "agt_x"}, 2, "agentapi: unknown api agents subcommand"},
 		{"no subcommand", key, s.url, nil, 2, "agentapi: api needs a subcommand"},

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -662,4 +663,34 @@ func TestStopAnswersRequestsOnOpenConnections(t *testing.T) {
 		t.Fatalf("on the open connection during the stop: %d, close %v", resp.StatusCode, resp.Close)
 	}
 	waitExit(t, done, errb.String)
+}
+
+// TestCreateIntoAClosedPipe: the real binary writing its credential into a
+// pipe nobody reads any more fails with one line and revokes the key,
+// instead of dying of SIGPIPE with the key left active.
+func TestCreateIntoAClosedPipe(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "pipe.db")
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone before anything is written
+	cmd := exec.Command(binary(t), "key", "create", "--db", db, "--account", acct, "--as", "ann@example.com", "--name", "piped", "--preset", "aiagent-read")
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &errb
+	err = cmd.Run()
+	w.Close()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v; stderr %q", err, errb.String())
+	}
+	if !strings.Contains(errb.String(), "was revoked, as nobody received it") || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("stderr %q", errb.String())
+	}
+	out, _, _ := cli(t, db, "", "key", "list", "--account", acct)
+	if !strings.Contains(out, `"status":"revoked"`) || strings.Contains(out, `"status":"active"`) {
+		t.Fatalf("key after a closed pipe: %s", out)
+	}
 }
