@@ -177,8 +177,11 @@ type keyLine struct {
 	Env                domain.Env     `json:"env"`
 	AgentIDs           []string       `json:"agent_ids"`
 	Status             string         `json:"status"`
-	CreatedAt          string         `json:"created_at"`
-	RevokedAt          *string        `json:"revoked_at"`
+	// AccountActive is false while the account is deactivated: its keys
+	// are refused (401) whatever their own status says.
+	AccountActive bool    `json:"account_active"`
+	CreatedAt     string  `json:"created_at"`
+	RevokedAt     *string `json:"revoked_at"`
 }
 
 func keyList(ctx context.Context, e env, args []string) error {
@@ -199,6 +202,10 @@ func keyList(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	acct, err := st.GetAccount(ctx, *account)
+	if err != nil {
+		return fmt.Errorf("get account: %w", err)
+	}
 	enc := json.NewEncoder(e.stdout)
 	now := time.Now()
 	for _, k := range ks {
@@ -209,7 +216,7 @@ func keyList(ctx context.Context, e env, args []string) error {
 		if err := enc.Encode(keyLine{
 			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
 			RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt),
-			Env: k.Env, AgentIDs: agents, Status: string(k.Status(now)), CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
+			Env: k.Env, AgentIDs: agents, Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
 		}); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}

@@ -102,7 +102,14 @@ func TestOperatorCLI(t *testing.T) {
 		t.Fatalf("after revoke and set-rate-limit: %s", out)
 	}
 	mustCLI(t, db, "", "account", "deactivate", acct)
+	// Its keys are refused while it is deactivated: key list says so.
+	if out, _, _ := cli(t, db, "", "key", "list", "--account", acct); strings.Count(out, `"account_active":false`) != 2 {
+		t.Fatalf("key list of a deactivated account: %s", out)
+	}
 	mustCLI(t, db, "", "account", "activate", acct)
+	if out, _, _ := cli(t, db, "", "key", "list", "--account", acct); strings.Count(out, `"account_active":true`) != 2 {
+		t.Fatalf("key list of an active account: %s", out)
+	}
 	mustCLI(t, db, "", "account", "feature", "--enable", "ai-answers", acct)
 	mustCLI(t, db, "", "account", "feature", "--disable", "ai-answers", acct)
 
