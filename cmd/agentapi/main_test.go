@@ -154,6 +154,9 @@ func TestOperatorCLI(t *testing.T) {
 		{"account name not text", "", []string{"account", "create", "--name", "bad\xffname"}},
 		{"credential for a key id", "", []string{"key", "revoke", "--account", acct, "--as", "ann@example.com", cred}},
 		{"credential for a key id (set-rate-limit)", "", []string{"key", "set-rate-limit", cred, "5"}},
+		{"credential for a command", "", []string{cred}},
+		{"credential for a key subcommand", "", []string{"key", cred}},
+		{"credential for an api subcommand", "", []string{"api", cred}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, errs, code := cli(t, db, c.stdin, c.args...)

@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return 0
 	case errors.Is(err, errUsage):
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
-			fmt.Fprintf(stderr, "agentapi: %s\n", msg)
+			fmt.Fprintf(stderr, "agentapi: %s\n", redactCredentials(msg))
 		}
 		return 2
 	}

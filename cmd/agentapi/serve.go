@@ -157,8 +157,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 			// notifications on every use of a connection.
 			opts.Protocol = 2
 		}
-		// The client's own messages (a failed dial, a bad connection) join
-		// the JSON log at debug level: the limiter logs an outage once, at
+		// The client's own messages (a failed dial, a bad connection) go to
+		// the JSON log at debug level, below what serve prints (info), not
+		// as plain text to stderr: the limiter logs an outage once, at
 		// warn, with its cause.
 		redis.SetLogger(redisLog{log})
 		rc := redis.NewClient(opts)

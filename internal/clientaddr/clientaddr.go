@@ -41,12 +41,20 @@ func Parse(list string) (*Resolver, error) {
 			if p, err = netip.ParsePrefix(item); err != nil {
 				return nil, fmt.Errorf("trusted proxy %q is not an IP address or CIDR prefix", item)
 			}
+			if p.Addr().Is4In6() && p.Bits() >= 96 {
+				// ::ffff:10.0.0.0/104 is 10.0.0.0/8: peers are compared
+				// unmapped.
+				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			} else if p.Addr().Is4In6() {
+				return nil, fmt.Errorf("trusted proxy %q mixes IPv4-mapped and IPv6 addresses", item)
+			}
 			p = p.Masked()
 		} else {
 			a, err := netip.ParseAddr(item)
 			if err != nil || a.Zone() != "" {
 				return nil, fmt.Errorf("trusted proxy %q is not an IP address or CIDR prefix", item)
 			}
+			a = a.Unmap()
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		r.trusted = append(r.trusted, p)
@@ -78,8 +86,11 @@ func (r *Resolver) Addr(req *http.Request) string {
 		return host
 	}
 	peer, err := netip.ParseAddr(host)
-	if err != nil || !r.Trusts(peer) {
+	if err != nil {
 		return host
+	}
+	if !r.Trusts(peer) {
+		return peer.Unmap().String()
 	}
 	// The peer is a trusted proxy: walk X-Forwarded-For (every field line,
 	// in order, is one list) from the right.

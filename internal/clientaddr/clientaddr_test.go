@@ -58,3 +58,26 @@ func TestParseRefusesNonsense(t *testing.T) {
 		}
 	}
 }
+
+// IPv4-mapped forms name IPv4 peers: in the list, and in what is reported.
+func TestMappedAddresses(t *testing.T) {
+	for _, list := range []string{"::ffff:10.0.0.0/104", "::ffff:10.1.2.3"} {
+		r, err := Parse(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = "10.1.2.3:443"
+		req.Header.Set("X-Forwarded-For", "203.0.113.9")
+		if got := r.Addr(req); got != "203.0.113.9" {
+			t.Fatalf("%s: a mapped trusted entry does not match its IPv4 peer: %q", list, got)
+		}
+		req.RemoteAddr = "[::ffff:198.51.100.7]:1"
+		if got := r.Addr(req); got != "198.51.100.7" {
+			t.Fatalf("%s: untrusted mapped peer reported as %q", list, got)
+		}
+	}
+	if _, err := Parse("::ffff:0:0/90"); err == nil {
+		t.Fatal("a prefix mixing mapped and plain IPv6 was accepted")
+	}
+}

@@ -258,7 +258,7 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 		return Created{}, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; create a new key instead", keyID)
 	}
 	p := CreateParams{
-		AccountID: accountID, Name: rotatedName(old.Name), Description: old.Description,
+		AccountID: accountID, Name: rotatedName(strings.ToValidUTF8(old.Name, "\uFFFD")), Description: textOnly(old.Description),
 		Scopes: old.Scopes, AgentIDs: old.AgentIDs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
 	}
 	if old.ExpiresAt != nil {
@@ -267,6 +267,18 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 	}
 	p.rotatedFrom = old.ID
 	return s.Create(ctx, actor, p)
+}
+
+// textOnly is s as a description may be now: a key made before that rule
+// may hold bytes that are not UTF-8 or control characters, which must not
+// stop it from being rotated.
+func textOnly(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 func rotatedName(name string) string {

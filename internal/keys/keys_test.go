@@ -234,3 +234,32 @@ func TestToucherKeepsNewestAndRetries(t *testing.T) {
 		t.Fatalf("flushed %v", last)
 	}
 }
+
+// TestRotateAKeyFromBeforeTheTextRules: a key stored before names and
+// descriptions had to be text (bytes that are not UTF-8, control
+// characters) can still be rotated; the new key's text is cleaned.
+func TestRotateAKeyFromBeforeTheTextRules(t *testing.T) {
+	w := setup(t)
+	ctx := context.Background()
+	owner := w.users["owner@acme.test"]
+	cred, err := credential.Generate(domain.EnvLive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := credential.Hash(cred.Text)
+	old := domain.APIKey{
+		ID: domain.NewID(domain.PrefixKey, w.now), AccountID: w.account.ID, Name: "legacy\xffname",
+		Description: "bell\x07 and esc\x1b[31m\nsecond line", Prefix: cred.Prefix, Env: domain.EnvLive, Hash: h[:],
+		Scopes: []domain.Scope{domain.ScopeAgentsRead}, RateLimitPerMinute: 60, CreatedAt: w.now, CreatedBy: owner.ID,
+	}
+	if err := w.st.CreateKey(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	c, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.ID)
+	if err != nil {
+		t.Fatalf("rotating a key from before the text rules: %v", err)
+	}
+	if c.Key.Name != "legacy\uFFFDname (rotated)" || c.Key.Description != "bell and esc[31m\nsecond line" {
+		t.Fatalf("rotated key: name %q, description %q", c.Key.Name, c.Key.Description)
+	}
+}

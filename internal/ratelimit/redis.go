@@ -153,8 +153,9 @@ return out
 // Redis is the limiter shared by every instance. When Redis fails it
 // decides with an in-process fallback at the full ceiling: degraded (each
 // instance admits up to N on its own), never unlimited; it logs the change
-// once, and a probe pings Redis every pause (a second) until it answers:
-// requests do not wait on a dead Redis, only the ones that found it dead.
+// once, and a probe tries a decision in Redis every pause (a second) until
+// one succeeds: requests do not wait on a dead Redis, only the ones that
+// found it dead.
 //
 // Decisions are batched: concurrent Allow calls are sent to Redis
 // together, one script call per round trip, by a few workers
@@ -418,9 +419,9 @@ func (r *Redis) markUp() {
 	}
 }
 
-// probe waits for Redis to be marked down, then pings it every pause until
-// it answers and sends decisions back to it; it stops when the limiter
-// closes.
+// probe waits for Redis to be marked down, then tries it every pause until
+// it decides again and sends decisions back to it; it stops when the
+// limiter closes.
 func (r *Redis) probe() {
 	defer r.workers.Done()
 	for {
@@ -435,23 +436,30 @@ func (r *Redis) probe() {
 	}
 }
 
-// pingUntilUp returns true once Redis answered (and decisions went back to
-// it), false when the limiter closed first.
+// pingUntilUp returns true once Redis decided again (and decisions went
+// back to it), false when the limiter closed first. The probe is a real
+// decision, on a key of its own: a Redis that answers PING but refuses the
+// script (a read-only replica, a full memory) is not back.
 func (r *Redis) pingUntilUp() bool {
 	t := time.NewTicker(r.pause)
 	defer t.Stop()
+	runs, meta := windowKeys(probeKey)
 	for {
 		select {
 		case <-r.quit:
 			return false
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
-		err := r.client.Ping(ctx).Err()
-		cancel()
-		if err == nil {
+		if _, err := r.send([]string{runs, meta}, []any{windowMS, maxProbeLimit, 0}); err == nil {
 			r.markUp()
 			return true
 		}
 	}
 }
+
+// probeKey is the window the probe decides on; it expires a second after
+// the window, like any idle key's.
+const (
+	probeKey      = "agentapi-probe"
+	maxProbeLimit = 1 << 30
+)

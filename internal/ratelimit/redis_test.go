@@ -1,11 +1,15 @@
 package ratelimit
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +166,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 		t.Fatalf("fallback took %v", time.Since(start))
 	}
 	// While Redis is away no request tries it (and waits on it): only the
-	// probe does, with a ping every pause.
+	// probe does, with a decision of its own every pause.
 	scripts := rt.scripts.Load()
 	for range 10 {
 		time.Sleep(50 * time.Millisecond)
@@ -173,7 +177,7 @@ func TestRedisFallbackAndRecovery(t *testing.T) {
 	if got := rt.scripts.Load(); got != scripts {
 		t.Fatalf("%d script calls while Redis was down, want none: requests waited on it", got-scripts)
 	}
-	if rt.pings.Load() == 0 {
+	if rt.probes.Load() == 0 {
 		t.Fatal("no probe while Redis was down")
 	}
 	// Redis returns: the limiter goes back to it by itself.
@@ -206,8 +210,9 @@ func TestRedisUnreachableFromTheStart(t *testing.T) {
 }
 
 // roundTrips counts the commands and pipelines (round trips) a client
-// sends, and among the commands the script calls and the pings.
-type roundTrips struct{ n, scripts, pings atomic.Int64 }
+// sends, and among the commands the script calls for requests and those
+// of the limiter's probe.
+type roundTrips struct{ n, scripts, probes atomic.Int64 }
 
 func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (p *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -215,9 +220,11 @@ func (p *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		p.n.Add(1)
 		switch cmd.Name() {
 		case "evalsha", "eval":
-			p.scripts.Add(1)
-		case "ping":
-			p.pings.Add(1)
+			if strings.Contains(fmt.Sprint(cmd.Args()...), probeKey) {
+				p.probes.Add(1)
+			} else {
+				p.scripts.Add(1)
+			}
 		}
 		return next(ctx, cmd)
 	}
@@ -475,3 +482,91 @@ func TestRedisBadWindowFailsOnlyItsCall(t *testing.T) {
 		t.Fatalf("good key after a bad one: %+v %v, fallbacks %d", r, err, l.Fallbacks())
 	}
 }
+
+// readOnlyRedis is a server that speaks just enough RESP to be a read-only
+// replica: PING and connection set-up succeed, every other command is
+// refused with READONLY. It returns its address.
+func readOnlyRedis(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	serve := func(conn net.Conn) {
+		defer conn.Close()
+		rd := bufio.NewReader(conn)
+		for {
+			var n int
+			if _, err := fmt.Fscanf(rd, "*%d\r\n", &n); err != nil {
+				return
+			}
+			var name string
+			for i := range n {
+				var size int
+				if _, err := fmt.Fscanf(rd, "$%d\r\n", &size); err != nil {
+					return
+				}
+				arg := make([]byte, size+2)
+				if _, err := io.ReadFull(rd, arg); err != nil {
+					return
+				}
+				if i == 0 {
+					name = strings.ToUpper(string(arg[:size]))
+				}
+			}
+			reply := "-READONLY You can't write against a read only replica.\r\n"
+			switch name {
+			case "PING":
+				reply = "+PONG\r\n"
+			case "HELLO":
+				reply = "-ERR unknown command 'HELLO'\r\n"
+			case "CLIENT", "SELECT":
+				reply = "+OK\r\n"
+			}
+			if _, err := io.WriteString(conn, reply); err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(conn)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestReadOnlyRedisStaysDown: a Redis that answers PING but refuses the
+// script is not "back": the limiter warns once and stays on its fallback,
+// rather than flapping between the two every pause.
+func TestReadOnlyRedisStaysDown(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: readOnlyRedis(t), Protocol: 2, MaxRetries: 0})
+	defer c.Close()
+	var logs syncLog
+	l := newRedis(t, c, NewMemory(nil), slog.New(slog.NewTextHandler(&logs, nil)))
+	l.pause = 50 * time.Millisecond
+	for range 20 {
+		if _, err := l.Allow(context.Background(), uniqueKey(), 5); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(25 * time.Millisecond) // ten probes in all
+	}
+	out := logs.String()
+	if n := strings.Count(out, "redis unavailable"); n != 1 || strings.Contains(out, "redis is back") {
+		t.Fatalf("%d warnings, back %v; want one warning and no return:\n%s", n, strings.Contains(out, "redis is back"), out)
+	}
+}
+
+// syncLog is a log destination safe for the limiter's goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncLog) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
