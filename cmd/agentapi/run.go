@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return 2
 	}
-	fmt.Fprintf(stderr, "agentapi: %s\n", oneLine(err))
+	fmt.Fprintf(stderr, "agentapi: %s\n", redactCredentials(oneLine(err)))
 	return 1
 }
 
@@ -82,12 +82,13 @@ func oneLine(err error) string {
 	if errors.As(err, &de) {
 		msg = de.Message
 	}
-	return redactCredentials(strings.Join(strings.Fields(msg), " "))
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 // redactCredentials cuts the secret off anything in msg that starts like a
 // credential: support pastes a credential where a key id belongs, and the
-// command echoes what it could not find. Scripts' stderr ends up in logs.
+// command echoes what it could not find. Scripts' stderr ends up in logs;
+// run passes every line it prints through it.
 func redactCredentials(msg string) string {
 	var b strings.Builder
 	for {

@@ -179,10 +179,16 @@ func CheckText(s string, max int) TextProblem {
 	switch {
 	case utf8.RuneCountInString(s) > max:
 		return TextTooLong
-	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) >= 0:
+	case strings.IndexFunc(s, IsTextControl) >= 0:
 		return TextControl
 	}
 	return TextOK
+}
+
+// IsTextControl reports whether r is a control character free text may not
+// hold: any but \n, \r and \t.
+func IsTextControl(r rune) bool {
+	return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
 }
 
 // AgentNameKey is the form under which agent names are unique per account:

@@ -274,7 +274,7 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 // stop it from being rotated.
 func textOnly(s string) string {
 	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' {
+		if domain.IsTextControl(r) {
 			return -1
 		}
 		return r
