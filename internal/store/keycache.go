@@ -235,15 +235,7 @@ func bumpKeyEpoch(ctx context.Context, tx *sql.Tx) error {
 // database/sql's bookkeeping and the driver's cancellation goroutine rather
 // than SQLite's work.
 type sqliteWatch struct {
-	db   *sql.DB
-	path string // the database file, for its WAL index (walHeader)
-
-	// hdr, while conn is open, maps the WAL index header: when it has not
-	// moved since lastHdr, read just before the last data_version and epoch
-	// reads, nothing was committed since and no statement is needed.
-	hdr      *walHeader
-	lastHdr  [walHeaderWords]uint32
-	hdrKnown bool
+	db *sql.DB
 
 	conn        *sql.Conn
 	connNo      int64 // numbers conn, for changeToken
@@ -253,7 +245,6 @@ type sqliteWatch struct {
 	dataVersion int64
 	epochNow    int64
 	known       bool // dataVersion and epochNow were read on conn
-	fastChecks  uint64
 }
 
 // check returns the key epoch and the change token: the connection's
@@ -263,13 +254,6 @@ func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
 	if w.conn == nil {
 		if err := w.connect(ctx); err != nil {
 			return mark{}, err
-		}
-	}
-	h, hok := [walHeaderWords]uint32{}, false
-	if w.hdr != nil {
-		if h, hok = w.hdr.read(); hok && w.hdrKnown && h == w.lastHdr {
-			w.fastChecks++
-			return w.mark(), nil
 		}
 	}
 	err := w.conn.Raw(func(any) error {
@@ -292,14 +276,6 @@ func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
 	if err != nil {
 		w.reset()
 		return mark{}, err
-	}
-	// h was read before data_version: a commit since moves the header
-	// again, so the next check does not take the fast path.
-	w.lastHdr, w.hdrKnown = h, hok
-	if w.hdr == nil {
-		// The connection has read in WAL mode, so the index exists and
-		// stays while it is open.
-		w.hdr, _ = openWALHeader(w.path)
 	}
 	return w.mark(), nil
 }
@@ -376,10 +352,6 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 // reset drops the connection after an error; data_version is per
 // connection, so the next one starts from an unknown value.
 func (w *sqliteWatch) reset() {
-	if w.hdr != nil {
-		w.hdr.close()
-		w.hdr, w.hdrKnown = nil, false
-	}
 	if w.conn == nil {
 		return
 	}

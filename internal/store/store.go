@@ -159,7 +159,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb, path: path}, listCache: newListCache(listCacheMaxItems)}
+		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}, listCache: newListCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()
