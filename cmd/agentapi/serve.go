@@ -147,15 +147,12 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	defer mem.Close()
 	limiter = mem
 	if c.redisURL != "" {
-		opts, err := redis.ParseURL(c.redisURL)
+		// The limiter's options: RESP2 unless the URL asks, and every
+		// round trip bounded by the limiter's own 250 ms, so a Redis that
+		// stops answering is given up that soon, not after go-redis's 5 s.
+		opts, err := ratelimit.ClientOptions(c.redisURL)
 		if err != nil {
 			return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
-		}
-		if opts.Protocol == 0 {
-			// RESP2 unless the URL asks (?protocol=3): the limiter uses no
-			// RESP3 feature, and with RESP3 go-redis looks for push
-			// notifications on every use of a connection.
-			opts.Protocol = 2
 		}
 		// The client's own messages (a failed dial, a bad connection) go to
 		// the JSON log at debug level, below what serve prints (info), not
@@ -179,6 +176,11 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 	defer st.Close()
 	registerStoreMetrics(m, st)
+	if c.redisURL == "" && st.Engine() == store.EnginePostgres {
+		// PostgreSQL is how instances share a database; without Redis
+		// each one keeps its own windows.
+		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
+	}
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {

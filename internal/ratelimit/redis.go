@@ -253,6 +253,10 @@ var errWindow = errors.New("rate-limit script could not use this key's window")
 // errClosed answers the calls still queued when the limiter closes.
 var errClosed = errors.New("rate limiter closed")
 
+// errDown answers the calls of a batch that was not sent, as Redis had
+// failed while it waited.
+var errDown = errors.New("redis unavailable")
+
 // Fallbacks counts the decisions made in process because Redis failed.
 func (r *Redis) Fallbacks() int64 { return r.fallbacks.Load() }
 
@@ -283,21 +287,17 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 	vals, err := c.vals, c.err
 	c.vals, c.err = nil, nil
 	callPool.Put(c)
-	if errors.Is(err, errClosed) || errors.Is(err, errWindow) {
-		// errWindow: Redis answered, only this key's window is unusable
-		// (Redis logs why); the limiter stays up for every other key.
-		r.fallbacks.Add(1)
-		return r.fallback.Allow(ctx, key, limit)
-	}
 	if err != nil {
-		if ctx.Err() != nil { // the caller went away: not Redis's fault
-			return Result{}, ctx.Err()
+		// The worker marked Redis down when it failed (errClosed,
+		// errDown: it was not asked; errWindow: Redis answered, only this
+		// key's window is unusable and Redis logs why, so the limiter
+		// stays up for every other key).
+		if ctx.Err() != nil && !errors.Is(err, errClosed) && !errors.Is(err, errDown) && !errors.Is(err, errWindow) {
+			return Result{}, ctx.Err() // the caller went away
 		}
-		r.markDown(err)
 		r.fallbacks.Add(1)
 		return r.fallback.Allow(ctx, key, limit)
 	}
-	r.markUp()
 	return scriptResult(vals, limit), nil
 }
 
@@ -341,7 +341,16 @@ func (r *Redis) work() {
 				break fill
 			}
 		}
-		keys, args = r.decide(batch, keys, args)
+		if r.skipRedis() {
+			// Redis failed while this batch waited (the batch before it
+			// found it gone): its calls go to the fallback now rather
+			// than wait out a time-out of their own.
+			for _, c := range batch {
+				c.err = errDown
+			}
+		} else {
+			keys, args = r.decide(batch, keys, args)
+		}
 		for i, c := range batch {
 			c.done <- struct{}{}
 			batch[i] = nil
@@ -360,6 +369,9 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 	vals, err := r.send(keys, args)
 	if err == nil && len(vals) != 5*len(batch) {
 		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
+	}
+	if err != nil {
+		r.markDown(err)
 	}
 	for i, c := range batch {
 		switch {

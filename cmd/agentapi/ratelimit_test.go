@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store/storetest"
+)
+
+// startInProcess runs serve through run() with args after "serve --addr
+// ADDR", waits until it answers, and stops it when the test ends. It
+// returns the base URL and serve's log.
+func startInProcess(t *testing.T, args ...string) (string, *syncBuf) {
+	t.Helper()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--addr", addr}, args...), func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		waitExit(t, done, errb.String)
+	})
+	base := "http://" + addr
+	waitReady(t, base, errb.String)
+	return base, &errb
+}
+
+// logMessages is serve's JSON log as (level, msg) lines.
+func logMessages(t *testing.T, log string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		out = append(out, fmt.Sprint(m["level"], " ", m["msg"]))
+	}
+	return out
+}
+
+// TestServePerInstanceLimitsWarning: serve on PostgreSQL without --redis
+// warns at start that rate limits are then per instance; on SQLite (one
+// instance) it does not.
+func TestServePerInstanceLimitsWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		db   func(t *testing.T) string
+		warn bool
+	}{
+		{"postgres", func(t *testing.T) string { return storetest.PostgresURL(t) }, true},
+		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "one.db") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, log := startInProcess(t, "--db", tc.db(t))
+			warned := false
+			for _, m := range logMessages(t, log.String()) {
+				if strings.Contains(m, "per instance") {
+					warned = true
+					if !strings.HasPrefix(m, "WARN ") || !strings.Contains(m, "--redis") {
+						t.Errorf("warning %q: want a WARN naming --redis", m)
+					}
+				}
+			}
+			if warned != tc.warn {
+				t.Fatalf("warned %v, want %v:\n%s", warned, tc.warn, log.String())
+			}
+		})
+	}
+}
+
+// silentRedis accepts connections and never answers: a Redis stopped with
+// SIGSTOP, whose kernel still completes connections.
+func silentRedis(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestServeWithSilentRedis: serve starts while its Redis accepts
+// connections and never answers, and each request is answered within a
+// bound well under go-redis's 5 s read time-out (the limiter gives a
+// round trip 250 ms), concurrent and one after another, while the
+// limiter's probe keeps trying.
+func TestServeWithSilentRedis(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "silent.db")
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	cred := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read")
+	start := time.Now()
+	base, log := startInProcess(t, "--db", db, "--redis", "redis://"+silentRedis(t)+"/0")
+	t.Logf("started in %v", time.Since(start))
+	var mu sync.Mutex
+	var slowest time.Duration
+	one := func() {
+		start := time.Now()
+		code, _, h := call(t, "GET", base+"/v1/me", cred, "")
+		d := time.Since(start)
+		if code != 200 || h.Get("X-RateLimit-Limit") == "" {
+			t.Errorf("/v1/me with a silent Redis: %d %v", code, h)
+		}
+		mu.Lock()
+		slowest = max(slowest, d)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() { defer wg.Done(); one() }()
+	}
+	wg.Wait()
+	// Long enough for the probe to try (and give up on) Redis again.
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		one()
+	}
+	t.Logf("slowest /v1/me with a silent Redis: %v", slowest)
+	if slowest > 2*time.Second {
+		t.Fatalf("a request took %v with a silent Redis, want about 250 ms at most:\n%s", slowest, log.String())
+	}
+}
