@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -212,13 +213,19 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusForbidden, p)
 		return
 	}
-	if retry, ok := c.allowSignIn(r.Context(), email, c.clients.Addr(r)); !ok {
+	if retry, ok := c.allowSignIn(r, email); !ok {
 		w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
 		p.Error = fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))
 		c.renderSignIn(w, r, http.StatusTooManyRequests, p)
 		return
 	}
 	u, ok, err := c.checkPassword(r.Context(), email, pw)
+	if busy(r, err) {
+		w.Header().Set("Retry-After", busyRetry)
+		p.Error = busySignIn
+		c.renderSignIn(w, r, http.StatusServiceUnavailable, p)
+		return
+	}
 	if err != nil {
 		c.serverError(w, r, nil, err)
 		return
@@ -241,6 +248,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	clearCookie(w, r, loginCookie)
+	c.setDeviceCookie(w, r, u.Email)
 	c.log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
 	target := "/console/"
 	if u.MustChangePassword {
@@ -251,15 +259,46 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
-// allowSignIn applies the throttle per client address and per email; both
-// must admit the attempt. The address is asked first, and an attempt it
-// refuses is not counted against the email: one address spending its own
-// budget cannot also spend a user's. The limiter's keys are namespaced
-// apart from API keys' windows. When the limiter fails, sign-in is refused
-// rather than left unthrottled.
-func (c *Console) allowSignIn(ctx context.Context, email, addr string) (time.Duration, bool) {
-	for _, k := range []string{"console-signin:addr:" + addr, "console-signin:email:" + email} {
-		res, err := c.limiter.Allow(ctx, k, c.loginLimit)
+// busySignIn is the answer (503) when every password-hashing slot stayed
+// taken for the Gate's whole wait.
+const (
+	busySignIn = "Too many sign-in attempts; try again shortly."
+	busyRetry  = "2" // seconds, password.DefaultWait
+	// busyHashing is the same for a page other than sign-in.
+	busyHashing = "The server is busy; try again shortly."
+)
+
+// busy reports whether err is the password Gate's refusal, or the client
+// gave up while waiting for a slot.
+func busy(r *http.Request, err error) bool {
+	return errors.Is(err, password.ErrBusy) || (err != nil && r.Context().Err() != nil)
+}
+
+// allowSignIn applies the throttle (SignInLimits) to an attempt on email
+// from the request's client address: per address, per (email, address),
+// then per email unless the browser carries email's device cookie. An
+// attempt a ceiling refuses is not counted by the ones after it: one
+// address spending its own budget cannot also spend a user's. The limiter's
+// keys are namespaced apart from API keys' windows and name the email by a
+// digest (any length of text may be posted as an email). When the limiter
+// fails, sign-in is refused rather than left unthrottled.
+func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, bool) {
+	addr := c.clients.Addr(r)
+	sum := sha256.Sum256([]byte(email))
+	id := hex.EncodeToString(sum[:16])
+	type ceiling struct {
+		key   string
+		limit int
+	}
+	ceilings := []ceiling{
+		{"console-signin:addr:" + addr, c.limits.PerAddress},
+		{"console-signin:email-addr:" + id + ":" + addr, c.limits.PerEmailAddress},
+	}
+	if !c.knownDevice(r, email) {
+		ceilings = append(ceilings, ceiling{"console-signin:email:" + id, c.limits.PerEmail})
+	}
+	for _, k := range ceilings {
+		res, err := c.limiter.Allow(r.Context(), k.key, k.limit)
 		if err != nil {
 			c.log.Error("sign-in throttle", "err", err)
 			return time.Minute, false
@@ -273,17 +312,19 @@ func (c *Console) allowSignIn(ctx context.Context, email, addr string) (time.Dur
 
 // checkPassword returns the user if the email names an active user of an
 // active account and pw is their password. An unknown email costs the same
-// argon2 work as a wrong password.
+// argon2 work as a wrong password, through the same Gate.
 func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.User, bool, error) {
 	u, err := c.store.GetUserByEmail(ctx, email)
 	if errors.Is(err, domain.ErrNotFound) {
-		password.DummyVerify(pw)
+		if err := c.passwords.DummyVerify(ctx, pw); err != nil {
+			return domain.User{}, false, fmt.Errorf("dummy verify: %w", err)
+		}
 		return domain.User{}, false, nil
 	}
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("get user: %w", err)
 	}
-	ok, err := password.Verify(u.PasswordHash, pw)
+	ok, err := c.passwords.Verify(ctx, u.PasswordHash, pw)
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("verify password of %s: %w", u.ID, err)
 	}
@@ -348,9 +389,12 @@ func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *
 
 func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) {
 	p := passwordPage{Forced: s.user.MustChangePassword}
-	fail := func(msg string) {
+	fail := func(status int, msg string) {
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", busyRetry)
+		}
 		p.Error = msg
-		c.render(w, r, s, http.StatusUnprocessableEntity, "password", "Choose a password", p)
+		c.render(w, r, s, status, "password", "Choose a password", p)
 	}
 	current, next, confirm := r.PostForm.Get("current"), r.PostForm.Get("new"), r.PostForm.Get("confirm")
 	// The current password is asked for a voluntary change: a session left
@@ -360,33 +404,43 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 		// Each guess of the current password counts as a sign-in attempt
 		// of this user from this address: the same throttle, the same
 		// budget, so a session is no faster way to guess than sign-in.
-		if retry, ok := c.allowSignIn(r.Context(), s.user.Email, c.clients.Addr(r)); !ok {
+		if retry, ok := c.allowSignIn(r, s.user.Email); !ok {
 			w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
 			p.Error = fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))
 			c.render(w, r, s, http.StatusTooManyRequests, "password", "Choose a password", p)
 			return
 		}
-		if ok, err := password.Verify(s.user.PasswordHash, current); err != nil {
+		if ok, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, current); busy(r, err) {
+			fail(http.StatusServiceUnavailable, busySignIn)
+			return
+		} else if err != nil {
 			c.serverError(w, r, s, err)
 			return
 		} else if !ok {
-			fail("The current password is incorrect.")
+			fail(http.StatusUnprocessableEntity, "The current password is incorrect.")
 			return
 		}
 	}
 	if err := password.Check(next); err != nil {
-		fail(capitalize(err.Error()) + ".")
+		fail(http.StatusUnprocessableEntity, capitalize(err.Error())+".")
 		return
 	}
 	if next != confirm {
-		fail("The two new passwords differ.")
+		fail(http.StatusUnprocessableEntity, "The two new passwords differ.")
 		return
 	}
-	if same, err := password.Verify(s.user.PasswordHash, next); err == nil && same {
-		fail("Choose a password different from the current one.")
+	if same, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, next); busy(r, err) {
+		fail(http.StatusServiceUnavailable, busySignIn)
+		return
+	} else if err == nil && same {
+		fail(http.StatusUnprocessableEntity, "Choose a password different from the current one.")
 		return
 	}
-	hash, err := password.Hash(next)
+	hash, err := c.passwords.Hash(r.Context(), next)
+	if busy(r, err) {
+		fail(http.StatusServiceUnavailable, busySignIn)
+		return
+	}
 	if err != nil {
 		c.serverError(w, r, s, err)
 		return

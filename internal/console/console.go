@@ -6,7 +6,8 @@
 // Every page is plain HTML from html/template with embedded CSS and one
 // small script (copy buttons, confirmation dialogs); everything works
 // without it. State lives in the store (sessions, keys) and in the shared
-// rate limiter (sign-in throttle), so any number of instances can serve it.
+// rate limiter (sign-in throttle), and the device cookie's key is a server
+// secret in the store, so any number of instances can serve it.
 package console
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/password"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -29,11 +31,26 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// Defaults of Config.
-const (
-	DefaultSessionTTL = 12 * time.Hour
-	DefaultLoginLimit = 10 // sign-in attempts a minute, per email and per client address
-)
+// DefaultSessionTTL is Config.SessionTTL when 0.
+const DefaultSessionTTL = 12 * time.Hour
+
+// SignInLimits are the sign-in throttle's ceilings, in attempts a minute.
+// An attempt must pass all three; one a ceiling refuses is not counted by
+// the ceilings after it (in this order).
+type SignInLimits struct {
+	// PerAddress counts a client address's attempts on any email.
+	PerAddress int
+	// PerEmailAddress counts attempts on one email from one address: a
+	// guesser spends their own budget, not the user's elsewhere.
+	PerEmailAddress int
+	// PerEmail counts attempts on one email from every address; a browser
+	// carrying that email's device cookie (set by a successful sign-in) is
+	// exempt, so nobody can lock a user out of the console.
+	PerEmail int
+}
+
+// DefaultSignInLimits are the decided ceilings.
+var DefaultSignInLimits = SignInLimits{PerAddress: 30, PerEmailAddress: 10, PerEmail: 100}
 
 // Config holds the console's dependencies; nothing is global.
 type Config struct {
@@ -45,9 +62,12 @@ type Config struct {
 	Limiter ratelimit.Limiter
 	Log     *slog.Logger
 	Now     func() time.Time
-	// LoginLimit is the number of sign-in attempts a minute allowed per
-	// email and per client address (DefaultLoginLimit when 0).
-	LoginLimit int
+	// SignInLimits are the sign-in throttle's ceilings; a zero field is
+	// DefaultSignInLimits's.
+	SignInLimits SignInLimits
+	// Passwords runs every password hash and verification, capping how
+	// many run at once; nil: password.NewGate(0, 0).
+	Passwords *password.Gate
 	// SessionTTL is how long a sign-in lasts (DefaultSessionTTL when 0).
 	SessionTTL time.Duration
 	// ClientAddr finds a request's client address, for the sign-in
@@ -62,9 +82,11 @@ type Console struct {
 	limiter    ratelimit.Limiter
 	log        *slog.Logger
 	now        func() time.Time
-	loginLimit int
+	limits     SignInLimits
+	passwords  *password.Gate
 	sessionTTL time.Duration
 	clients    *clientaddr.Resolver
+	deviceKey  deviceKey
 	pages      map[string]pageTemplate
 	handler    http.Handler
 }
@@ -73,7 +95,7 @@ type Console struct {
 func New(cfg Config) *Console {
 	c := &Console{
 		store: cfg.Store, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, now: cfg.Now,
-		loginLimit: cfg.LoginLimit, sessionTTL: cfg.SessionTTL, clients: cfg.ClientAddr,
+		limits: cfg.SignInLimits, passwords: cfg.Passwords, sessionTTL: cfg.SessionTTL, clients: cfg.ClientAddr,
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -81,8 +103,11 @@ func New(cfg Config) *Console {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.loginLimit <= 0 {
-		c.loginLimit = DefaultLoginLimit
+	c.limits.PerAddress = positiveOr(c.limits.PerAddress, DefaultSignInLimits.PerAddress)
+	c.limits.PerEmailAddress = positiveOr(c.limits.PerEmailAddress, DefaultSignInLimits.PerEmailAddress)
+	c.limits.PerEmail = positiveOr(c.limits.PerEmail, DefaultSignInLimits.PerEmail)
+	if c.passwords == nil {
+		c.passwords = password.NewGate(0, 0)
 	}
 	if c.sessionTTL <= 0 {
 		c.sessionTTL = DefaultSessionTTL
@@ -92,6 +117,13 @@ func New(cfg Config) *Console {
 	c.routes(mux)
 	c.handler = securityHeaders(mux)
 	return c
+}
+
+func positiveOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }

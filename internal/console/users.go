@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/password"
 )
 
 // Users are the Owner's to manage: invite (create with a role and a
@@ -99,7 +98,18 @@ func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *sessio
 	// There is no mail: the Owner hands this over, and the user must
 	// replace it at first sign-in.
 	oneTime := rand.Text()
-	hash, err := password.Hash(oneTime)
+	hash, err := c.passwords.Hash(r.Context(), oneTime)
+	if busy(r, err) {
+		p, err := c.usersPage(r, s, email, roleText)
+		if err != nil {
+			c.serverError(w, r, s, err)
+			return
+		}
+		p.Error = busyHashing
+		w.Header().Set("Retry-After", busyRetry)
+		c.render(w, r, s, http.StatusServiceUnavailable, "users", "Users", p)
+		return
+	}
 	if err != nil {
 		c.serverError(w, r, s, err)
 		return
