@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 )
@@ -31,6 +32,9 @@ type window struct {
 	head  int // index of the oldest entry
 	n     int // entries in use
 	total int64
+	// unsynced is how many of the newest admissions Redis has not been
+	// told of (Memory as the Redis limiter's fallback: takeUnsynced).
+	unsynced int64
 }
 
 // NewMemory returns a limiter reading time from now (time.Now when nil).
@@ -93,6 +97,7 @@ func (w *window) evict(nowMS int64) {
 	if w.n == 0 {
 		w.head, w.total = 0, 0
 	}
+	w.unsynced = min(w.unsynced, w.total)
 	// Give memory back when a burst is over.
 	if len(w.buf) > 64 && w.n < len(w.buf)/4 {
 		w.resize(len(w.buf) / 2)
@@ -135,7 +140,59 @@ func (w *window) allow(nowMS int64, limit int) Result {
 		w.n++
 	}
 	w.total++
+	w.unsynced++
 	return result(true, limit, w.total, nowMS, w.at(0).ms, 0)
+}
+
+// unsynced is one key's admissions that Redis has not been told of, oldest
+// first.
+type unsynced struct {
+	key  string
+	runs []entry
+}
+
+// takeUnsynced returns, per key, the admissions still in the window that
+// no earlier call returned, oldest first, with the time they were read at
+// (ms); from then on they count as told. restoreUnsynced takes back the
+// ones that could not be told.
+func (m *Memory) takeUnsynced() (nowMS int64, out []unsynced) {
+	nowMS = m.now().UnixMilli()
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for k, w := range s.keys {
+			if w.unsynced == 0 {
+				continue
+			}
+			w.evict(nowMS)
+			var runs []entry
+			for j, need := w.n-1, w.unsynced; j >= 0 && need > 0; j-- {
+				e := *w.at(j)
+				e.count = uint32(min(int64(e.count), need))
+				need -= int64(e.count)
+				runs = append(runs, e)
+			}
+			w.unsynced = 0
+			if len(runs) > 0 {
+				slices.Reverse(runs)
+				out = append(out, unsynced{key: k, runs: runs})
+			}
+		}
+		s.mu.Unlock()
+	}
+	return nowMS, out
+}
+
+// restoreUnsynced counts n admissions of key, taken by takeUnsynced, as
+// not told again. Those made since are newer, so the newest unsynced
+// admissions are still the ones not told.
+func (m *Memory) restoreUnsynced(key string, n int64) {
+	s := &m.shards[maphash.String(m.seed, key)%shardCount]
+	s.mu.Lock()
+	if w := s.keys[key]; w != nil {
+		w.unsynced = min(w.unsynced+n, w.total)
+	}
+	s.mu.Unlock()
 }
 
 func (m *Memory) sweepLoop() {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,12 +152,114 @@ end
 return out
 `
 
+// mergeScript adds admissions an instance made in process, while Redis was
+// away, to the keys' windows, keeping each window's form (allowScript):
+// the runs, old and added, are merged oldest first (one run per
+// millisecond), those that left the window are dropped, and both keys are
+// written again. Times travel as ages, placed on Redis's clock, so an
+// instance's skewed clock does not move them.
+//
+// KEYS as allowScript's, two per key. ARGV[1] window ms; ARGV[2] now in
+// ms, 0 for Redis's clock (tests set it); ARGV[i+2] the i-th key's added
+// runs, oldest first, as "age:count" joined by commas (age in ms, ≥ 0).
+// Returns per key the admissions its window then counts, or -1 when its
+// keys hold something else (Redis logs why).
+var mergeScript = redis.NewScript(mergeSource)
+
+const mergeSource = `
+local window = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local edge = now - window
+local function merge(runsKey, metaKey, added)
+  local old = {}
+  local meta = redis.call('GET', metaKey)
+  if meta then
+    local _, _, tail, tc, runs = string.match(meta, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+    if tail then
+      if tonumber(runs) > 0 then
+        for _, e in ipairs(redis.call('LRANGE', runsKey, 0, -1)) do
+          local ms, c = string.match(e, '^(%d+):(%d+)$')
+          old[#old + 1] = {tonumber(ms), tonumber(c)}
+        end
+      end
+      if tonumber(tail) >= 0 and tonumber(tc) > 0 then
+        old[#old + 1] = {tonumber(tail), tonumber(tc)}
+      end
+    end
+  end
+  local new = {}
+  for age, c in string.gmatch(added, '(%d+):(%d+)') do
+    new[#new + 1] = {now - tonumber(age), tonumber(c)}
+  end
+  local out = {}
+  local function put(e)
+    if e[1] <= edge then return end
+    local last = out[#out]
+    if last and last[1] >= e[1] then
+      last[2] = last[2] + e[2]
+    else
+      out[#out + 1] = {e[1], e[2]}
+    end
+  end
+  local i, j = 1, 1
+  while i <= #old or j <= #new do
+    if j > #new or (i <= #old and old[i][1] <= new[j][1]) then
+      put(old[i])
+      i = i + 1
+    else
+      put(new[j])
+      j = j + 1
+    end
+  end
+  redis.call('DEL', runsKey)
+  if #out == 0 then
+    redis.call('DEL', metaKey)
+    return 0
+  end
+  local total = 0
+  local batch = {}
+  for k, e in ipairs(out) do
+    total = total + e[2]
+    if k < #out then
+      batch[#batch + 1] = e[1] .. ':' .. e[2]
+      if #batch == 1000 or k == #out - 1 then
+        redis.call('RPUSH', runsKey, unpack(batch))
+        batch = {}
+      end
+    end
+  end
+  if #out > 1 then
+    redis.call('PEXPIRE', runsKey, window + 1000)
+  end
+  local last = out[#out]
+  redis.call('SET', metaKey, total .. ':' .. out[1][1] .. ':' .. last[1] .. ':' .. last[2] .. ':' .. (#out - 1), 'PX', window + 1000)
+  return total
+end
+local res = {}
+for i = 1, #KEYS / 2 do
+  local ok, total = pcall(merge, KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 2])
+  if not ok then
+    redis.log(redis.LOG_WARNING, 'agentapi rate limit: ' .. tostring(total))
+    total = -1
+  end
+  res[i] = total
+end
+return res
+`
+
 // Redis is the limiter shared by every instance. When Redis fails it
 // decides with an in-process fallback at the full ceiling: degraded (each
 // instance admits up to N on its own), never unlimited; it logs the change
 // once, and a probe tries a decision in Redis every pause (a second) until
 // one succeeds: requests do not wait on a dead Redis, only the ones that
-// found it dead.
+// found it dead. Before decisions go back to Redis, the admissions made in
+// process are added to the shared windows (syncFallback): a Redis that
+// restarted empty then still counts them, so over a window a key is
+// admitted at most its ceiling plus one ceiling per instance.
 //
 // Decisions are batched: concurrent Allow calls are sent to Redis
 // together, one script call per round trip, by a few workers
@@ -387,17 +491,79 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 	return keys, args
 }
 
-// send runs the script by hash; when Redis does not know it (a restart, a
-// flush), it sends it again with its source, which also loads it for the
-// batches after.
+// send runs the decision script (allowScript).
 func (r *Redis) send(keys []string, args []any) ([]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	return r.run(allowScript, allowSource, r.timeout, keys, args)
+}
+
+// run runs a script by hash within timeout; when Redis does not know it (a
+// restart, a flush), it sends it again with its source, which also loads
+// it for the calls after.
+func (r *Redis) run(script *redis.Script, source string, timeout time.Duration, keys []string, args []any) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	vals, err := r.client.EvalSha(ctx, allowScript.Hash(), keys, args...).Int64Slice()
+	vals, err := r.client.EvalSha(ctx, script.Hash(), keys, args...).Int64Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		vals, err = r.client.Eval(ctx, allowSource, keys, args...).Int64Slice()
+		vals, err = r.client.Eval(ctx, source, keys, args...).Int64Slice()
 	}
 	return vals, err
+}
+
+// Bounds of one merge call (syncFallback): keys, and runs in all (a key's
+// runs go in one call, however many).
+const (
+	mergeKeys    = 64
+	mergeRuns    = 4096
+	mergeTimeout = 2 * time.Second
+)
+
+// syncFallback adds the admissions made in process that Redis has not been
+// told of to the keys' windows in Redis, a batch of keys per call. When a
+// call fails, the admissions not told stay unsynced, for the next return.
+// Only the probe calls it, while no request waits on Redis.
+func (r *Redis) syncFallback() error {
+	nowMS, pending := r.fallback.takeUnsynced()
+	var keys []string
+	var args []any
+	var b strings.Builder
+	for start := 0; start < len(pending); {
+		keys, args = keys[:0], append(args[:0], windowMS, int64(0))
+		if r.testNowMS != nil {
+			args[1] = r.testNowMS()
+		}
+		end, runs := start, 0
+		for end < len(pending) && end-start < mergeKeys && (end == start || runs+len(pending[end].runs) <= mergeRuns) {
+			p := pending[end]
+			runsKey, metaKey := windowKeys(p.key)
+			keys = append(keys, runsKey, metaKey)
+			b.Reset()
+			for i, e := range p.runs {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(strconv.FormatInt(max(nowMS-e.ms, 0), 10))
+				b.WriteByte(':')
+				b.WriteString(strconv.FormatUint(uint64(e.count), 10))
+			}
+			args = append(args, b.String())
+			runs += len(p.runs)
+			end++
+		}
+		if _, err := r.run(mergeScript, mergeSource, mergeTimeout, keys, args); err != nil {
+			for _, p := range pending[start:] {
+				var n int64
+				for _, e := range p.runs {
+					n += int64(e.count)
+				}
+				r.fallback.restoreUnsynced(p.key, n)
+			}
+			return err
+		}
+		// A key whose window holds something else (-1) is decided in
+		// process anyway (errWindow).
+		start = end
+	}
+	return nil
 }
 
 func (r *Redis) skipRedis() bool {
@@ -462,10 +628,20 @@ func (r *Redis) pingUntilUp() bool {
 			return false
 		case <-t.C:
 		}
-		if _, err := r.send([]string{runs, meta}, []any{windowMS, maxProbeLimit, 0}); err == nil {
-			r.markUp()
-			return true
+		if _, err := r.send([]string{runs, meta}, []any{windowMS, maxProbeLimit, 0}); err != nil {
+			continue
 		}
+		// Redis decides again: first it learns what this instance
+		// admitted meanwhile, then decisions go back to it, then it
+		// learns the few admitted in process while they went.
+		if err := r.syncFallback(); err != nil {
+			continue
+		}
+		r.markUp()
+		if err := r.syncFallback(); err != nil {
+			r.markDown(err)
+		}
+		return true
 	}
 }
 
