@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -145,8 +146,15 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers", c.guard(manager, c.handleKeys))
 	mux.Handle("GET /console/developers/keys/new", c.guard(manager, c.handleNewKeyForm))
 	mux.Handle("POST /console/developers/keys", c.guard(manager, c.handleCreateKey))
+	// A credential page is the answer to a POST, at the POST's address;
+	// going to that address again (Enter in the address bar, a bookmark)
+	// lands on the page of what was made, never the credential again.
+	mux.Handle("GET /console/developers/keys", c.guard(manager, redirectTo(func(*http.Request) string { return "/console/developers" })))
 	mux.Handle("GET /console/developers/keys/{id}", c.guard(manager, c.handleKey))
 	mux.Handle("POST /console/developers/keys/{id}/rotate", c.guard(manager, c.handleRotateKey))
+	mux.Handle("GET /console/developers/keys/{id}/rotate", c.guard(manager, redirectTo(func(r *http.Request) string {
+		return "/console/developers/keys/" + url.PathEscape(r.PathValue("id"))
+	})))
 	mux.Handle("GET /console/developers/keys/{id}/revoke", c.guard(manager, c.handleRevokeForm))
 	mux.Handle("POST /console/developers/keys/{id}/revoke", c.guard(manager, c.handleRevokeKey))
 	mux.Handle("GET /console/developers/audit", c.guard(manager, c.handleAudit))
@@ -165,6 +173,13 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("/console/", c.guard(signedIn, func(w http.ResponseWriter, r *http.Request, s *session) {
 		c.notFound(w, r, s)
 	}))
+}
+
+// redirectTo answers 303 to the address target gives.
+func redirectTo(target func(*http.Request) string) sessionHandler {
+	return func(w http.ResponseWriter, r *http.Request, _ *session) {
+		http.Redirect(w, r, target(r), http.StatusSeeOther)
+	}
 }
 
 // securityHeaders puts the console's protections on every response: a

@@ -246,3 +246,44 @@ func TestPasswordGateBusy(t *testing.T) {
 	f.browser().signIn(owner.Email, testPassword, "/console/")
 	wantRedirect(t, "password change", b.post("/console/password", "/console/password", change), "/console/")
 }
+
+// TestCredentialPageAddressesReload: the address a credential page was
+// posted to (what the address bar shows) answers a GET with the page of
+// what was made, not 404, and never with the credential again.
+func TestCredentialPageAddressesReload(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	old := f.key(a, owner, "prod")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+
+	p := b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
+		"name": {"Billing sync"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"never"}})
+	wantStatus(t, "create", p, http.StatusCreated)
+	created := credentialRE.FindString(p.body)
+	f.secrets = append(f.secrets, created)
+	r := b.post("/console/developers/keys/"+old.Key.ID, "/console/developers/keys/"+old.Key.ID+"/rotate", nil)
+	wantStatus(t, "rotate", r, http.StatusCreated)
+	rotated := credentialRE.FindString(r.body)
+	f.secrets = append(f.secrets, rotated)
+
+	for path, target := range map[string]string{
+		"/console/developers/keys":                           "/console/developers",
+		"/console/developers/keys/" + old.Key.ID + "/rotate": "/console/developers/keys/" + old.Key.ID,
+	} {
+		p := b.get(path)
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != target {
+			t.Fatalf("GET %s: %d to %q, want 303 to %s", path, p.status, p.header.Get("Location"), target)
+		}
+		landing := b.get(target)
+		wantStatus(t, "GET "+target, landing, http.StatusOK)
+		if credentialRE.MatchString(landing.body) {
+			t.Fatalf("%s shows a credential", target)
+		}
+	}
+	// Signed out, the same addresses go to sign-in, like every page.
+	if p := f.browser().get("/console/developers/keys"); p.status != http.StatusSeeOther ||
+		!strings.HasPrefix(p.header.Get("Location"), "/console/signin") {
+		t.Fatalf("signed out: %d to %q", p.status, p.header.Get("Location"))
+	}
+}
