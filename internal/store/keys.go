@@ -228,17 +228,33 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 	})
 }
 
-// SetKeyRateLimit sets the ceiling and records ev. ErrNotFound for an unknown id.
+// SetKeyRateLimit sets the ceiling and records ev. Setting the ceiling a
+// key already has changes nothing: no write, no event, no epoch bump.
+// ErrNotFound for an unknown id.
 func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain.AuditEvent) error {
 	if !storable(id) {
 		return domain.ErrNotFound
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2`, n, id)
+		// The condition is in the UPDATE, not read before it, so that two
+		// support sessions setting the same value record one change
+		// (PostgreSQL re-checks it on the row the first one updated).
+		res, err := tx.ExecContext(ctx,
+			`UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2 AND rate_limit_per_minute <> $1`, n, id)
 		if err != nil {
 			return fmt.Errorf("update key rate limit: %w", err)
 		}
-		if err := checkAffected(res); err != nil {
+		if err := checkAffected(res); errors.Is(err, domain.ErrNotFound) {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, id).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return domain.ErrNotFound
+			}
+			if err != nil {
+				return fmt.Errorf("get key: %w", err)
+			}
+			return nil // already n
+		} else if err != nil {
 			return err
 		}
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
