@@ -194,6 +194,14 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("confirm-revoke")))
 	shot("06-revoke-confirm")
 	do("confirm revoke", chromedp.Click(chromedp.ID("confirm-revoke")), chromedp.WaitVisible(chromedp.ID("lineage")))
+	select {
+	case msg := <-dialogs:
+		if !strings.Contains(msg, "Revoke") || !strings.Contains(msg, k.Prefix) {
+			t.Fatalf("revocation dialog: %q", msg)
+		}
+	default:
+		t.Fatal("revocation asked for no confirmation dialog")
+	}
 	if got := f.apiStatus(cred); got != http.StatusUnauthorized {
 		t.Fatalf("revoked key: %d, want 401", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -285,5 +286,49 @@ func TestCredentialPageAddressesReload(t *testing.T) {
 	if p := f.browser().get("/console/developers/keys"); p.status != http.StatusSeeOther ||
 		!strings.HasPrefix(p.header.Get("Location"), "/console/signin") {
 		t.Fatalf("signed out: %d to %q", p.status, p.header.Get("Location"))
+	}
+}
+
+// TestAgentPageShowsLastQuestion: the agent's page shows when it was last
+// asked, as the list does ("Never" before any question).
+func TestAgentPageShowsLastQuestion(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	ag := f.agent(a, "Helper")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	lastQuestion := regexp.MustCompile(`(?s)id="last-question">(.*?)</div>`)
+	p := b.get("/console/agents/" + ag.ID)
+	if m := lastQuestion.FindStringSubmatch(p.body); m == nil || !strings.Contains(m[1], "Never") || !strings.Contains(m[1], "last question") {
+		t.Fatalf("no last question before any:\n%s", p.body)
+	}
+	f.clock.Advance(time.Minute)
+	at := f.clock.Now()
+	if err := f.st.RecordQuestion(context.Background(), domain.Question{
+		ID: domain.NewID(domain.PrefixQuestion, at), AccountID: a.ID, AgentID: ag.ID,
+		ConversationID: domain.NewID(domain.PrefixConvo, at), Question: "Where is my order?",
+		Answer: "On its way.", CreatedAt: at, AnswerMS: 120,
+	}, true, false); err != nil {
+		t.Fatal(err)
+	}
+	p = b.get("/console/agents/" + ag.ID)
+	if m := lastQuestion.FindStringSubmatch(p.body); m == nil || !strings.Contains(m[1], formatUTC(at)) {
+		t.Fatalf("last question not shown as %s", formatUTC(at))
+	}
+}
+
+// TestRevokeAsksInADialogToo: the revocation form, besides being its own
+// confirmation page, asks again in a dialog when scripts run (console.js
+// opens one for every form[data-confirm]); the browser test sees it open.
+func TestRevokeAsksInADialogToo(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	k := f.key(a, owner, "prod")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	p := b.get("/console/developers/keys/" + k.Key.ID + "/revoke")
+	form := regexp.MustCompile(`<form [^>]*action="/console/developers/keys/` + k.Key.ID + `/revoke"[^>]*>`).FindString(p.body)
+	if !strings.Contains(form, `data-confirm="Revoke prod (`+k.Key.Prefix+`)?`) {
+		t.Fatalf("the revocation form asks for no confirmation: %s", form)
 	}
 }
