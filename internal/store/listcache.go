@@ -16,8 +16,8 @@ import (
 // query would return at some moment after the call began — the promise an
 // uncached read makes.
 //
-// When nothing was committed the token costs one read of the WAL index
-// header (26 ns); a commit empties the cache. A service taking writes
+// The token costs the check's one PRAGMA data_version (no table read when
+// nothing was committed); a commit empties the cache. A service taking writes
 // therefore reads from the database as before; one serving the same pages
 // between writes (clients polling a list) answers them from memory.
 //
