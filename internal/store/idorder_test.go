@@ -1,0 +1,47 @@
+package store_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// TestAgentsOfOneMillisecondListInCreationOrder: agents created one after
+// another by one process at the same instant (a clock that does not move,
+// as a fast client sees within a millisecond) list in creation order,
+// page after page, on every engine.
+func TestAgentsOfOneMillisecondListInCreationOrder(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		acct := newAccount(t, s)
+		var made []string
+		for i := range 200 {
+			made = append(made, newAgent(t, s, acct.ID, fmt.Sprint("same ms ", i), t0).ID)
+		}
+		var listed []string
+		q := store.AgentQuery{AccountID: acct.ID, Limit: 70}
+		for {
+			page, err := listBoth(t, s, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range page {
+				listed = append(listed, a.ID)
+			}
+			if len(page) < q.Limit {
+				break
+			}
+			last := page[len(page)-1]
+			q.AfterCreatedAt, q.AfterID = last.CreatedAt, last.ID
+		}
+		if !slices.Equal(listed, made) {
+			for i := range min(len(listed), len(made)) {
+				if listed[i] != made[i] {
+					t.Fatalf("%d agents listed; at position %d is %s, created at position %d", len(listed), i, listed[i], slices.Index(made, listed[i]))
+				}
+			}
+			t.Fatalf("%d agents listed, %d created", len(listed), len(made))
+		}
+	})
+}
