@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -171,16 +170,20 @@ func (p *problems) name(obj map[string]json.RawMessage, field string, required b
 	if !ok {
 		return "", false
 	}
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "":
-		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
-	case utf8.RuneCountInString(s) > MaxAgentNameLength:
-		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, MaxAgentNameLength)
-	case strings.IndexFunc(s, unicode.IsControl) >= 0:
-		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters.", field)
-	default:
+	s, problem := domain.CheckName(s)
+	switch problem {
+	case domain.NameOK:
 		return s, true
+	case domain.NameBlank:
+		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
+	case domain.NameTooLong:
+		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, domain.MaxNameLength)
+	case domain.NameControl:
+		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters.", field)
+	case domain.NameInvisible:
+		p.add(field, domain.CodeInvalidValue, "%s must contain a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name.", field)
+	default: // NameNotUTF8: str decoded JSON, which is always UTF-8.
+		p.add(field, domain.CodeInvalidValue, "%s must be UTF-8 text.", field)
 	}
 	return "", false
 }

@@ -158,7 +158,7 @@ type Agent struct {
 // Limits on an agent's text (decisions.md), in Unicode code points; the
 // API and the console both apply them.
 const (
-	MaxAgentNameLength    = 200
+	MaxAgentNameLength    = MaxNameLength
 	MaxInstructionsLength = 10_000
 	MaxQuestionLength     = 4_000
 )
@@ -190,10 +190,6 @@ func CheckText(s string, max int) TextProblem {
 func IsTextControl(r rune) bool {
 	return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
 }
-
-// AgentNameKey is the form under which agent names are unique per account:
-// trimmed and case-folded.
-func AgentNameKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
 // AgentStats are an agent's question counters.
 type AgentStats struct {

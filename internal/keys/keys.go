@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/credential"
@@ -20,7 +19,7 @@ import (
 
 // Limits on what a key may be given.
 const (
-	MaxNameLength        = 200
+	MaxNameLength        = domain.MaxNameLength
 	MaxDescriptionLength = 1000
 	MaxAgents            = 1000
 )
@@ -164,16 +163,18 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 }
 
 func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (domain.APIKey, error) {
-	name := strings.TrimSpace(p.Name)
-	switch {
-	case !utf8.ValidString(name):
+	name, problem := domain.CheckName(p.Name)
+	switch problem {
+	case domain.NameNotUTF8:
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name must be valid UTF-8 text")
-	case name == "":
+	case domain.NameBlank:
 		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs a name")
-	case utf8.RuneCountInString(name) > MaxNameLength:
+	case domain.NameTooLong:
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name has at most %d characters", MaxNameLength)
-	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+	case domain.NameControl:
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name cannot contain control characters")
+	case domain.NameInvisible:
+		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name needs a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name")
 	}
 	desc := strings.TrimSpace(p.Description)
 	if !utf8.ValidString(desc) {

@@ -30,9 +30,9 @@ func scanAgent(row interface{ Scan(...any) error }) (domain.Agent, error) {
 
 // CreateAgent returns *domain.DuplicateError carrying the existing agent's id
 // when the account already has an agent with the same name key
-// (domain.AgentNameKey). Concurrent creates of one name: exactly one wins.
+// (domain.NameKey). Concurrent creates of one name: exactly one wins.
 func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
-	nameKey := domain.AgentNameKey(a.Name)
+	nameKey := domain.NameKey(a.Name)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at)
@@ -195,7 +195,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 		if err != nil {
 			return fmt.Errorf("get agent: %w", err)
 		}
-		created := a.CreatedAt
+		created, oldName := a.CreatedAt, a.Name
 		changed, err := fn(&a)
 		if err != nil {
 			return err
@@ -207,11 +207,19 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 			return nil
 		}
 		a.UpdatedAt = msTime(a.UpdatedAt)
-		nameKey = domain.AgentNameKey(a.Name)
-		_, err = tx.ExecContext(ctx,
-			`UPDATE agents SET name = $1, name_key = $2, instructions = $3, enabled = $4, updated_at = $5
-			WHERE id = $6`,
-			a.Name, nameKey, a.Instructions, a.Enabled, toMS(a.UpdatedAt), id)
+		if a.Name != oldName {
+			nameKey = domain.NameKey(a.Name)
+			_, err = tx.ExecContext(ctx,
+				`UPDATE agents SET name = $1, name_key = $2, instructions = $3, enabled = $4, updated_at = $5
+				WHERE id = $6`,
+				a.Name, nameKey, a.Instructions, a.Enabled, toMS(a.UpdatedAt), id)
+		} else {
+			// The stored key stays: an agent refoldAgentNames found
+			// colliding keeps its own and can still change otherwise.
+			_, err = tx.ExecContext(ctx,
+				`UPDATE agents SET instructions = $1, enabled = $2, updated_at = $3 WHERE id = $4`,
+				a.Instructions, a.Enabled, toMS(a.UpdatedAt), id)
+		}
 		if err != nil {
 			return fmt.Errorf("update agent: %w", err)
 		}
@@ -226,6 +234,71 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	}
 	return out, nil
 }
+
+// refoldAgentNames is a migration: it recomputes every agent's name_key
+// with domain.NameKey, after that function went from lower-casing to
+// Unicode full case folding with normalisation (Release 1.1). Names that did
+// not collide before may collide now (ΟΔΟΣ and οδος). Both agents stay as
+// they are, names included: per account, the oldest (created_at, id) of the
+// names sharing a key holds that key, so a new agent or a rename to any of
+// those names is refused with its id; each later one gets collidedNameKey,
+// which nothing else can have, and keeps it until it is renamed.
+func refoldAgentNames(ctx context.Context, tx *sql.Tx) error {
+	type change struct{ id, key string }
+	var changes []change
+	rows, err := tx.QueryContext(ctx,
+		`SELECT id, account_id, name, name_key FROM agents ORDER BY account_id, created_at, id`)
+	if err != nil {
+		return fmt.Errorf("read agent names: %w", err)
+	}
+	defer rows.Close()
+	var (
+		account string
+		held    = map[string]bool{} // the keys of account's agents so far
+	)
+	for rows.Next() {
+		var id, acct, name, old string
+		if err := rows.Scan(&id, &acct, &name, &old); err != nil {
+			return fmt.Errorf("read agent names: %w", err)
+		}
+		if acct != account {
+			account = acct
+			clear(held)
+		}
+		key := domain.NameKey(name)
+		if held[key] {
+			key = collidedNameKey(key, id)
+		}
+		held[key] = true
+		if key != old {
+			changes = append(changes, change{id, key})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read agent names: %w", err)
+	}
+	rows.Close()
+	// Two passes: moving an agent straight to its new key could meet, in
+	// the unique index, another agent's old key that has yet to move.
+	for pass := range 2 {
+		for _, c := range changes {
+			key := c.key
+			if pass == 0 {
+				key = collidedNameKey("", c.id)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE agents SET name_key = $1 WHERE id = $2`, key, c.id); err != nil {
+				return fmt.Errorf("update agent %s name key: %w", c.id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// collidedNameKey is the name_key of an agent whose name collides with an
+// older agent's in the same account (see refoldAgentNames): its key and
+// its id, joined by U+001F, a control character no name contains, so that
+// it can be neither any name's key nor another agent's.
+func collidedNameKey(key, id string) string { return key + "\x1f" + id }
 
 // listAgentsSQL builds ListAgents' and ListAgentItems' statement, reading
 // cols: every filter is a condition
@@ -274,7 +347,7 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 			}
 			n := len(args)
 			fmt.Fprintf(&b, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
-			args = append(args, a.ID, a.AccountID, a.Name, domain.AgentNameKey(a.Name), a.Instructions, a.Enabled,
+			args = append(args, a.ID, a.AccountID, a.Name, domain.NameKey(a.Name), a.Instructions, a.Enabled,
 				toMS(a.CreatedAt), toMS(a.UpdatedAt))
 		}
 		err := s.inTx(ctx, func(tx *sql.Tx) error {

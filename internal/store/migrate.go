@@ -24,6 +24,16 @@ const migrationLock int64 = 0x6167656e74617069
 type migration struct {
 	version string
 	sql     string
+	// run, when set, is a migration SQL cannot express (such as one that
+	// needs Unicode tables); it runs in the migrating transaction instead
+	// of sql, and is recorded like a file.
+	run func(ctx context.Context, tx *sql.Tx) error
+}
+
+// codeMigrations are applied in version order together with the files.
+// Like a file, a released one never changes.
+var codeMigrations = []migration{
+	{version: "0005_refold_agent_names.go", run: refoldAgentNames},
 }
 
 func loadMigrations() ([]migration, error) {
@@ -40,6 +50,8 @@ func loadMigrations() ([]migration, error) {
 		}
 		out = append(out, migration{version: n[len("migrations/"):], sql: string(b)})
 	}
+	out = append(out, codeMigrations...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
 }
 
@@ -122,9 +134,13 @@ func applyMigrations(ctx context.Context, tx *sql.Tx) error {
 		if applied[m.version] {
 			continue
 		}
-		// No arguments: both drivers then run the whole multi-statement
-		// file (pgx through the simple protocol).
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		if m.run != nil {
+			if err := m.run(ctx, tx); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.version, err)
+			}
+		} else if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			// No arguments: both drivers then run the whole
+			// multi-statement file (pgx through the simple protocol).
 			return fmt.Errorf("apply migration %s: %w", m.version, err)
 		}
 		if _, err := tx.ExecContext(ctx,
