@@ -84,9 +84,16 @@ func (s *Server) handleAsk() http.Handler {
 			writeError(w, r, s.log, fmt.Errorf("get account: %w", err))
 			return
 		}
-		if s.llm == nil || !acct.HasFeature(domain.FeatureAIAnswers) {
+		// Both refusals share the code; the message tells support which
+		// switch to look at: the account's feature, or the service's model.
+		if !acct.HasFeature(domain.FeatureAIAnswers) {
 			writeError(w, r, s.log, domain.Errorf(domain.CodeFeatureNotEnabled,
 				"Answering questions (the ai-answers feature) is not enabled for this account; contact support."))
+			return
+		}
+		if s.llm == nil {
+			writeError(w, r, s.log, domain.Errorf(domain.CodeFeatureNotEnabled,
+				"Answering questions is enabled for this account, but this service has no model configured; contact support."))
 			return
 		}
 		if !ag.Enabled {

@@ -123,10 +123,21 @@ func TestQuestionWithoutModelIsFeatureNotEnabled(t *testing.T) {
 	f := newFixture(t, "sqlite")
 	key := f.key(allAgentScopes...)
 	id := f.createAgent(key, "x")
+	// The account's switch is off first, then only the service lacks a
+	// model: the same code, and a message that says which.
+	r := f.send("POST", "/v1/ai-agents/"+id+"/questions", key, `{"question":"hi"}`)
+	r.wantError(t, 403, domain.CodeFeatureNotEnabled)
+	if m := r.message(); !strings.Contains(m, "not enabled for this account") || strings.Contains(m, "model") {
+		t.Fatalf("feature off: message %q", m)
+	}
 	if err := f.st.SetAccountFeature(context.Background(), f.account.ID, domain.FeatureAIAnswers, true); err != nil {
 		t.Fatal(err)
 	}
-	f.send("POST", "/v1/ai-agents/"+id+"/questions", key, `{"question":"hi"}`).wantError(t, 403, domain.CodeFeatureNotEnabled)
+	r = f.send("POST", "/v1/ai-agents/"+id+"/questions", key, `{"question":"hi"}`)
+	r.wantError(t, 403, domain.CodeFeatureNotEnabled)
+	if m := r.message(); !strings.Contains(m, "no model configured") || strings.Contains(m, "not enabled for this account") {
+		t.Fatalf("no model: message %q", m)
+	}
 }
 
 func TestModelFailuresAreServerErrorsWithoutLeaks(t *testing.T) {
