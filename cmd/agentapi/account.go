@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,11 +15,13 @@ import (
 
 func accountCmd(ctx context.Context, e env, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: account needs a subcommand: create, deactivate, activate or feature", errUsage)
+		return fmt.Errorf("%w: account needs a subcommand: create, show, deactivate, activate or feature", errUsage)
 	}
 	switch args[0] {
 	case "create":
 		return accountCreate(ctx, e, args[1:])
+	case "show":
+		return accountShow(ctx, e, args[1:])
 	case "deactivate", "activate":
 		return accountSetActive(ctx, e, args[0], args[1:])
 	case "feature":
@@ -56,13 +59,52 @@ func accountCreate(ctx context.Context, e env, args []string) error {
 	return nil
 }
 
+// accountLine is an account as `account show` prints it: what support
+// needs to answer "why is this refused?", features included.
+type accountLine struct {
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Active    bool             `json:"active"`
+	Features  []domain.Feature `json:"features"`
+	CreatedAt string           `json:"created_at"`
+}
+
+func accountShow(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("account show")
+	pos, err := parse(fs, args, "ID")
+	if err != nil {
+		return err
+	}
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	a, err := st.GetAccount(ctx, pos[0])
+	if errors.Is(err, domain.ErrNotFound) {
+		return domain.Errorf(domain.CodeNotFound, "no account %q", pos[0])
+	}
+	if err != nil {
+		return fmt.Errorf("get account: %w", err)
+	}
+	features := a.Features
+	if features == nil {
+		features = []domain.Feature{}
+	}
+	line := accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: features, CreatedAt: formatTime(a.CreatedAt)}
+	if err := json.NewEncoder(e.stdout).Encode(line); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
 func accountSetActive(ctx context.Context, e env, verb string, args []string) error {
 	fs, db := e.flags("account " + verb)
 	pos, err := parse(fs, args, "ID")
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *db)
+	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -100,7 +142,7 @@ func accountFeature(ctx context.Context, e env, args []string) error {
 	if !known {
 		return domain.Errorf(domain.CodeInvalidValue, "unknown feature %q (known: ai-answers)", name)
 	}
-	st, err := openStore(ctx, *db)
+	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}

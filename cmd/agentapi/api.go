@@ -167,7 +167,13 @@ func (a apiError) Error() string {
 		if i == 0 {
 			sep = " ("
 		}
-		b.WriteString(sep + f.Field + ": " + f.Message)
+		// A field error that repeats the message (a duplicate name) names
+		// only its field: the line says it once.
+		if f.Message == e.Message {
+			b.WriteString(sep + f.Field)
+		} else {
+			b.WriteString(sep + f.Field + ": " + f.Message)
+		}
 		if i == len(e.Errors)-1 {
 			b.WriteString(")")
 		}

@@ -145,10 +145,11 @@ func TestAPICommands(t *testing.T) {
 		len(created) != 6 || !serverTime(created["created_at"]) || created["updated_at"] != created["created_at"] {
 		t.Fatalf("create: %v", created)
 	}
-	// A duplicate fails with the contract's code and the existing id, unless adopted.
+	// A duplicate fails with the contract's code and the existing id, unless
+	// adopted; its message is said once (the field error repeats it).
 	out, errs, code := apiCLI(t, key, s.url, "", "agents", "create", "--name", "helpdesk")
 	if code != 1 || out != "" || errs != "agentapi: duplicate_value: An AI agent named \"helpdesk\" already exists in this account. "+
-		"(name: An AI agent named \"helpdesk\" already exists in this account.) existing_id="+id+"\n" {
+		"(name) existing_id="+id+"\n" {
 		t.Fatalf("duplicate: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if adopted := mustAPI(t, key, s.url, "agents", "create", "--adopt-existing", "--name", "HELPDESK")[0]; adopted["id"] != id {

@@ -116,7 +116,7 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 // asManager opens the store and runs fn as the account's Owner or Admin
 // named by email; anyone else is refused by keys.Service.Manager.
 func asManager(ctx context.Context, db, account, email string, fn func(*keys.Service, keys.Actor) error) error {
-	st, err := openStore(ctx, db)
+	st, err := openExisting(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return domain.Errorf(domain.CodeInvalidValue, "N must be a whole number of requests a minute, not %q", pos[1])
 	}
-	st, err := openStore(ctx, *db)
+	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func keyList(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account"); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *db)
+	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}

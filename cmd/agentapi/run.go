@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 	"unicode"
 
@@ -19,6 +21,7 @@ const usage = `agentapi: the agentapi service and its operator tooling
 Usage:
   agentapi serve [--addr ADDR] [--db DB] [--redis URL] [flags]
   agentapi account create --name NAME
+  agentapi account show ID
   agentapi account deactivate ID | account activate ID
   agentapi account feature (--enable|--disable) ai-answers ID
   agentapi user create --account ID --email EMAIL --role owner|admin|agent   (password on stdin)
@@ -98,6 +101,14 @@ func redactCredentials(msg string) string {
 			return b.String()
 		}
 		b.WriteString(msg[:i])
+		// "agk_" followed by nothing a credential is made of is the CLI
+		// talking about the format ("agk_<env>_<prefix>_<secret>",
+		// "agk_…"), not a credential: kept as written.
+		if rest := msg[i+len(credential.Tag)+1:]; rest == "" || !isCredentialChar(rest[0]) {
+			b.WriteString(credential.Tag + "_")
+			msg = rest
+			continue
+		}
 		j := strings.IndexFunc(msg[i:], func(r rune) bool { return r == '"' || r == '\'' || r == ',' || unicode.IsSpace(r) })
 		if j < 0 {
 			j = len(msg) - i
@@ -109,6 +120,11 @@ func redactCredentials(msg string) string {
 		}
 		msg = msg[i+j:]
 	}
+}
+
+// isCredentialChar reports whether c can appear in a credential's text.
+func isCredentialChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
 }
 
 func dispatch(ctx context.Context, e env, args []string) error {
@@ -237,6 +253,25 @@ func required(fs *flag.FlagSet, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// openExisting opens the database of an operator command that works on
+// what is there: a SQLite file that does not exist is refused, naming it,
+// rather than created empty (a mistyped or pasted --db would otherwise
+// "succeed" against a new database). Only serve and account create may
+// create one. It only stats the path: opening, mapping or closing the
+// database files is the driver's business (decisions: SQLite safety).
+func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
+	// store.Open's rule: these prefixes select PostgreSQL, anything else
+	// is a SQLite file path.
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		if _, err := os.Stat(dsn); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database file %q (--db or AGENTAPI_DB); only serve and account create make a new one", dsn)
+		} else if err != nil {
+			return nil, fmt.Errorf("database file %q: %w", dsn, err)
+		}
+	}
+	return openStore(ctx, dsn)
 }
 
 func openStore(ctx context.Context, dsn string) (*store.Store, error) {

@@ -43,7 +43,7 @@ func userCmd(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("hash password: %w", err)
 	}
-	st, err := openStore(ctx, *db)
+	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
