@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -39,9 +36,9 @@ func accountCreate(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "name"); err != nil {
 		return err
 	}
-	n := strings.TrimSpace(*name)
-	if n == "" || !utf8.ValidString(n) || utf8.RuneCountInString(n) > 200 || strings.IndexFunc(n, unicode.IsControl) >= 0 {
-		return domain.Errorf(domain.CodeInvalidValue, "an account name is 1 to 200 characters with no control characters")
+	n, problem := domain.CheckName(*name)
+	if problem != domain.NameOK {
+		return domain.Errorf(domain.CodeInvalidValue, "an account name is 1 to %d characters of text, with a visible character and no control characters", domain.MaxNameLength)
 	}
 	st, err := openStore(ctx, *db)
 	if err != nil {

@@ -152,6 +152,8 @@ func TestOperatorCLI(t *testing.T) {
 		{"empty agents", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--agents", ""}},
 		{"blank agents", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "x", "--preset", "full-access", "--agents", ","}},
 		{"account name not text", "", []string{"account", "create", "--name", "bad\xffname"}},
+		{"account name invisible", "", []string{"account", "create", "--name", "\u202e\u200b"}},
+		{"key name invisible", "", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "\u2066\u200d\u2069", "--preset", "full-access"}},
 		{"credential for a key id", "", []string{"key", "revoke", "--account", acct, "--as", "ann@example.com", cred}},
 		{"credential for a key id (set-rate-limit)", "", []string{"key", "set-rate-limit", cred, "5"}},
 		{"credential for a command", "", []string{cred}},
