@@ -190,7 +190,8 @@ type NewAgent struct {
 }
 
 // CreateAgent creates an agent (POST /ai-agents; aiagents:write). Names are
-// unique per account, compared case-insensitively; a taken name is 409
+// unique per account, compared after Unicode normalisation and full case
+// folding (ΟΔΟΣ and οδος collide); a taken name is 409
 // duplicate_value with Error.ExistingID, unless AdoptExisting.
 //
 // A create is retried after a transport error or 5xx like any call: if the
