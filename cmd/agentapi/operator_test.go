@@ -48,7 +48,7 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				// Through --db, and through AGENTAPI_DB.
 				for _, args := range [][]string{
-					append(append([]string{c.args[0], c.args[1], "--db", missing}), c.args[2:]...),
+					append([]string{c.args[0], c.args[1], "--db", missing}, c.args[2:]...),
 					c.args,
 				} {
 					out, errs, code := cli(t, missing, c.stdin, args...)
