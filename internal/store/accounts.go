@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -255,47 +254,46 @@ func (s *Store) SetUserPassword(ctx context.Context, id, hash string, mustChange
 	})
 }
 
-// --- console sessions ---
-
-func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
+// DeactivateUser marks a user of accountID inactive and deletes every
+// session of theirs in one transaction. ErrNotFound unless the user exists in
+// that account.
+func (s *Store) DeactivateUser(ctx context.Context, accountID, id string) error {
+	if !storable(accountID, id) {
+		return domain.ErrNotFound
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO console_sessions (token_hash, user_id, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-			sess.TokenHash, sess.UserID, sess.CSRF, toMS(sess.CreatedAt), toMS(sess.ExpiresAt))
-		if isUnique(err) {
-			return &domain.DuplicateError{}
-		}
+		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
+			false, id, accountID)
 		if err != nil {
-			return fmt.Errorf("insert session: %w", err)
+			return fmt.Errorf("deactivate user: %w", err)
+		}
+		if err := checkAffected(res); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE user_id = $1`, id); err != nil {
+			return fmt.Errorf("delete user sessions: %w", err)
 		}
 		return nil
 	})
 }
 
-// GetSession returns ErrNotFound for an unknown or expired (at now) session.
-func (s *Store) GetSession(ctx context.Context, tokenHash []byte, now time.Time) (domain.Session, error) {
-	var (
-		sess             domain.Session
-		created, expires int64
-	)
-	err := s.r.QueryRowContext(ctx,
-		`SELECT token_hash, user_id, csrf, created_at, expires_at FROM console_sessions
-		WHERE token_hash = $1 AND expires_at > $2`, tokenHash, toMS(now),
-	).Scan(&sess.TokenHash, &sess.UserID, &sess.CSRF, &created, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Session{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.Session{}, fmt.Errorf("get session: %w", err)
-	}
-	sess.CreatedAt, sess.ExpiresAt = fromMS(created), fromMS(expires)
-	return sess, nil
-}
-
-func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
+// ChangePassword stores a password the user chose (so must_change_password
+// is cleared) and ends every other session of theirs: whoever knew the old
+// password is signed out. keep is the token hash of the session that made
+// the change. ErrNotFound for an unknown user.
+func (s *Store) ChangePassword(ctx context.Context, userID, hash string, keep []byte) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE token_hash = $1`, tokenHash); err != nil {
-			return fmt.Errorf("delete session: %w", err)
+		res, err := tx.ExecContext(ctx,
+			`UPDATE users SET password_hash = $1, must_change_password = $2 WHERE id = $3`, hash, false, userID)
+		if err != nil {
+			return fmt.Errorf("update user password: %w", err)
+		}
+		if err := checkAffected(res); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM console_sessions WHERE user_id = $1 AND token_hash <> $2`, userID, keep); err != nil {
+			return fmt.Errorf("delete other sessions: %w", err)
 		}
 		return nil
 	})

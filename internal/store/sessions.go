@@ -10,10 +10,27 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-// What the console needs beyond the plain session rows: a session is only
-// worth anything while its user and their account are active, and
-// deactivating a user or changing a password ends sessions in the same
-// transaction, so no instance can serve a stale one.
+// Console sessions. A session is only worth anything while its user and
+// their account are active, and deactivating a user or changing a password
+// (accounts.go) ends sessions in the same transaction, so no instance can
+// serve a stale one.
+
+// CreateSession stores a new session; a token hash already stored is a
+// *domain.DuplicateError.
+func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO console_sessions (token_hash, user_id, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
+			sess.TokenHash, sess.UserID, sess.CSRF, toMS(sess.CreatedAt), toMS(sess.ExpiresAt))
+		if isUnique(err) {
+			return &domain.DuplicateError{}
+		}
+		if err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		return nil
+	})
+}
 
 // SessionUser returns the session with that token hash and its user, provided
 // the session has not expired at now and both the user and their account are
@@ -49,46 +66,32 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, now time.Time
 	return sess, u, nil
 }
 
-// DeactivateUser marks a user of accountID inactive and deletes every
-// session of theirs in one transaction. ErrNotFound unless the user exists in
-// that account.
-func (s *Store) DeactivateUser(ctx context.Context, accountID, id string) error {
-	if !storable(accountID, id) {
-		return domain.ErrNotFound
+// GetSession returns ErrNotFound for an unknown or expired (at now) session.
+func (s *Store) GetSession(ctx context.Context, tokenHash []byte, now time.Time) (domain.Session, error) {
+	var (
+		sess             domain.Session
+		created, expires int64
+	)
+	err := s.r.QueryRowContext(ctx,
+		`SELECT token_hash, user_id, csrf, created_at, expires_at FROM console_sessions
+		WHERE token_hash = $1 AND expires_at > $2`, tokenHash, toMS(now),
+	).Scan(&sess.TokenHash, &sess.UserID, &sess.CSRF, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.Session{}, domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
-			false, id, accountID)
-		if err != nil {
-			return fmt.Errorf("deactivate user: %w", err)
-		}
-		if err := checkAffected(res); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE user_id = $1`, id); err != nil {
-			return fmt.Errorf("delete user sessions: %w", err)
-		}
-		return nil
-	})
+	if err != nil {
+		return domain.Session{}, fmt.Errorf("get session: %w", err)
+	}
+	sess.CreatedAt, sess.ExpiresAt = fromMS(created), fromMS(expires)
+	return sess, nil
 }
 
-// ChangePassword stores a password the user chose (so must_change_password
-// is cleared) and ends every other session of theirs: whoever knew the old
-// password is signed out. keep is the token hash of the session that made
-// the change. ErrNotFound for an unknown user.
-func (s *Store) ChangePassword(ctx context.Context, userID, hash string, keep []byte) error {
+// DeleteSession ends the session with that token hash (sign-out); deleting
+// one that is gone is not an error.
+func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE users SET password_hash = $1, must_change_password = $2 WHERE id = $3`, hash, false, userID)
-		if err != nil {
-			return fmt.Errorf("update user password: %w", err)
-		}
-		if err := checkAffected(res); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM console_sessions WHERE user_id = $1 AND token_hash <> $2`, userID, keep); err != nil {
-			return fmt.Errorf("delete other sessions: %w", err)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE token_hash = $1`, tokenHash); err != nil {
+			return fmt.Errorf("delete session: %w", err)
 		}
 		return nil
 	})
@@ -110,34 +113,4 @@ func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64
 		return nil
 	})
 	return n, err
-}
-
-// RestrictedAgentNames maps the id of every agent of the account that some
-// key is restricted to onto its name: what a list of keys needs to name
-// their restrictions, bounded by the restrictions rather than by the
-// account's number of agents.
-func (s *Store) RestrictedAgentNames(ctx context.Context, accountID string) (map[string]string, error) {
-	// From the account's keys (api_keys_account), to their restrictions (by
-	// primary key), to the agents (by primary key).
-	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT a.id, a.name
-		FROM api_keys k
-		JOIN api_key_agents ka ON ka.key_id = k.id
-		JOIN agents a ON a.id = ka.agent_id
-		WHERE k.account_id = $1`, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("restricted agent names: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]string{}
-	for rows.Next() {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, fmt.Errorf("scan agent name: %w", err)
-		}
-		names[id] = name
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("restricted agent names: %w", err)
-	}
-	return names, nil
 }
