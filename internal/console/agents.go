@@ -35,22 +35,21 @@ type agentsPage struct {
 	Agents []agentRow
 }
 
-func (c *Console) handleAgents(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleAgents(w http.ResponseWriter, r *http.Request, s *session) error {
 	as, err := c.store.ListAgents(r.Context(), store.AgentQuery{AccountID: s.user.AccountID})
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	p := agentsPage{}
 	for _, a := range as {
 		st, err := c.store.AgentStats(r.Context(), s.user.AccountID, a.ID)
 		if err != nil {
-			c.serverError(w, r, s, err)
-			return
+			return err
 		}
 		p.Agents = append(p.Agents, agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st})
 	}
 	c.render(w, r, s, http.StatusOK, "agents", "AI agents", p)
+	return nil
 }
 
 type agentPage struct {
@@ -77,30 +76,44 @@ func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentP
 	}, nil
 }
 
-func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session) {
-	if a, p, ok := c.loadAgentPage(w, r, s, r.PathValue("id")); ok {
-		c.render(w, r, s, http.StatusOK, "agent", a.Name, p)
+func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session) error {
+	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
+	if err != nil {
+		return err
 	}
+	c.render(w, r, s, http.StatusOK, "agent", a.Name, p)
+	return nil
 }
 
-// loadAgentPage reads agent id of the session's account and its page; when
-// it cannot, it has answered (404 or 500) and reports false.
-func (c *Console) loadAgentPage(w http.ResponseWriter, r *http.Request, s *session, id string) (domain.Agent, agentPage, bool) {
+// loadAgentPage reads agent id of the session's account and its page.
+func (c *Console) loadAgentPage(r *http.Request, s *session, id string) (domain.Agent, agentPage, error) {
 	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, id)
 	if errors.Is(err, domain.ErrNotFound) {
-		c.notFound(w, r, s)
-		return a, agentPage{}, false
+		return a, agentPage{}, errNotFound
 	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return a, agentPage{}, false
+		return a, agentPage{}, err
 	}
 	p, err := c.agentPage(r, s, a)
+	return a, p, err
+}
+
+// showAgentForm is the agent's page again with the instructions as posted
+// and what to fix.
+func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return a, agentPage{}, false
+		return err
 	}
-	return a, p, true
+	p.Instructions, p.Error = postedInstructions(r), e.Message
+	c.render(w, r, s, e.Status, "agent", a.Name, p)
+	return nil
+}
+
+// postedInstructions are the form's instructions with a browser's CRLF
+// line breaks stored as the API would receive them from a program, as LF.
+func postedInstructions(r *http.Request) string {
+	return strings.ReplaceAll(r.PostForm.Get("instructions"), "\r\n", "\n")
 }
 
 // checkInstructions applies the API's PATCH rules to instructions.
@@ -118,19 +131,11 @@ func checkInstructions(s string) string {
 	return ""
 }
 
-func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *session) error {
 	id := r.PathValue("id")
-	// Browsers send a textarea's line breaks as CRLF; store them as the API
-	// would receive them from a program, as LF.
-	text := strings.ReplaceAll(r.PostForm.Get("instructions"), "\r\n", "\n")
+	text := postedInstructions(r)
 	if msg := checkInstructions(text); msg != "" {
-		a, p, ok := c.loadAgentPage(w, r, s, id)
-		if !ok {
-			return
-		}
-		p.Instructions, p.Error = text, msg
-		c.render(w, r, s, http.StatusUnprocessableEntity, "agent", a.Name, p)
-		return
+		return fieldError("instructions", msg)
 	}
 	now := c.now().UTC().Truncate(time.Millisecond)
 	_, err := c.store.UpdateAgent(r.Context(), s.user.AccountID, id, func(a *domain.Agent) (bool, error) {
@@ -146,13 +151,12 @@ func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *s
 		return true, nil
 	})
 	if errors.Is(err, domain.ErrNotFound) {
-		c.notFound(w, r, s)
-		return
+		return errNotFound
 	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.log.Info("console agent instructions updated", "agent_id", id, "user_id", s.user.ID)
 	http.Redirect(w, r, "/console/agents/"+id+"?done=instructions", http.StatusSeeOther)
+	return nil
 }

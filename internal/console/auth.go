@@ -36,79 +36,6 @@ type session struct {
 	tokenHash []byte
 }
 
-// access is what a route requires.
-type access int
-
-const (
-	signedIn access = 1 << iota
-	manager         // Owner or Admin (keys.Service.Manager decides)
-	owner
-	// allowMustChange lets a user who must still choose a password through
-	// (the password page and sign-out); every other page sends them there.
-	allowMustChange
-)
-
-type sessionHandler func(w http.ResponseWriter, r *http.Request, s *session)
-
-// guard runs h for a request that passes, in order: the cross-origin check
-// (POST), a live session (else to the sign-in page), the forced password
-// change, the role (else 404, so a route's existence is not revealed), and
-// the CSRF token (POST).
-func (c *Console) guard(need access, h sessionHandler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		post := r.Method == http.MethodPost
-		if post && !sameOrigin(r) {
-			c.renderError(w, r, nil, http.StatusForbidden, "This request came from another site and was refused.")
-			return
-		}
-		s, err := c.session(r)
-		if err != nil {
-			if !errors.Is(err, domain.ErrNotFound) {
-				c.serverError(w, r, nil, err)
-				return
-			}
-			clearCookie(w, r, sessionCookie)
-			target := "/console/signin"
-			if !post && r.URL.Path != "/console/" {
-				target += "?next=" + url.QueryEscape(r.URL.Path)
-			}
-			http.Redirect(w, r, target, http.StatusSeeOther)
-			return
-		}
-		if s.user.MustChangePassword && need&allowMustChange == 0 {
-			http.Redirect(w, r, "/console/password", http.StatusSeeOther)
-			return
-		}
-		switch {
-		case need&owner != 0 && s.user.Role != domain.RoleOwner:
-			c.notFound(w, r, s)
-			return
-		case need&manager != 0:
-			// The role rule lives in keys.Service; anyone it refuses sees 404.
-			if _, err := c.keys.Manager(r.Context(), s.user.AccountID, s.user.Email); err != nil {
-				if domain.IsCode(err, domain.CodeAccessDenied) || domain.IsCode(err, domain.CodeNotFound) {
-					c.notFound(w, r, s)
-				} else {
-					c.serverError(w, r, s, err)
-				}
-				return
-			}
-		}
-		if post {
-			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-			if err := r.ParseForm(); err != nil {
-				c.renderError(w, r, s, http.StatusBadRequest, "The form could not be read.")
-				return
-			}
-			if !tokenEqual(r.PostForm.Get("csrf"), s.csrf) {
-				c.renderError(w, r, s, http.StatusForbidden, "This form has expired or did not come from this console. Go back, reload the page and try again.")
-				return
-			}
-		}
-		h(w, r, s)
-	})
-}
-
 // session returns the request's signed-in user, or ErrNotFound.
 func (c *Console) session(r *http.Request) (*session, error) {
 	ck, err := r.Cookie(sessionCookie)
@@ -121,22 +48,6 @@ func (c *Console) session(r *http.Request) (*session, error) {
 		return nil, err
 	}
 	return &session{user: u, csrf: sess.CSRF, tokenHash: sess.TokenHash}, nil
-}
-
-// sameOrigin refuses cross-site form posts by the browser's own headers:
-// Sec-Fetch-Site when sent, else Origin, compared by host with the request's
-// Host (the scheme is not compared, so TLS may end at a proxy). A request
-// with neither (an old browser, or not a browser) still needs the CSRF token.
-func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
-		return site == "same-origin"
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 func tokenEqual(got, want string) bool {
@@ -176,12 +87,12 @@ type signInPage struct {
 	Email, Next, LoginCSRF, Error string
 }
 
-func (c *Console) handleSignInForm(w http.ResponseWriter, r *http.Request) {
+func (c *Console) handleSignInForm(w http.ResponseWriter, r *http.Request, _ *session) error {
 	if s, err := c.session(r); err == nil && s != nil {
-		http.Redirect(w, r, "/console/", http.StatusSeeOther)
-		return
+		return seeOther("/console/")
 	}
 	c.renderSignIn(w, r, http.StatusOK, signInPage{Next: safeNext(r.URL.Query().Get("next"))})
+	return nil
 }
 
 func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, p signInPage) {
@@ -190,83 +101,81 @@ func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 	c.render(w, r, nil, status, "signin", "Sign in", p)
 }
 
+// showSignIn is the sign-in form again, with what was typed (never the
+// password) and why it was refused.
+func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, _ *session, e *pageError) error {
+	c.renderSignIn(w, r, e.Status, signInPage{
+		Email: domain.NormalizeEmail(r.PostForm.Get("email")), Next: safeNext(r.PostForm.Get("next")), Error: e.Message,
+	})
+	return nil
+}
+
 // badSignIn is the one message for every refused sign-in: unknown email,
 // wrong password, deactivated user or account.
 const badSignIn = "The email or password is incorrect, or this user cannot sign in."
 
-func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
-	if !sameOrigin(r) {
-		c.renderError(w, r, nil, http.StatusForbidden, "This request came from another site and was refused.")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
-		c.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read.")
-		return
+// handleSignIn checks the form's own token (a double-submit cookie: there
+// is no session yet), the throttle and the password, then starts a session.
+// crossOrigin has refused posts from other sites already.
+func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *session) error {
+	if err := readForm(w, r); err != nil {
+		return err
 	}
 	email := domain.NormalizeEmail(r.PostForm.Get("email"))
-	pw := r.PostForm.Get("password")
-	p := signInPage{Email: email, Next: safeNext(r.PostForm.Get("next"))}
 	ck, err := r.Cookie(loginCookie)
 	if err != nil || !tokenEqual(r.PostForm.Get("csrf"), ck.Value) {
-		p.Error = "This form has expired. Please sign in again."
-		c.renderSignIn(w, r, http.StatusForbidden, p)
-		return
+		return &pageError{Status: http.StatusForbidden, Message: "This form has expired. Please sign in again."}
 	}
 	if retry, ok := c.allowSignIn(r, email); !ok {
-		w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
-		p.Error = fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))
-		c.renderSignIn(w, r, http.StatusTooManyRequests, p)
-		return
+		return &pageError{Status: http.StatusTooManyRequests, RetryAfter: retry,
+			Message: fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))}
 	}
-	u, ok, err := c.checkPassword(r.Context(), email, pw)
+	u, ok, err := c.checkPassword(r.Context(), email, r.PostForm.Get("password"))
 	if busy(r, err) {
-		w.Header().Set("Retry-After", busyRetry)
-		p.Error = busySignIn
-		c.renderSignIn(w, r, http.StatusServiceUnavailable, p)
-		return
+		return errBusy(busySignIn)
 	}
 	if err != nil {
-		c.serverError(w, r, nil, err)
-		return
+		return err
 	}
 	if !ok {
-		p.Error = badSignIn
-		c.renderSignIn(w, r, http.StatusUnauthorized, p)
-		return
+		return &pageError{Status: http.StatusUnauthorized, Message: badSignIn}
 	}
 	// A session this browser already had ends: one sign-in, one session.
 	if old, err := r.Cookie(sessionCookie); err == nil && old.Value != "" {
 		h := sha256.Sum256([]byte(old.Value))
 		if err := c.store.DeleteSession(r.Context(), h[:]); err != nil {
-			c.serverError(w, r, nil, err)
-			return
+			return err
 		}
 	}
 	if err := c.startSession(w, r, u); err != nil {
-		c.serverError(w, r, nil, err)
-		return
+		return err
 	}
 	clearCookie(w, r, loginCookie)
 	c.setDeviceCookie(w, r, u.Email)
 	c.log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
 	target := "/console/"
-	if u.MustChangePassword {
+	if next := safeNext(r.PostForm.Get("next")); u.MustChangePassword {
 		target = "/console/password"
-	} else if p.Next != "" {
-		target = p.Next
+	} else if next != "" {
+		target = next
 	}
 	http.Redirect(w, r, target, http.StatusSeeOther)
+	return nil
 }
 
 // busySignIn is the answer (503) when every password-hashing slot stayed
 // taken for the Gate's whole wait.
 const (
 	busySignIn = "Too many sign-in attempts; try again shortly."
-	busyRetry  = "2" // seconds, password.DefaultWait
+	busyRetry  = 2 * time.Second // password.DefaultWait
 	// busyHashing is the same for a page other than sign-in.
 	busyHashing = "The server is busy; try again shortly."
 )
+
+// errBusy is the 503 of a password Gate that stayed full.
+func errBusy(msg string) *pageError {
+	return &pageError{Status: http.StatusServiceUnavailable, Message: msg, RetryAfter: busyRetry}
+}
 
 // busy reports whether err is the password Gate's refusal, or the client
 // gave up while waiting for a slot.
@@ -355,13 +264,13 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, u domain.
 	return nil
 }
 
-func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *session) error {
 	if err := c.store.DeleteSession(r.Context(), s.tokenHash); err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	clearCookie(w, r, sessionCookie)
 	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+	return nil
 }
 
 // safeNext keeps a post-sign-in destination only if it is a console path on
@@ -383,73 +292,61 @@ type passwordPage struct {
 	Error  string
 }
 
-func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *session) error {
 	c.render(w, r, s, http.StatusOK, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword})
+	return nil
 }
 
-func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) {
-	p := passwordPage{Forced: s.user.MustChangePassword}
-	fail := func(status int, msg string) {
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", busyRetry)
-		}
-		p.Error = msg
-		c.render(w, r, s, status, "password", "Choose a password", p)
-	}
+// showPassword is the password form again with why the change was refused.
+func (c *Console) showPassword(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	c.render(w, r, s, e.Status, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword, Error: e.Message})
+	return nil
+}
+
+func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) error {
 	current, next, confirm := r.PostForm.Get("current"), r.PostForm.Get("new"), r.PostForm.Get("confirm")
 	// The current password is asked for a voluntary change: a session left
 	// open on someone's screen must not be enough to take the account over.
 	// A forced change follows a sign-in with the one-time password moments ago.
-	if !p.Forced {
+	if !s.user.MustChangePassword {
 		// Each guess of the current password counts as a sign-in attempt
 		// of this user from this address: the same throttle, the same
 		// budget, so a session is no faster way to guess than sign-in.
 		if retry, ok := c.allowSignIn(r, s.user.Email); !ok {
-			w.Header().Set("Retry-After", fmt.Sprint(int(retry.Seconds())))
-			p.Error = fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))
-			c.render(w, r, s, http.StatusTooManyRequests, "password", "Choose a password", p)
-			return
+			return &pageError{Status: http.StatusTooManyRequests, RetryAfter: retry, Field: "current",
+				Message: fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))}
 		}
 		if ok, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, current); busy(r, err) {
-			fail(http.StatusServiceUnavailable, busySignIn)
-			return
+			return errBusy(busySignIn)
 		} else if err != nil {
-			c.serverError(w, r, s, err)
-			return
+			return err
 		} else if !ok {
-			fail(http.StatusUnprocessableEntity, "The current password is incorrect.")
-			return
+			return fieldError("current", "The current password is incorrect.")
 		}
 	}
 	if err := password.Check(next); err != nil {
-		fail(http.StatusUnprocessableEntity, capitalize(err.Error())+".")
-		return
+		return fieldError("new", capitalize(err.Error())+".")
 	}
 	if next != confirm {
-		fail(http.StatusUnprocessableEntity, "The two new passwords differ.")
-		return
+		return fieldError("confirm", "The two new passwords differ.")
 	}
 	if same, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, next); busy(r, err) {
-		fail(http.StatusServiceUnavailable, busySignIn)
-		return
+		return errBusy(busySignIn)
 	} else if err == nil && same {
-		fail(http.StatusUnprocessableEntity, "Choose a password different from the current one.")
-		return
+		return fieldError("new", "Choose a password different from the current one.")
 	}
 	hash, err := c.passwords.Hash(r.Context(), next)
 	if busy(r, err) {
-		fail(http.StatusServiceUnavailable, busySignIn)
-		return
+		return errBusy(busySignIn)
 	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	if err := c.store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	http.Redirect(w, r, "/console/?done=password", http.StatusSeeOther)
+	return nil
 }
 
 func capitalize(s string) string {
@@ -459,7 +356,7 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-func (c *Console) handleHome(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleHome(w http.ResponseWriter, r *http.Request, s *session) error {
 	target := "/console/agents"
 	if s.user.Role.CanManageKeys() {
 		target = "/console/developers"
@@ -467,5 +364,5 @@ func (c *Console) handleHome(w http.ResponseWriter, r *http.Request, s *session)
 	if r.URL.Query().Get("done") == "password" {
 		target += "?done=password"
 	}
-	http.Redirect(w, r, target, http.StatusSeeOther)
+	return seeOther(target)
 }

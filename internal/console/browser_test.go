@@ -160,8 +160,21 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The create answered 303 to the credential's page; reloading it shows
+	// the key's page, never the credential again, and makes no key.
+	if loc, err := chromedp.Run(bctx, chromedp.Location()); err != nil || loc != base+"/console/developers/keys/"+k.ID+"/created" {
+		t.Fatalf("after the create, the address bar shows %s (%v)", loc, err)
+	}
+	do("reload the credential page", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("rotate")))
+	if gone := eval("credential after reload", `String(document.getElementById('credential') === null)`); gone != "true" {
+		t.Fatal("a reload shows the credential again")
+	}
+	if ks, err := f.keys.List(ctx, a.ID); err != nil || len(ks) != 1 {
+		t.Fatalf("keys after reload: %v %d", err, len(ks))
+	}
+
 	// The list, then rotation from the key's page (through the dialog).
-	do("developers", chromedp.Click(chromedp.ID("done")), chromedp.WaitVisible(chromedp.ID("keys")))
+	do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
 	shot("04-developers")
 	f.clock.Advance(time.Second)
 	do("rotate",

@@ -87,7 +87,8 @@ type Console struct {
 	passwords  *password.Gate
 	sessionTTL time.Duration
 	clients    *clientaddr.Resolver
-	deviceKey  deviceKey
+	deviceKey  serverKey
+	revealKey  serverKey
 	pages      map[string]pageTemplate
 	handler    http.Handler
 }
@@ -97,6 +98,7 @@ func New(cfg Config) *Console {
 	c := &Console{
 		store: cfg.Store, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, now: cfg.Now,
 		limits: cfg.SignInLimits, passwords: cfg.Passwords, sessionTTL: cfg.SessionTTL, clients: cfg.ClientAddr,
+		deviceKey: serverKey{name: deviceSecret}, revealKey: serverKey{name: revealSecret},
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -116,7 +118,7 @@ func New(cfg Config) *Console {
 	c.pages = parsePages()
 	mux := http.NewServeMux()
 	c.routes(mux)
-	c.handler = securityHeaders(mux)
+	c.handler = securityHeaders(c.crossOrigin(mux))
 	return c
 }
 
@@ -129,56 +131,64 @@ func positiveOr(v, def int) int {
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// routes lists every console page in one place. Access levels: public (no
-// session), signedIn (any active user), manager (Owner or Admin, by
+// routes lists every console page in one place. Access levels (steps.go):
+// public (no session), anyUser (any active user, even one who must still
+// choose a password), signedIn, manager (Owner or Admin, by
 // keys.Service.Manager; anyone else gets 404), owner (Owners only; 404).
+// crossOrigin guards every route, around the mux.
 func (c *Console) routes(mux *http.ServeMux) {
+	public := func(h handler) http.Handler { return c.serve(h, nil) }
+	anyUser := func(h handler) http.Handler { return c.page(h, formToken) }
+	signedIn := func(h handler) http.Handler { return c.page(h, passwordChosen, formToken) }
+	manager := func(h handler) http.Handler { return c.page(h, passwordChosen, c.managerOnly, formToken) }
+	owner := func(h handler) http.Handler { return c.page(h, passwordChosen, ownerOnly, formToken) }
+
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /console/static/", staticHandler(static))
 
-	mux.HandleFunc("GET /console/signin", c.handleSignInForm)
-	mux.HandleFunc("POST /console/signin", c.handleSignIn)
-	mux.Handle("POST /console/signout", c.guard(signedIn|allowMustChange, c.handleSignOut))
-	mux.Handle("GET /console/password", c.guard(signedIn|allowMustChange, c.handlePasswordForm))
-	mux.Handle("POST /console/password", c.guard(signedIn|allowMustChange, c.handlePassword))
-	mux.Handle("GET /console/{$}", c.guard(signedIn, c.handleHome))
+	mux.Handle("GET /console/signin", public(c.handleSignInForm))
+	mux.Handle("POST /console/signin", public(form(c.handleSignIn, c.showSignIn)))
+	mux.Handle("POST /console/signout", anyUser(c.handleSignOut))
+	mux.Handle("GET /console/password", anyUser(c.handlePasswordForm))
+	mux.Handle("POST /console/password", anyUser(form(c.handlePassword, c.showPassword)))
+	mux.Handle("GET /console/{$}", signedIn(c.handleHome))
 
-	mux.Handle("GET /console/developers", c.guard(manager, c.handleKeys))
-	mux.Handle("GET /console/developers/keys/new", c.guard(manager, c.handleNewKeyForm))
-	mux.Handle("POST /console/developers/keys", c.guard(manager, c.handleCreateKey))
-	// A credential page is the answer to a POST, at the POST's address;
-	// going to that address again (Enter in the address bar, a bookmark)
-	// lands on the page of what was made, never the credential again.
-	mux.Handle("GET /console/developers/keys", c.guard(manager, redirectTo(func(*http.Request) string { return "/console/developers" })))
-	mux.Handle("GET /console/developers/keys/{id}", c.guard(manager, c.handleKey))
-	mux.Handle("POST /console/developers/keys/{id}/rotate", c.guard(manager, c.handleRotateKey))
-	mux.Handle("GET /console/developers/keys/{id}/rotate", c.guard(manager, redirectTo(func(r *http.Request) string {
+	mux.Handle("GET /console/developers", manager(c.handleKeys))
+	mux.Handle("GET /console/developers/keys/new", manager(c.handleNewKeyForm))
+	mux.Handle("POST /console/developers/keys", manager(form(c.handleCreateKey, c.showNewKeyForm)))
+	// Creating or rotating a key answers 303 to this page, which shows the
+	// credential once (reveal.go); a reload shows the key's page instead.
+	mux.Handle("GET /console/developers/keys/{id}/created", manager(c.handleCreated))
+	// The addresses forms post to, opened with GET (a bookmark, a history
+	// entry), land on the page of what they make.
+	mux.Handle("GET /console/developers/keys", manager(redirectTo(func(*http.Request) string { return "/console/developers" })))
+	mux.Handle("GET /console/developers/keys/{id}", manager(c.handleKey))
+	mux.Handle("POST /console/developers/keys/{id}/rotate", manager(c.handleRotateKey))
+	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(redirectTo(func(r *http.Request) string {
 		return "/console/developers/keys/" + url.PathEscape(r.PathValue("id"))
 	})))
-	mux.Handle("GET /console/developers/keys/{id}/revoke", c.guard(manager, c.handleRevokeForm))
-	mux.Handle("POST /console/developers/keys/{id}/revoke", c.guard(manager, c.handleRevokeKey))
-	mux.Handle("GET /console/developers/audit", c.guard(manager, c.handleAudit))
+	mux.Handle("GET /console/developers/keys/{id}/revoke", manager(c.handleRevokeForm))
+	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
+	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 
-	mux.Handle("GET /console/users", c.guard(owner, c.handleUsers))
-	mux.Handle("POST /console/users", c.guard(owner, c.handleInvite))
-	mux.Handle("GET /console/users/{id}/deactivate", c.guard(owner, c.handleDeactivateForm))
-	mux.Handle("POST /console/users/{id}/deactivate", c.guard(owner, c.handleDeactivate))
+	mux.Handle("GET /console/users", owner(c.handleUsers))
+	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))
+	mux.Handle("GET /console/users/{id}/deactivate", owner(c.handleDeactivateForm))
+	mux.Handle("POST /console/users/{id}/deactivate", owner(c.handleDeactivate))
 
-	mux.Handle("GET /console/agents", c.guard(signedIn, c.handleAgents))
-	mux.Handle("GET /console/agents/{id}", c.guard(signedIn, c.handleAgent))
-	mux.Handle("POST /console/agents/{id}", c.guard(manager, c.handleUpdateAgent))
+	mux.Handle("GET /console/agents", signedIn(c.handleAgents))
+	mux.Handle("GET /console/agents/{id}", signedIn(c.handleAgent))
+	mux.Handle("POST /console/agents/{id}", manager(form(c.handleUpdateAgent, c.showAgentForm)))
 
 	// Everything else, including other methods on the paths above, is a
 	// plain 404: the console reveals no route a user may not use.
-	mux.Handle("/console/", c.guard(signedIn, func(w http.ResponseWriter, r *http.Request, s *session) {
-		c.notFound(w, r, s)
-	}))
+	mux.Handle("/console/", signedIn(func(http.ResponseWriter, *http.Request, *session) error { return errNotFound }))
 }
 
 // redirectTo answers 303 to the address target gives.
-func redirectTo(target func(*http.Request) string) sessionHandler {
-	return func(w http.ResponseWriter, r *http.Request, _ *session) {
-		http.Redirect(w, r, target(r), http.StatusSeeOther)
+func redirectTo(target func(*http.Request) string) handler {
+	return func(_ http.ResponseWriter, r *http.Request, _ *session) error {
+		return seeOther(target(r))
 	}
 }
 

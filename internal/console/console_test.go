@@ -342,6 +342,9 @@ func TestCSRFAndCrossOrigin(t *testing.T) {
 		p := b.do(http.MethodPost, revoke, form)
 		b.header.Del(h[0])
 		wantStatus(t, "cross-origin by "+name, p, http.StatusForbidden)
+		if !strings.Contains(p.body, "This request came from another site and was refused.") || !strings.Contains(p.body, `class="status-code"`) {
+			t.Fatalf("cross-origin by %s: not the console's 403 page:\n%s", name, p.body)
+		}
 	}
 	// The sign-in form needs its own token.
 	anon := f.browser()
@@ -362,6 +365,73 @@ func TestCSRFAndCrossOrigin(t *testing.T) {
 	// With the token and a same-origin header it works.
 	b.header.Set("Origin", f.srv.URL)
 	wantRedirect(t, "same-origin revoke", b.post("/console/developers", revoke, nil), "/console/developers/keys/"+k.Key.ID)
+}
+
+// TestCrossSiteSignInAndCreateRefused: a browser's Sec-Fetch-Site:
+// cross-site refuses a sign-in and a key creation that carry their right
+// tokens, with the console's 403 page, and nothing happens.
+func TestCrossSiteSignInAndCreateRefused(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	anon := f.browser()
+	token := csrfOf(t, anon.get("/console/signin"))
+	anon.header.Set("Sec-Fetch-Site", "cross-site")
+	p := anon.do(http.MethodPost, "/console/signin", url.Values{"email": {owner.Email}, "password": {testPassword}, "csrf": {token}})
+	wantStatus(t, "cross-site sign-in", p, http.StatusForbidden)
+	if !strings.Contains(p.body, "This request came from another site and was refused.") {
+		t.Fatalf("cross-site sign-in: not the console's 403 page:\n%s", p.body)
+	}
+	for _, c := range p.header.Values("Set-Cookie") {
+		if strings.HasPrefix(c, "agentapi_session=") {
+			t.Fatal("a cross-site sign-in started a session")
+		}
+	}
+
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	token = csrfOf(t, b.get("/console/developers/keys/new"))
+	b.header.Set("Sec-Fetch-Site", "cross-site")
+	p = b.do(http.MethodPost, "/console/developers/keys", url.Values{"name": {"x"}, "preset": {"full-access"},
+		"env": {"live"}, "expiry": {"never"}, "csrf": {token}})
+	wantStatus(t, "cross-site create", p, http.StatusForbidden)
+	if ks, _ := f.keys.List(context.Background(), a.ID); len(ks) != 0 {
+		t.Fatal("a cross-site post made a key")
+	}
+	// The same post from the console itself works.
+	b.header.Set("Sec-Fetch-Site", "same-origin")
+	p = b.do(http.MethodPost, "/console/developers/keys", url.Values{"name": {"x"}, "preset": {"full-access"},
+		"env": {"live"}, "expiry": {"never"}, "csrf": {token}})
+	wantRedirect(t, "same-origin create", p, "/console/developers/keys/")
+}
+
+// TestServerErrorPage: an internal failure is the 500 page, which names
+// the request id the log holds with the cause, and shows nothing of it.
+func TestServerErrorPage(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	b := f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	if err := f.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/console/developers")
+	wantStatus(t, "store closed", p, http.StatusInternalServerError)
+	id := p.header.Get("X-Request-Id")
+	if id == "" || !strings.Contains(p.body, "quote request id "+id) {
+		t.Fatalf("the 500 page does not name the request id %q:\n%s", id, p.body)
+	}
+	if strings.Contains(p.body, "closed") || strings.Contains(p.body, "sql") {
+		t.Fatalf("the 500 page shows the cause:\n%s", p.body)
+	}
+	var logged bool
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, `"request_id":"`+id+`"`) && strings.Contains(line, "closed") {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Fatalf("no log line with the request id and the cause:\n%s", f.logs.String())
+	}
 }
 
 // TestSignInThrottle: failures on one email from one address stop that
@@ -560,24 +630,12 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	b := f.browser()
 	b.signIn(owner.Email, testPassword, "/console/")
 
-	p := b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
+	// The POST answers 303 to a page that shows the credential once
+	// (b.created checks the headers); a reload of that page does not.
+	p, cred := b.created("/console/developers/keys/new", "/console/developers/keys", url.Values{
 		"name": {"Billing sync"}, "description": {"nightly job"}, "preset": {"aiagent-query"}, "env": {"live"},
 		"expiry": {"30"}, "agent": {ag.ID}, "scope": {"webhooks:manage"}, // custom scopes are ignored with a preset
 	})
-	wantStatus(t, "create", p, http.StatusCreated)
-	cred := credentialRE.FindString(p.body)
-	if cred == "" {
-		t.Fatalf("no credential on the page:\n%s", p.body)
-	}
-	f.secrets = append(f.secrets, cred)
-	if p.header.Get("Cache-Control") != "no-store" || p.header.Get("Location") != "" {
-		t.Fatalf("credential page: Cache-Control %q, Location %q", p.header.Get("Cache-Control"), p.header.Get("Location"))
-	}
-	for _, c := range p.header.Values("Set-Cookie") {
-		if strings.Contains(c, cred[len(cred)-38:]) {
-			t.Fatal("the credential is in a cookie")
-		}
-	}
 	if !strings.Contains(p.body, "will not be shown again") {
 		t.Fatal("no warning")
 	}
@@ -593,7 +651,13 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	if d := k.ExpiresAt.Sub(f.clock.Now()); d < 30*24*time.Hour-time.Minute || d > 30*24*time.Hour+time.Minute {
 		t.Fatalf("expires in %v", d)
 	}
-	// Never again: not on the list, the key's page, or the audit trail.
+	// Never again: not on its own page opened again (it leads to the key's
+	// page), the list, the key's page, or the audit trail.
+	again := b.get("/console/developers/keys/" + k.ID + "/created")
+	if again.status != http.StatusSeeOther || again.header.Get("Location") != "/console/developers/keys/"+k.ID ||
+		strings.Contains(again.body, cred[len(cred)-38:]) {
+		t.Fatalf("the credential page again: %d to %q", again.status, again.header.Get("Location"))
+	}
 	for _, path := range []string{"/console/developers", "/console/developers/keys/" + k.ID, "/console/developers/audit"} {
 		page := b.get(path)
 		if strings.Contains(page.body, cred[len(cred)-38:]) {
@@ -614,13 +678,9 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	}
 
 	// Custom scopes, and mistakes to fix.
-	p = b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
-		"name": {"Custom"}, "preset": {"custom"}, "scope": {"staff:read", "aiagents:write"}, "env": {"test"}, "expiry": {"never"}})
-	wantStatus(t, "custom", p, http.StatusCreated)
-	if c := credentialRE.FindString(p.body); !strings.HasPrefix(c, "agk_test_") {
+	if _, c := b.created("/console/developers/keys/new", "/console/developers/keys", url.Values{
+		"name": {"Custom"}, "preset": {"custom"}, "scope": {"staff:read", "aiagents:write"}, "env": {"test"}, "expiry": {"never"}}); !strings.HasPrefix(c, "agk_test_") {
 		t.Fatalf("custom test key: %q", c)
-	} else {
-		f.secrets = append(f.secrets, c)
 	}
 	for name, form := range map[string]url.Values{
 		"no name":          {"name": {"  "}, "preset": {"full-access"}, "env": {"live"}},
@@ -656,13 +716,10 @@ func TestRotateThenRevoke(t *testing.T) {
 	}
 
 	f.clock.Advance(time.Second) // ids and lists order by creation time
-	p := b.post("/console/developers/keys/"+old.Key.ID, "/console/developers/keys/"+old.Key.ID+"/rotate", nil)
-	wantStatus(t, "rotate", p, http.StatusCreated)
-	cred := credentialRE.FindString(p.body)
-	if cred == "" || cred == old.Credential {
+	p, cred := b.created("/console/developers/keys/"+old.Key.ID, "/console/developers/keys/"+old.Key.ID+"/rotate", nil)
+	if cred == old.Credential {
 		t.Fatal("no new credential")
 	}
-	f.secrets = append(f.secrets, cred)
 	if !strings.Contains(p.body, old.Key.Prefix) || !strings.Contains(p.body, `id="rotation"`) {
 		t.Fatal("the rotation page does not show the old key beside the new")
 	}

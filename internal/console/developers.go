@@ -85,16 +85,14 @@ type keysPage struct {
 // recentEvents is how many audit events the Developers page shows.
 const recentEvents = 5
 
-func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session) error {
 	ks, err := c.keys.List(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	now := c.now()
 	p := keysPage{}
@@ -104,14 +102,14 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	events, err := c.store.ListAuditEvents(r.Context(), s.user.AccountID, recentEvents)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	names := keyNames(ks)
 	for _, ev := range events {
 		p.Recent = append(p.Recent, auditRowOf(ev, names))
 	}
 	c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
+	return nil
 }
 
 // --- create ---
@@ -200,18 +198,29 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	return p, nil
 }
 
-func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *session) error {
 	p, err := c.newKeyPage(r.Context(), s.user.AccountID, keyForm{})
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
+	return nil
+}
+
+// showNewKeyForm is the create form again, as posted, with what to fix.
+func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	p, err := c.newKeyPage(r.Context(), s.user.AccountID, readKeyForm(r))
+	if err != nil {
+		return err
+	}
+	p.Error = e.Message
+	c.render(w, r, s, e.Status, "newkey", "Create an API key", p)
+	return nil
 }
 
 // params turns the form into the service's parameters, or says what the
-// user must fix.
-func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, string) {
+// user must fix, and where.
+func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, error) {
 	p := keys.CreateParams{AccountID: accountID, Name: f.name, Description: f.description, AgentIDs: f.agents}
 	switch f.preset {
 	case "custom":
@@ -219,18 +228,18 @@ func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, str
 			p.Scopes = append(p.Scopes, domain.Scope(s))
 		}
 		if len(p.Scopes) == 0 {
-			return p, "Choose at least one scope for a custom key."
+			return p, fieldError("scope", "Choose at least one scope for a custom key.")
 		}
 	default:
 		pr, ok := domain.PresetByID(f.preset)
 		if !ok {
-			return p, "Choose a preset or Custom."
+			return p, fieldError("preset", "Choose a preset or Custom.")
 		}
 		p.Scopes = pr.Scopes
 	}
 	env, ok := domain.ParseEnv(f.env)
 	if !ok {
-		return p, "Choose live or test."
+		return p, fieldError("env", "Choose live or test.")
 	}
 	p.Env = env
 	switch f.expiry {
@@ -238,77 +247,45 @@ func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, str
 	case "custom":
 		t, err := time.ParseInLocation("2006-01-02T15:04", f.expiresAt, time.UTC)
 		if err != nil {
-			return p, "Give the expiry as a date and time (UTC)."
+			return p, fieldError("expires_at", "Give the expiry as a date and time (UTC).")
 		}
 		p.ExpiresAt = &t
 	default:
 		days, err := strconv.Atoi(f.expiry)
 		if err != nil || !slices.ContainsFunc(expiryChoices, func(o option) bool { return o.Value == f.expiry }) {
-			return p, "Choose when the key expires."
+			return p, fieldError("expiry", "Choose when the key expires.")
 		}
 		t := now.AddDate(0, 0, days)
 		p.ExpiresAt = &t
 	}
-	return p, ""
+	return p, nil
 }
 
-// createdPage shows a credential once. It is only ever the body of the
-// POST that made it, sent with Cache-Control: no-store; the credential is
-// never in a URL, a cookie or a log.
+// createdPage shows a credential once: the page a create or rotation
+// redirects to (reveal.go), sent with Cache-Control: no-store.
 type createdPage struct {
 	Key        keyRow
 	Credential string
 	Old        *keyRow // set after a rotation
 }
 
-func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *session) {
-	f := readKeyForm(r)
-	fail := func(msg string) {
-		p, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
-		if err != nil {
-			c.serverError(w, r, s, err)
-			return
-		}
-		p.Error = msg
-		c.render(w, r, s, http.StatusUnprocessableEntity, "newkey", "Create an API key", p)
-	}
-	params, msg := f.params(s.user.AccountID, c.now())
-	if msg != "" {
-		fail(msg)
-		return
+func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *session) error {
+	params, err := readKeyForm(r).params(s.user.AccountID, c.now())
+	if err != nil {
+		return err
 	}
 	u := s.user
 	created, err := c.keys.Create(r.Context(), keys.Actor{User: &u}, params)
-	if err != nil {
-		if msg, ok := userMessage(err); ok {
-			fail(msg)
-			return
-		}
-		c.serverError(w, r, s, err)
-		return
+	if de := (*domain.Error)(nil); errors.As(err, &de) && de.Code == domain.CodeNotFound {
+		// The one thing a create names that may not exist: an AI agent of
+		// the restriction. It is the form's to fix, not a missing page.
+		return fieldError("agent", capitalize(strings.TrimSuffix(de.Message, "."))+".")
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
-	c.render(w, r, s, http.StatusCreated, "created", "Key created", createdPage{
-		Key: d.row(created.Key, c.now()), Credential: created.Credential,
-	})
-}
-
-// userMessage is the text of a contract error the user can act on.
-func userMessage(err error) (string, bool) {
-	var de *domain.Error
-	if !errors.As(err, &de) {
-		return "", false
-	}
-	switch de.Code {
-	case domain.CodeMissingField, domain.CodeInvalidValue, domain.CodeNotFound, domain.CodeImmutableState, domain.CodeDuplicateValue:
-		return capitalize(strings.TrimSuffix(de.Message, ".")) + ".", true
-	}
-	return "", false
+	return c.reveal(w, r, s, created)
 }
 
 // --- one key, rotation, revocation ---
@@ -320,25 +297,18 @@ type keyPage struct {
 	Revokeable bool
 }
 
-func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
-	if domain.IsCode(err, domain.CodeNotFound) {
-		c.notFound(w, r, s)
-		return
-	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	all, err := c.keys.List(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	now := c.now()
 	p := keyPage{Key: d.row(k, now), Revokeable: k.RevokedAt == nil}
@@ -349,82 +319,49 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	events, err := c.store.ListKeyAuditEvents(r.Context(), s.user.AccountID, k.ID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	names := keyNames(all)
 	for _, ev := range events {
 		p.Events = append(p.Events, auditRowOf(ev, names))
 	}
 	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
+	return nil
 }
 
-func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
 	created, err := c.keys.Rotate(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id)
-	if domain.IsCode(err, domain.CodeNotFound) {
-		c.notFound(w, r, s)
-		return
-	}
 	if err != nil {
-		if msg, ok := userMessage(err); ok {
-			c.renderError(w, r, s, http.StatusConflict, msg)
-			return
-		}
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
-	old, err := c.keys.Get(r.Context(), s.user.AccountID, id)
-	if err != nil {
-		c.serverError(w, r, s, err)
-		return
-	}
-	d, err := c.directory(r.Context(), s.user.AccountID)
-	if err != nil {
-		c.serverError(w, r, s, err)
-		return
-	}
-	now := c.now()
-	oldRow := d.row(old, now)
-	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_prefix", old.Prefix, "user_id", u.ID)
-	c.render(w, r, s, http.StatusCreated, "created", "Key rotated", createdPage{
-		Key: d.row(created.Key, now), Credential: created.Credential, Old: &oldRow,
-	})
+	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "user_id", u.ID)
+	return c.reveal(w, r, s, created)
 }
 
-func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
 	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
-	if domain.IsCode(err, domain.CodeNotFound) {
-		c.notFound(w, r, s)
-		return
-	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+k.Name, keyPage{Key: d.row(k, c.now()), Revokeable: k.RevokedAt == nil})
+	return nil
 }
 
-func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	err := c.keys.Revoke(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id)
-	if domain.IsCode(err, domain.CodeNotFound) {
-		c.notFound(w, r, s)
-		return
-	}
-	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+	if err := c.keys.Revoke(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
+		return err
 	}
 	c.log.Info("console key revoked", "key_id", id, "user_id", u.ID)
 	http.Redirect(w, r, "/console/developers/keys/"+id+"?done=revoked", http.StatusSeeOther)
+	return nil
 }
 
 // --- audit trail ---
@@ -470,16 +407,14 @@ type auditPage struct {
 // auditLimit bounds the page; the store keeps every event.
 const auditLimit = 500
 
-func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session) error {
 	events, err := c.store.ListAuditEvents(r.Context(), s.user.AccountID, auditLimit)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	ks, err := c.keys.List(r.Context(), s.user.AccountID)
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	names := keyNames(ks)
 	p := auditPage{}
@@ -487,4 +422,5 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 		p.Events = append(p.Events, auditRowOf(ev, names))
 	}
 	c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
+	return nil
 }

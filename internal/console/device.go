@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // The device cookie says "this browser signed in as this email before". It
@@ -28,23 +30,29 @@ const (
 	maxDeviceCookie = 512
 )
 
-// deviceKey is the signing key, read from the store on first use.
-type deviceKey struct {
-	mu  sync.Mutex
-	key []byte
+// serverKey is a key kept as a server secret in the store (shared by every
+// instance), read on first use.
+type serverKey struct {
+	name string
+	mu   sync.Mutex
+	key  []byte
+}
+
+func (k *serverKey) get(ctx context.Context, st *store.Store) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.key == nil {
+		v, err := st.Secret(ctx, k.name)
+		if err != nil {
+			return nil, fmt.Errorf("server secret %s: %w", k.name, err)
+		}
+		k.key = v
+	}
+	return k.key, nil
 }
 
 func (c *Console) deviceSigningKey(ctx context.Context) ([]byte, error) {
-	c.deviceKey.mu.Lock()
-	defer c.deviceKey.mu.Unlock()
-	if c.deviceKey.key == nil {
-		k, err := c.store.Secret(ctx, deviceSecret)
-		if err != nil {
-			return nil, fmt.Errorf("device cookie key: %w", err)
-		}
-		c.deviceKey.key = k
-	}
-	return c.deviceKey.key, nil
+	return c.deviceKey.get(ctx, c.store)
 }
 
 func deviceMAC(key []byte, email string, expires int64) []byte {

@@ -1,6 +1,8 @@
 package console
 
 import (
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -32,16 +34,29 @@ func FuzzSafeNext(f *testing.F) {
 	})
 }
 
-// FuzzSameOrigin: a POST is same-origin only if the browser says so, or its
-// Origin names exactly the request's host.
-func FuzzSameOrigin(f *testing.F) {
+// FuzzCrossOrigin: the console refuses a POST (with its own 403 page)
+// whenever the browser says it comes from elsewhere: Sec-Fetch-Site other
+// than same-origin or none (none: a navigation the user started, which no
+// other site can cause), or, without it, an Origin that does not name
+// exactly the request's host. Nothing is trusted beyond that: no origin or
+// path is exempt. Without either header the CSRF token decides.
+func FuzzCrossOrigin(f *testing.F) {
 	f.Add("", "", "console.example")
 	f.Add("same-origin", "", "console.example")
+	f.Add("none", "", "console.example")
+	f.Add("same-site", "https://console.example", "console.example")
 	f.Add("cross-site", "https://console.example", "console.example")
 	f.Add("", "https://console.example", "console.example")
 	f.Add("", "https://console.example.evil", "console.example")
+	f.Add("", "https://CONSOLE.example", "console.example")
 	f.Add("", "null", "console.example")
+	passed := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	c := &Console{log: slog.New(slog.DiscardHandler), pages: parsePages()}
+	h := c.crossOrigin(passed)
 	f.Fuzz(func(t *testing.T, site, origin, host string) {
+		if host == "" || strings.ContainsAny(host, " /?#@\x00") {
+			t.Skip("not a Host a server accepts")
+		}
 		r := httptest.NewRequest("POST", "/console/signout", nil)
 		r.Host = host
 		if site != "" {
@@ -50,23 +65,36 @@ func FuzzSameOrigin(f *testing.F) {
 		if origin != "" {
 			r.Header.Set("Origin", origin)
 		}
-		ok := sameOrigin(r)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		ok := rec.Code == http.StatusTeapot
+		if !ok && (rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "came from another site")) {
+			t.Fatalf("refused with %d, not the console's 403 page", rec.Code)
+		}
 		site, origin = r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
 		switch {
 		case site != "":
-			if ok != (site == "same-origin") {
-				t.Fatalf("Sec-Fetch-Site %q: %v", site, ok)
+			if ok != (site == "same-origin" || site == "none") {
+				t.Fatalf("Sec-Fetch-Site %q: passed %v", site, ok)
 			}
 		case origin != "":
 			u, err := url.Parse(origin)
-			want := err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+			want := err == nil && u.Host != "" && u.Host == r.Host
 			if ok != want {
-				t.Fatalf("Origin %q, Host %q: %v", origin, r.Host, ok)
+				t.Fatalf("Origin %q, Host %q: passed %v", origin, r.Host, ok)
 			}
 		default:
 			if !ok {
 				t.Fatal("no header: left to the CSRF token")
 			}
+		}
+		// A safe method is never refused here.
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, get)
+		if rec.Code != http.StatusTeapot {
+			t.Fatalf("GET refused: %d", rec.Code)
 		}
 	})
 }

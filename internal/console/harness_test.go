@@ -175,6 +175,7 @@ func (f *fixture) browser() *browser {
 }
 
 type page struct {
+	path   string // requested
 	status int
 	header http.Header
 	body   string
@@ -205,7 +206,7 @@ func (b *browser) do(method, path string, form url.Values) page {
 	if err != nil {
 		b.f.t.Fatal(err)
 	}
-	return page{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+	return page{path: path, status: resp.StatusCode, header: resp.Header, body: string(raw)}
 }
 
 func (b *browser) get(path string) page { b.f.t.Helper(); return b.do(http.MethodGet, path, nil) }
@@ -243,6 +244,40 @@ func (b *browser) signIn(email, pw, want string) {
 func (b *browser) signInRaw(email, pw string) page {
 	b.f.t.Helper()
 	return b.post("/console/signin", "/console/signin", url.Values{"email": {email}, "password": {pw}})
+}
+
+// created posts a create or rotation form and follows its redirect to the
+// page that shows the new credential once; it returns that page and the
+// credential, which it adds to the secrets the log must not hold. The POST
+// must answer 303 with neither the credential in its Location nor any
+// unsealed in a cookie.
+func (b *browser) created(from, path string, form url.Values) (page, string) {
+	b.f.t.Helper()
+	p := b.post(from, path, form)
+	wantRedirect(b.f.t, "POST "+path, p, "/console/developers/keys/")
+	loc := p.header.Get("Location")
+	if !regexp.MustCompile(`^/console/developers/keys/key_[0-9A-Za-z]+/created$`).MatchString(loc) {
+		b.f.t.Fatalf("POST %s: Location %q", path, loc)
+	}
+	shown := b.get(loc)
+	wantStatus(b.f.t, "GET "+loc, shown, http.StatusOK)
+	cred := credentialRE.FindString(shown.body)
+	if cred == "" {
+		b.f.t.Fatalf("no credential on %s:\n%s", loc, shown.body)
+	}
+	b.f.secrets = append(b.f.secrets, cred)
+	secret := cred[len(cred)-38:]
+	for _, h := range []string{"Location", "Set-Cookie"} {
+		for _, v := range append(p.header.Values(h), shown.header.Values(h)...) {
+			if strings.Contains(v, secret) {
+				b.f.t.Fatalf("the credential is in a %s header: %q", h, v)
+			}
+		}
+	}
+	if shown.header.Get("Cache-Control") != "no-store" {
+		b.f.t.Fatalf("credential page: Cache-Control %q", shown.header.Get("Cache-Control"))
+	}
+	return shown, cred
 }
 
 func wantStatus(t *testing.T, what string, p page, status int) {

@@ -129,3 +129,64 @@ func TestTwoInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialShownOnAnotherInstance: the create's POST is answered by
+// one instance and the page that shows the credential by another, as a
+// balancer may do: the sealing key is a server secret both read from the
+// one database.
+func TestCredentialShownOnAnotherInstance(t *testing.T) {
+	dsn := storetest.PostgresURL(t)
+	open := func() *fixture {
+		st, err := store.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return newFixtureOn(t, st, nil)
+	}
+	a, b := open(), open()
+	acct, _ := a.account("Acme " + rand.Text()[:8])
+	email := "owner-" + strings.ToLower(rand.Text()[:8]) + "@acme.example"
+	a.user(acct, email, domain.RoleOwner)
+	status, session := directSignIn(t, a, email, testPassword, randomAddr())
+	if status != http.StatusSeeOther || session == nil {
+		t.Fatalf("sign in on A: %d", status)
+	}
+	m := csrfRE.FindStringSubmatch(directGet(a, "/console/developers/keys/new", session).Body.String())
+	if m == nil {
+		t.Fatal("no create form")
+	}
+	form := url.Values{"name": {"billing"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"never"}, "csrf": {m[1]}}
+	post := httptest.NewRequest(http.MethodPost, "/console/developers/keys", strings.NewReader(form.Encode()))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	post.AddCookie(session)
+	rec := httptest.NewRecorder()
+	a.h.ServeHTTP(rec, post)
+	loc := rec.Header().Get("Location")
+	if rec.Code != http.StatusSeeOther || !strings.HasSuffix(loc, "/created") {
+		t.Fatalf("create on A: %d to %q", rec.Code, loc)
+	}
+	var reveal *http.Cookie
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == "agentapi_reveal" {
+			reveal = c
+		}
+	}
+	if reveal == nil || reveal.Path != loc || !reveal.HttpOnly || reveal.MaxAge <= 0 || reveal.MaxAge > 600 {
+		t.Fatalf("reveal cookie: %+v", reveal)
+	}
+	get := httptest.NewRequest(http.MethodGet, loc, nil)
+	get.AddCookie(session)
+	get.AddCookie(reveal)
+	rec = httptest.NewRecorder()
+	b.h.ServeHTTP(rec, get)
+	cred := credentialRE.FindString(rec.Body.String())
+	if rec.Code != http.StatusOK || cred == "" {
+		t.Fatalf("credential page on B: %d, credential %v", rec.Code, cred != "")
+	}
+	a.secrets = append(a.secrets, cred)
+	b.secrets = append(b.secrets, cred)
+	if a.apiStatus(cred) != http.StatusOK {
+		t.Fatal("the credential shown on B does not work")
+	}
+}

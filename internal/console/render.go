@@ -119,14 +119,3 @@ type errorPage struct {
 func (c *Console) renderError(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
 	c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg})
 }
-
-func (c *Console) notFound(w http.ResponseWriter, r *http.Request, s *session) {
-	c.renderError(w, r, s, http.StatusNotFound, "There is no such page.")
-}
-
-// serverError logs the cause (never a secret: causes come from the store and
-// services) and shows the user nothing of it.
-func (c *Console) serverError(w http.ResponseWriter, r *http.Request, s *session, err error) {
-	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "err", err)
-	c.renderError(w, r, s, http.StatusInternalServerError, "Something went wrong on our side. Please try again.")
-}

@@ -248,9 +248,10 @@ func TestPasswordGateBusy(t *testing.T) {
 	wantRedirect(t, "password change", b.post("/console/password", "/console/password", change), "/console/")
 }
 
-// TestCredentialPageAddressesReload: the address a credential page was
-// posted to (what the address bar shows) answers a GET with the page of
-// what was made, not 404, and never with the credential again.
+// TestCredentialPageAddressesReload: creating or rotating a key answers
+// 303 to a page that shows the credential once (redirect after POST), so a
+// reload neither makes another key nor shows the credential again; the
+// addresses the forms post to answer a GET with the page of what they make.
 func TestCredentialPageAddressesReload(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
@@ -258,15 +259,31 @@ func TestCredentialPageAddressesReload(t *testing.T) {
 	b := f.browser()
 	b.signIn(owner.Email, testPassword, "/console/")
 
-	p := b.post("/console/developers/keys/new", "/console/developers/keys", url.Values{
-		"name": {"Billing sync"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"never"}})
-	wantStatus(t, "create", p, http.StatusCreated)
-	created := credentialRE.FindString(p.body)
-	f.secrets = append(f.secrets, created)
-	r := b.post("/console/developers/keys/"+old.Key.ID, "/console/developers/keys/"+old.Key.ID+"/rotate", nil)
-	wantStatus(t, "rotate", r, http.StatusCreated)
-	rotated := credentialRE.FindString(r.body)
-	f.secrets = append(f.secrets, rotated)
+	for name, post := range map[string][2]string{
+		"create": {"/console/developers/keys/new", "/console/developers/keys"},
+		"rotate": {"/console/developers/keys/" + old.Key.ID, "/console/developers/keys/" + old.Key.ID + "/rotate"},
+	} {
+		form := url.Values{"name": {"Billing sync"}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"never"}}
+		shown, cred := b.created(post[0], post[1], form)
+		if name == "rotate" && !strings.Contains(shown.body, `id="rotation"`) {
+			t.Fatal("the rotation's credential page does not show the old key beside the new")
+		}
+		id := regexpFind(`^/console/developers/keys/([^/]+)/created$`, shown.path)
+		// Reload: the key's page, once and for all.
+		for range 2 {
+			p := b.get("/console/developers/keys/" + id + "/created")
+			if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/developers/keys/"+id ||
+				strings.Contains(p.body, cred) {
+				t.Fatalf("%s: reload: %d to %q", name, p.status, p.header.Get("Location"))
+			}
+			if landing := b.get(p.header.Get("Location")); landing.status != http.StatusOK || credentialRE.MatchString(landing.body) {
+				t.Fatalf("%s: the key's page: %d, or it shows a credential", name, landing.status)
+			}
+		}
+	}
+	if ks, _ := f.keys.List(context.Background(), a.ID); len(ks) != 3 {
+		t.Fatalf("%d keys, want 3: reloads made keys", len(ks))
+	}
 
 	for path, target := range map[string]string{
 		"/console/developers/keys":                           "/console/developers",
@@ -276,16 +293,58 @@ func TestCredentialPageAddressesReload(t *testing.T) {
 		if p.status != http.StatusSeeOther || p.header.Get("Location") != target {
 			t.Fatalf("GET %s: %d to %q, want 303 to %s", path, p.status, p.header.Get("Location"), target)
 		}
-		landing := b.get(target)
-		wantStatus(t, "GET "+target, landing, http.StatusOK)
-		if credentialRE.MatchString(landing.body) {
-			t.Fatalf("%s shows a credential", target)
-		}
 	}
 	// Signed out, the same addresses go to sign-in, like every page.
-	if p := f.browser().get("/console/developers/keys"); p.status != http.StatusSeeOther ||
-		!strings.HasPrefix(p.header.Get("Location"), "/console/signin") {
-		t.Fatalf("signed out: %d to %q", p.status, p.header.Get("Location"))
+	for _, path := range []string{"/console/developers/keys", "/console/developers/keys/" + old.Key.ID + "/created"} {
+		if p := f.browser().get(path); p.status != http.StatusSeeOther ||
+			!strings.HasPrefix(p.header.Get("Location"), "/console/signin") {
+			t.Fatalf("signed out, %s: %d to %q", path, p.status, p.header.Get("Location"))
+		}
+	}
+}
+
+// TestRevealCookieIsBoundAndShortLived: the sealed credential opens only
+// for the session that made the key, for revealTTL (10 minutes).
+func TestRevealCookieIsBoundAndShortLived(t *testing.T) {
+	f := newFixture(t)
+	_, owner := f.account("Acme")
+	b, thief := f.browser(), f.browser()
+	b.signIn(owner.Email, testPassword, "/console/")
+	thief.signIn(owner.Email, testPassword, "/console/") // the same user, another session
+
+	create := func(name string) (string, *http.Cookie) {
+		t.Helper()
+		p := b.post("/console/developers/keys/new", "/console/developers/keys",
+			url.Values{"name": {name}, "preset": {"full-access"}, "env": {"live"}, "expiry": {"never"}})
+		wantRedirect(t, "create "+name, p, "/console/developers/keys/")
+		loc := p.header.Get("Location")
+		u, _ := url.Parse(f.srv.URL + loc)
+		for _, c := range b.client.Jar.Cookies(u) {
+			if c.Name == "agentapi_reveal" {
+				return loc, c
+			}
+		}
+		t.Fatalf("no reveal cookie for %s", loc)
+		return "", nil
+	}
+
+	// Another session presenting the cookie sees no credential, and does
+	// not spend it.
+	loc, ck := create("one")
+	u, _ := url.Parse(f.srv.URL + loc)
+	thief.client.Jar.SetCookies(u, []*http.Cookie{{Name: ck.Name, Value: ck.Value, Path: loc}})
+	if p := thief.get(loc); p.status != http.StatusSeeOther || credentialRE.MatchString(p.body) {
+		t.Fatalf("another session: %d, or the credential", p.status)
+	}
+	p := b.get(loc)
+	wantStatus(t, "the session that made it", p, http.StatusOK)
+	f.secrets = append(f.secrets, credentialRE.FindString(p.body))
+
+	// After ten minutes it is gone.
+	loc, _ = create("two")
+	f.clock.Advance(10 * time.Minute)
+	if p := b.get(loc); p.status != http.StatusSeeOther || credentialRE.MatchString(p.body) {
+		t.Fatalf("after 10 minutes: %d, or the credential", p.status)
 	}
 }
 

@@ -55,13 +55,25 @@ var roleLabels = map[domain.Role]string{
 	domain.RoleAgent: "Agent — views AI agents",
 }
 
-func (c *Console) handleUsers(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleUsers(w http.ResponseWriter, r *http.Request, s *session) error {
 	p, err := c.usersPage(r, s, "", "")
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.render(w, r, s, http.StatusOK, "users", "Users", p)
+	return nil
+}
+
+// showUsers is the users page again with the invitation as posted and
+// what to fix.
+func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	p, err := c.usersPage(r, s, domain.NormalizeEmail(r.PostForm.Get("email")), r.PostForm.Get("role"))
+	if err != nil {
+		return err
+	}
+	p.Error = e.Message
+	c.render(w, r, s, e.Status, "users", "Users", p)
+	return nil
 }
 
 type invitedPage struct {
@@ -71,48 +83,27 @@ type invitedPage struct {
 // maxEmailLength is RFC 5321's limit on a path.
 const maxEmailLength = 254
 
-func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *session) {
+func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *session) error {
 	email := domain.NormalizeEmail(r.PostForm.Get("email"))
-	roleText := r.PostForm.Get("role")
-	fail := func(msg string) {
-		p, err := c.usersPage(r, s, email, roleText)
-		if err != nil {
-			c.serverError(w, r, s, err)
-			return
-		}
-		p.Error = msg
-		c.render(w, r, s, http.StatusUnprocessableEntity, "users", "Users", p)
-	}
 	addr, err := mail.ParseAddress(email)
 	// Checked as sent too: lower-casing turns bytes that are not UTF-8
 	// into U+FFFD, which would pass as an address that was never given.
 	if err != nil || addr.Address != email || addr.Name != "" || len(email) > maxEmailLength || !utf8.ValidString(r.PostForm.Get("email")) {
-		fail("Give a plain email address, such as ann@example.com.")
-		return
+		return fieldError("email", "Give a plain email address, such as ann@example.com.")
 	}
-	role, ok := domain.ParseRole(roleText)
+	role, ok := domain.ParseRole(r.PostForm.Get("role"))
 	if !ok {
-		fail("Choose a role.")
-		return
+		return fieldError("role", "Choose a role.")
 	}
 	// There is no mail: the Owner hands this over, and the user must
 	// replace it at first sign-in.
 	oneTime := rand.Text()
 	hash, err := c.passwords.Hash(r.Context(), oneTime)
 	if busy(r, err) {
-		p, err := c.usersPage(r, s, email, roleText)
-		if err != nil {
-			c.serverError(w, r, s, err)
-			return
-		}
-		p.Error = busyHashing
-		w.Header().Set("Retry-After", busyRetry)
-		c.render(w, r, s, http.StatusServiceUnavailable, "users", "Users", p)
-		return
+		return errBusy(busyHashing)
 	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	now := c.now().UTC().Truncate(time.Millisecond)
 	u := domain.User{
@@ -122,54 +113,51 @@ func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *sessio
 	err = c.store.CreateUser(r.Context(), u)
 	var dup *domain.DuplicateError
 	if errors.As(err, &dup) {
-		fail("A user with this email already exists.")
-		return
+		return fieldError("email", "A user with this email already exists.")
 	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.log.Info("console user invited", "user_id", u.ID, "role", string(role), "by", s.user.ID)
 	c.render(w, r, s, http.StatusCreated, "invited", "User invited", invitedPage{Email: email, Role: string(role), Password: oneTime})
+	return nil
 }
 
 // target returns a user of the Owner's account that the Owner may
-// deactivate, or renders why not and returns false.
-func (c *Console) target(w http.ResponseWriter, r *http.Request, s *session) (domain.User, bool) {
+// deactivate, or why not.
+func (c *Console) target(r *http.Request, s *session) (domain.User, error) {
 	u, err := c.store.GetUser(r.Context(), r.PathValue("id"))
 	if errors.Is(err, domain.ErrNotFound) || (err == nil && u.AccountID != s.user.AccountID) {
-		c.notFound(w, r, s)
-		return u, false
+		return u, errNotFound
 	}
 	if err != nil {
-		c.serverError(w, r, s, err)
-		return u, false
+		return u, err
 	}
 	if u.ID == s.user.ID {
-		c.renderError(w, r, s, http.StatusConflict, "You cannot deactivate yourself. Another Owner can.")
-		return u, false
+		return u, &pageError{Status: http.StatusConflict, Message: "You cannot deactivate yourself. Another Owner can."}
 	}
-	return u, true
+	return u, nil
 }
 
-func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) {
-	u, ok := c.target(w, r, s)
-	if !ok {
-		return
+func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) error {
+	u, err := c.target(r, s)
+	if err != nil {
+		return err
 	}
 	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+u.Email,
 		userRow{ID: u.ID, Email: u.Email, Role: string(u.Role), Active: u.Active})
+	return nil
 }
 
-func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *session) {
-	u, ok := c.target(w, r, s)
-	if !ok {
-		return
+func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *session) error {
+	u, err := c.target(r, s)
+	if err != nil {
+		return err
 	}
 	if err := c.store.DeactivateUser(r.Context(), s.user.AccountID, u.ID); err != nil {
-		c.serverError(w, r, s, err)
-		return
+		return err
 	}
 	c.log.Info("console user deactivated", "user_id", u.ID, "by", s.user.ID)
 	http.Redirect(w, r, "/console/users?done=deactivated", http.StatusSeeOther)
+	return nil
 }

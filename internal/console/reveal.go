@@ -1,0 +1,166 @@
+package console
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+)
+
+// A new credential is shown once, on a page of its own: creating or
+// rotating a key answers 303 to /console/developers/keys/{id}/created, so
+// that a reload is a harmless GET, not a second key (redirect after POST).
+//
+// The credential travels from the POST to that GET in a cookie sealed with
+// AES-256-GCM under a server secret (in the store, shared by every
+// instance, so any instance behind the balancer can open it), rather than
+// in a store row: nothing to migrate or sweep, and nothing of it stays on
+// the server at all. The cookie is HttpOnly, SameSite=Strict, Secure when
+// the browser came over TLS, scoped to that one page's path, lives
+// revealTTL, and is cleared by the page that shows it; the sealed value
+// holds its own expiry and is bound (as GCM's additional data) to the key
+// and to the session that made it, so it opens nowhere else. The
+// credential is never in a URL, a log, or anything readable later in
+// plaintext.
+const (
+	revealCookie = "agentapi_reveal"
+	revealTTL    = 10 * time.Minute
+	// revealSecret names the server secret that seals reveal cookies.
+	revealSecret = "console-reveal"
+	// maxRevealCookie bounds what is decoded: a credential is 60 bytes.
+	maxRevealCookie = 256
+)
+
+func revealPath(keyID string) string {
+	return "/console/developers/keys/" + url.PathEscape(keyID) + "/created"
+}
+
+// revealAD binds a sealed credential to its key and its session.
+func revealAD(keyID string, s *session) []byte {
+	ad := append([]byte("agentapi console reveal\x00"), keyID...)
+	ad = append(ad, 0)
+	return append(ad, s.tokenHash...)
+}
+
+func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
+	key, err := c.revealKey.get(ctx, c.store)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("reveal cipher: %w", err)
+	}
+	return cipher.NewGCM(block)
+}
+
+// reveal seals created's credential into the reveal cookie and sends the
+// browser to the page that shows it.
+func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created) error {
+	aead, err := c.revealAEAD(r.Context())
+	if err != nil {
+		// The key exists; its credential cannot be shown. Say so rather
+		// than pretend nothing happened: the user revokes it and tries again.
+		return fmt.Errorf("seal the credential of key %s (made, not shown): %w", created.Key.ID, err)
+	}
+	plain := binary.BigEndian.AppendUint64(nil, uint64(c.now().Add(revealTTL).Unix()))
+	plain = append(plain, created.Credential...)
+	nonce := make([]byte, aead.NonceSize())
+	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
+	sealed := aead.Seal(nonce, nonce, plain, revealAD(created.Key.ID, s))
+	path := revealPath(created.Key.ID)
+	http.SetCookie(w, &http.Cookie{
+		Name: revealCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
+		MaxAge: int(revealTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
+	})
+	http.Redirect(w, r, path, http.StatusSeeOther)
+	return nil
+}
+
+// revealed opens the request's reveal cookie for key keyID: the
+// credential, or "" when there is none to show (shown already, expired,
+// another session's or key's, or not sealed by this service).
+func (c *Console) revealed(r *http.Request, s *session, keyID string) (string, error) {
+	ck, err := r.Cookie(revealCookie)
+	if err != nil {
+		return "", nil
+	}
+	if len(ck.Value) > maxRevealCookie {
+		return "", nil
+	}
+	sealed, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	if err != nil {
+		return "", nil
+	}
+	aead, err := c.revealAEAD(r.Context())
+	if err != nil {
+		return "", err
+	}
+	if len(sealed) < aead.NonceSize() {
+		return "", nil
+	}
+	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], revealAD(keyID, s))
+	if err != nil || len(plain) < 8 {
+		return "", nil
+	}
+	if c.now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
+		return "", nil
+	}
+	return string(plain[8:]), nil
+}
+
+// forgetReveal clears the reveal cookie of key keyID.
+func forgetReveal(w http.ResponseWriter, r *http.Request, keyID string) {
+	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: "", Path: revealPath(keyID), MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
+}
+
+// handleCreated shows a key's new credential, once; without one to show
+// (a reload, a bookmark, a history entry) it is the key's page. The cookie
+// is cleared only with the page that shows the credential: if anything
+// fails before, a reload within revealTTL tries again.
+func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
+	id := r.PathValue("id")
+	k, err := c.keys.Get(r.Context(), s.user.AccountID, id)
+	if err != nil {
+		return err
+	}
+	cred, err := c.revealed(r, s, k.ID)
+	if err != nil {
+		return err
+	}
+	if cred == "" {
+		forgetReveal(w, r, k.ID)
+		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
+	}
+	d, err := c.directory(r.Context(), s.user.AccountID)
+	if err != nil {
+		return err
+	}
+	now := c.now()
+	p := createdPage{Key: d.row(k, now), Credential: cred}
+	title := "Key created"
+	if k.RotatedFrom != "" {
+		old, err := c.keys.Get(r.Context(), s.user.AccountID, k.RotatedFrom)
+		if err != nil && !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound) {
+			return err
+		}
+		if err == nil {
+			oldRow := d.row(old, now)
+			p.Old, title = &oldRow, "Key rotated"
+		}
+	}
+	forgetReveal(w, r, k.ID)
+	c.render(w, r, s, http.StatusOK, "created", title, p)
+	return nil
+}
