@@ -77,10 +77,10 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 	// Only the SHA-256 of the token is stored.
 	ctx := context.Background()
 	h := sha256.Sum256([]byte(token))
-	if _, err := f.st.GetSession(ctx, h[:], f.clock.Now()); err != nil {
+	if _, _, err := f.st.SessionUser(ctx, h[:], f.clock.Now()); err != nil {
 		t.Fatalf("session by hash: %v", err)
 	}
-	if _, err := f.st.GetSession(ctx, []byte(token), f.clock.Now()); err == nil {
+	if _, _, err := f.st.SessionUser(ctx, []byte(token), f.clock.Now()); err == nil {
 		t.Fatal("the session is stored under the plain token")
 	}
 
@@ -89,7 +89,7 @@ func TestSignInSessionAndSignOut(t *testing.T) {
 
 	p = b.post("/console/developers", "/console/signout", nil)
 	wantRedirect(t, "sign out", p, "/console/signin")
-	if _, err := f.st.GetSession(ctx, h[:], f.clock.Now()); err == nil {
+	if _, _, err := f.st.SessionUser(ctx, h[:], f.clock.Now()); err == nil {
 		t.Fatal("sign-out left the session row")
 	}
 	wantRedirect(t, "after sign-out", b.get("/console/developers"), "/console/signin")
@@ -867,7 +867,7 @@ func TestSigningInAgainEndsThePreviousSession(t *testing.T) {
 		t.Fatal("the session token was reused")
 	}
 	h := sha256.Sum256([]byte(first))
-	if _, err := f.st.GetSession(context.Background(), h[:], f.clock.Now()); err == nil {
+	if _, _, err := f.st.SessionUser(context.Background(), h[:], f.clock.Now()); err == nil {
 		t.Fatal("the previous session survived a new sign-in")
 	}
 	wantStatus(t, "new session", b.get("/console/developers"), http.StatusOK)

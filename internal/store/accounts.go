@@ -227,33 +227,6 @@ func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User,
 	return out, nil
 }
 
-// SetUserActive returns ErrNotFound unless the user exists in accountID.
-func (s *Store) SetUserActive(ctx context.Context, accountID, id string, active bool) error {
-	if !storable(accountID, id) {
-		return domain.ErrNotFound
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
-			active, id, accountID)
-		if err != nil {
-			return fmt.Errorf("update user: %w", err)
-		}
-		return checkAffected(res)
-	})
-}
-
-// SetUserPassword returns ErrNotFound for an unknown id.
-func (s *Store) SetUserPassword(ctx context.Context, id, hash string, mustChange bool) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = $1, must_change_password = $2 WHERE id = $3`,
-			hash, mustChange, id)
-		if err != nil {
-			return fmt.Errorf("update user password: %w", err)
-		}
-		return checkAffected(res)
-	})
-}
-
 // DeactivateUser marks a user of accountID inactive and deletes every
 // session of theirs in one transaction. ErrNotFound unless the user exists in
 // that account.

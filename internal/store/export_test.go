@@ -62,3 +62,13 @@ func (s *Store) Writer() *sql.DB { return s.w }
 
 // ReadPoolStats reports the read pool's counters.
 func (s *Store) ReadPoolStats() sql.DBStats { return s.r.Stats() }
+
+// SessionRowExists reports whether a console_sessions row with that token
+// hash is stored, whatever its expiry and its user's state: what a test needs
+// to see that a row was deleted rather than merely refused. Production reads
+// sessions only through SessionUser.
+func (s *Store) SessionRowExists(ctx context.Context, tokenHash []byte) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM console_sessions WHERE token_hash = $1`, tokenHash).Scan(&n)
+	return n > 0, err
+}

@@ -66,26 +66,6 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, now time.Time
 	return sess, u, nil
 }
 
-// GetSession returns ErrNotFound for an unknown or expired (at now) session.
-func (s *Store) GetSession(ctx context.Context, tokenHash []byte, now time.Time) (domain.Session, error) {
-	var (
-		sess             domain.Session
-		created, expires int64
-	)
-	err := s.r.QueryRowContext(ctx,
-		`SELECT token_hash, user_id, csrf, created_at, expires_at FROM console_sessions
-		WHERE token_hash = $1 AND expires_at > $2`, tokenHash, toMS(now),
-	).Scan(&sess.TokenHash, &sess.UserID, &sess.CSRF, &created, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Session{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.Session{}, fmt.Errorf("get session: %w", err)
-	}
-	sess.CreatedAt, sess.ExpiresAt = fromMS(created), fromMS(expires)
-	return sess, nil
-}
-
 // DeleteSession ends the session with that token hash (sign-out); deleting
 // one that is gone is not an error.
 func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
