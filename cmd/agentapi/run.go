@@ -39,6 +39,8 @@ Usage:
   agentapi api agents update ID [--name NAME] [--instructions TEXT]
   agentapi api ask AGENT_ID [--conversation ID] QUESTION      (QUESTION "-" reads stdin)
 
+  agentapi version                                            (the build's version)
+
 The api commands call a running service as an API user: the key comes from
 $AGENTAPI_KEY (never a flag), the service from --url or $AGENTAPI_URL
 (default http://127.0.0.1:8080/v1).
@@ -143,6 +145,8 @@ func dispatch(ctx context.Context, e env, args []string) error {
 		return keyCmd(ctx, e, rest)
 	case "api":
 		return apiCmd(ctx, e, rest)
+	case "version":
+		return versionCmd(e, rest)
 	case "help", "-h", "--help":
 		fmt.Fprint(e.stdout, usage)
 		return nil
