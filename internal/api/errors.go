@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -62,9 +63,54 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		// drop it too; a handler wrapping this one would not).
 		w = headWriter{w}
 	}
-	writeJSON(w, statusOf(de.Code), errorBody{Error: errorFields{
+	writeJSON(w, statusOf(de.Code), errorBody{Error: bounded(errorFields{
 		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
-	}})
+	})})
+}
+
+// maxErrorBytes bounds every error response, whatever the input
+// (decisions.md, Release 1.1).
+const maxErrorBytes = 16 << 10
+
+// bounded keeps an error within maxFieldErrors entries and maxErrorBytes.
+// Validation already keeps at most that many entries and cuts the names it
+// echoes short (problems); this is the guard for any other text.
+func bounded(f errorFields) errorFields {
+	if len(f.Errors) > maxFieldErrors {
+		f.Errors = f.Errors[:maxFieldErrors]
+	}
+	// JSON's longest escape of one byte of text is six bytes (\u00XX).
+	worst := 6*(len(f.Message)+len(f.ExistingID)) + 128
+	for _, e := range f.Errors {
+		worst += 6*(len(e.Field)+len(e.Message)) + 64
+	}
+	if worst <= maxErrorBytes {
+		return f
+	}
+	fits := func() bool {
+		b, err := json.Marshal(errorBody{Error: f})
+		return err != nil || len(b) < maxErrorBytes // <: writeJSON adds a newline
+	}
+	for len(f.Errors) > 0 && !fits() {
+		f.Errors = f.Errors[:len(f.Errors)-1]
+	}
+	if !fits() { // at most 6 × (1,024 + 64) bytes of strings are left
+		f.Message = clipRunes(f.Message, 1024)
+		f.ExistingID = clipRunes(f.ExistingID, 64)
+	}
+	return f
+}
+
+// clipRunes cuts s to at most n characters, marking the cut.
+func clipRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
 }
 
 // headWriter answers a HEAD request: it sends the status and headers and

@@ -24,47 +24,123 @@ var precedence = []domain.Code{
 	domain.CodeInvalidValue,
 }
 
+// maxFieldErrors bounds error.errors (decisions.md, Release 1.1); the
+// message says how many problems there were in all.
+const maxFieldErrors = 20
+
+// maxEchoRunes bounds a name the client made up (an unknown parameter or
+// attribute) where an entry repeats it: 20 entries stay under 16 KiB even
+// when every character takes JSON's longest escape.
+const maxEchoRunes = 32
+
 // problems collects what is wrong with a request before its handler runs.
+// However many problems a request has, only maxFieldErrors of them are
+// kept, and nothing is built for the rest: they are only counted.
 type problems struct {
-	fields []domain.FieldError
-	body   *domain.Error // the body-level failure, if any
+	fields []domain.FieldError // the first maxFieldErrors problems found
+	count  int                 // every problem added, kept or not
+	// spilled is the first problem of each code found after fields was
+	// full, when fields has none of that code: error.code may be it.
+	spilled []domain.FieldError
+	body    *domain.Error // the body-level failure, if any
+	twice   int           // attributes given more than once (body lists the first of them)
 }
 
 func (p *problems) add(field string, code domain.Code, format string, args ...any) {
-	p.fields = append(p.fields, domain.FieldError{Field: field, Code: code, Message: fmt.Sprintf(format, args...)})
+	if p.skip(code) {
+		return
+	}
+	p.count++
+	fe := domain.FieldError{Field: field, Code: code, Message: fmt.Sprintf(format, args...)}
+	if len(p.fields) < maxFieldErrors {
+		p.fields = append(p.fields, fe)
+	} else {
+		p.spilled = append(p.spilled, fe)
+	}
+}
+
+// skip reports whether a problem of code would not be kept (fields is
+// full and already has one of code), and if so counts it. A loop over what
+// a client sent asks before it formats a message that nobody would read.
+func (p *problems) skip(code domain.Code) bool {
+	if len(p.fields) < maxFieldErrors {
+		return false
+	}
+	has := func(f domain.FieldError) bool { return f.Code == code }
+	if slices.ContainsFunc(p.fields, has) || slices.ContainsFunc(p.spilled, has) {
+		p.count++
+		return true
+	}
+	return false
+}
+
+// first is the first problem of code found, kept in fields or spilled.
+func (p *problems) first(code domain.Code) (domain.FieldError, bool) {
+	for _, list := range [][]domain.FieldError{p.fields, p.spilled} {
+		if i := slices.IndexFunc(list, func(f domain.FieldError) bool { return f.Code == code }); i >= 0 {
+			return list[i], true
+		}
+	}
+	return domain.FieldError{}, false
 }
 
 // err returns nil when the request is valid, else the single envelope that
 // reports it.
 func (p *problems) err() error {
-	if len(p.fields) == 0 && p.body == nil {
+	if p.count == 0 && p.body == nil {
 		return nil
 	}
 	// The query's problems come first, then the body's (an attribute given
 	// twice), as the checks run.
 	all := p.fields
+	total := p.count + p.twice
 	if p.body != nil && len(p.body.Fields) > 0 {
 		all = append(slices.Clip(p.fields), p.body.Fields...)
+		total = max(total, len(all))
 	}
+	e := &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid."}
+	var lead *domain.FieldError // the entry error.code comes from
 	for _, code := range precedence {
 		if p.body != nil && p.body.Code == code {
-			return &domain.Error{Code: code, Message: p.body.Message, Fields: all}
-		}
-		for _, f := range p.fields {
-			if f.Code == code {
-				msg := f.Message
-				if len(all) > 1 {
-					more := "problems"
-					if len(all) == 2 {
-						more = "problem"
-					}
-					msg = fmt.Sprintf("%s (and %d more %s; see errors)", strings.TrimSuffix(msg, "."), len(all)-1, more)
-				}
-				return &domain.Error{Code: code, Message: msg, Fields: all}
+			e.Code, e.Message = code, p.body.Message
+			if len(p.body.Fields) > 0 {
+				lead = &p.body.Fields[0]
 			}
+			break
+		}
+		if f, ok := p.first(code); ok {
+			e.Code, lead = code, &f
+			e.Message = f.Message
+			if total > 1 {
+				more := "problems"
+				if total == 2 {
+					more = "problem"
+				}
+				see := "see errors"
+				if total > maxFieldErrors {
+					see = fmt.Sprintf("errors lists the first %d", maxFieldErrors)
+				}
+				e.Message = fmt.Sprintf("%s (and %d more %s; %s)", strings.TrimSuffix(f.Message, "."), total-1, more, see)
+			}
+			break
 		}
 	}
-	return &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid.", Fields: all}
+	if len(all) > maxFieldErrors {
+		all = slices.Clone(all[:maxFieldErrors])
+		// The entry that gave error.code is listed, whatever came first.
+		if lead != nil && !slices.Contains(all, *lead) {
+			all[maxFieldErrors-1] = *lead
+		}
+	}
+	e.Fields = all
+	return e
+}
+
+// echo is a name the client made up, as an entry names it: text JSON can
+// carry (bytes that are not UTF-8 become U+FFFD, as JSON would show them)
+// and at most maxEchoRunes characters.
+func echo(name string) string {
+	return clipRunes(strings.ToValidUTF8(name, "\uFFFD"), maxEchoRunes)
 }
 
 // query checks the query string against the parameters the route accepts:
@@ -76,17 +152,15 @@ func (p *problems) query(r *http.Request, allowed ...string) map[string]string {
 	if !ok {
 		p.add("query", domain.CodeInvalidValue, "The query string is not valid URL encoding.")
 	}
-	out := make(map[string]string, len(params))
-	count := make(map[string]int, len(params))
+	out := make(map[string]string, len(allowed))
+	count := make(map[string]int)
 	var repeated []string
 	for _, q := range params {
 		count[q.name]++
 		switch {
 		case !slices.Contains(allowed, q.name):
-			if count[q.name] == 1 {
-				// As JSON will show it: bytes that are not UTF-8 become
-				// U+FFFD in the field, and so in the message.
-				name := strings.ToValidUTF8(q.name, "\uFFFD")
+			if count[q.name] == 1 && !p.skip(domain.CodeInvalidField) {
+				name := echo(q.name)
 				p.add(name, domain.CodeInvalidField, "%q is not a query parameter of this endpoint.", name)
 			}
 		case count[q.name] == 2:
@@ -134,18 +208,21 @@ func parseQuery(raw string) (params []queryParam, ok bool) {
 // object reads the body and checks its attribute names against the route's
 // contract; it returns the allowed members by name.
 func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...string) map[string]json.RawMessage {
-	members, bodyErr := readObject(w, r)
+	body, twice, bodyErr := readObject(w, r)
 	if bodyErr != nil {
-		p.body = bodyErr
+		p.body, p.twice = bodyErr, twice
 		return nil
 	}
-	out := make(map[string]json.RawMessage, len(members))
-	for _, m := range members {
-		if !slices.Contains(allowed, m.name) {
-			p.add(m.name, domain.CodeInvalidField, "%q is not an attribute of this request.", m.name)
+	out := make(map[string]json.RawMessage, len(allowed))
+	for name, raw := range body.members {
+		if !slices.Contains(allowed, name) {
+			if !p.skip(domain.CodeInvalidField) {
+				name := echo(name)
+				p.add(name, domain.CodeInvalidField, "%q is not an attribute of this request.", name)
+			}
 			continue
 		}
-		out[m.name] = m.raw
+		out[name] = raw
 	}
 	return out
 }
