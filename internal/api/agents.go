@@ -240,7 +240,7 @@ func (s *Server) handleCreateAgent() http.Handler {
 			Name: name, Instructions: instructions, Enabled: true, CreatedAt: now, UpdatedAt: now,
 		}
 		if err := s.store.CreateAgent(r.Context(), ag); err != nil {
-			writeError(w, r, s.log, duplicateName(err, name))
+			writeError(w, r, s.log, duplicateName(err, name, a.key))
 			return
 		}
 		w.Header().Set("Location", "/v1/ai-agents/"+ag.ID)
@@ -249,15 +249,21 @@ func (s *Server) handleCreateAgent() http.Handler {
 }
 
 // duplicateName turns a store duplicate into the contract's 409, which a
-// client may adopt as success through existing_id.
-func duplicateName(err error, name string) error {
+// client may adopt as success through existing_id. A key restricted to
+// some agents never learns the id of another (decisions.md, Release 1.1).
+func duplicateName(err error, name string, key domain.APIKey) error {
 	var dup *domain.DuplicateError
 	if !errors.As(err, &dup) {
 		return fmt.Errorf("store agent: %w", err)
 	}
 	msg := fmt.Sprintf("An AI agent named %q already exists in this account.", name)
+	id := dup.ExistingID
+	if !key.AllowsAgent(id) {
+		id = ""
+		msg = fmt.Sprintf("An AI agent named %q already exists in this account; its id is not shown, as this API key is restricted to other AI agents.", name)
+	}
 	return &domain.Error{
-		Code: domain.CodeDuplicateValue, Message: msg, ExistingID: dup.ExistingID,
+		Code: domain.CodeDuplicateValue, Message: msg, ExistingID: id,
 		Fields: []domain.FieldError{{Field: "name", Code: domain.CodeDuplicateValue, Message: msg}},
 	}
 }
@@ -375,7 +381,7 @@ func (s *Server) handleUpdateAgent() http.Handler {
 		})
 		if err != nil {
 			if !errors.Is(err, domain.ErrNotFound) {
-				err = duplicateName(err, name)
+				err = duplicateName(err, name, a.key)
 			}
 			writeError(w, r, s.log, agentErr(err, id))
 			return

@@ -217,7 +217,7 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
 	lr := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
 	lr.AddAttrs(
 		slog.String("request_id", rec.id),
-		slog.String("method", r.Method),
+		slog.String("method", logMethod(r.Method)),
 		slog.String("path", logPath(r.URL.Path)),
 		slog.String("route", rec.route),
 		slog.Int("status", rec.status),
@@ -523,7 +523,10 @@ func (s *Server) writeRateLimited(w http.ResponseWriter, r *http.Request, res ra
 }
 
 func notFoundRoute(r *http.Request) error {
-	return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", r.Method, logPath(r.URL.Path))
+	if m := knownMethod(r.Method); m != "" {
+		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, logPath(r.URL.Path))
+	}
+	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", logPath(r.URL.Path))
 }
 
 // scoped refuses the route unless the key holds scope (no inheritance).

@@ -897,8 +897,8 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 		}, nil), "RateLimit"},
 		{"create without Location", createReq, `{"name":"Fresh"}`, rebuilt(created, 0, func(h http.Header) { h.Del("Location") }, nil), "does not match"},
 		{"create answered 200", createReq, `{"name":"Fresh"}`, rebuilt(created, 200, nil, nil), "does not list"},
-		{"duplicate without existing_id", dupReq, `{"name":"Taken"}`, rebuilt(dup, 0, nil, func(o map[string]any) {
-			delete(errorOf(o), "existing_id")
+		{"existing_id on another code", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
+			errorOf(o)["existing_id"] = "agt_x"
 		}), "does not match"},
 		{"code of another status", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
 			errorOf(o)["code"] = "not_found"
