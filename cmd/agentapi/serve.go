@@ -51,7 +51,7 @@ var defaultTimeouts = timeouts{readHeaderTimeout, readTimeout, writeTimeout, idl
 // bounded, so a slow or silent client cannot hold a connection.
 func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t timeouts) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           closeAfterChunked(h),
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
@@ -60,6 +60,23 @@ func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t time
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+}
+
+// closeAfterChunked closes the connection after answering a request whose
+// body came chunked. A request with both Content-Length and chunked
+// Transfer-Encoding may be an attempt to smuggle a second request past a
+// proxy that reads the other length, and RFC 9112 (6.3) has the server
+// close the connection after answering it; but Go's server removes the
+// Content-Length before any handler sees the request, so such a request
+// cannot be told from a plain chunked one, and both are closed. Clients
+// of a JSON API send Content-Length; a chunked body costs a reconnect.
+func closeAfterChunked(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 type serveConfig struct {
