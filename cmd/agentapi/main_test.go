@@ -165,7 +165,7 @@ func TestOperatorCLI(t *testing.T) {
 			if code == 0 || out != "" {
 				t.Fatalf("exit %d, stdout %q", code, out)
 			}
-			// decisions.md: "a one-line reason on stderr".
+			// docs/operator-cli.md: exactly one line on stderr.
 			if !strings.HasPrefix(errs, "agentapi: ") || !strings.HasSuffix(errs, "\n") || strings.Count(errs, "\n") != 1 || len(errs) < 15 {
 				t.Fatalf("stderr is not one line: %q", errs)
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
-// decisions.md (SQLite safety): operator commands other than serve and
+// docs/operator-cli.md: operator commands other than serve and
 // account create refuse a --db file that does not exist, naming it, and
 // create nothing.
 func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {

@@ -264,7 +264,7 @@ func required(fs *flag.FlagSet, names ...string) error {
 // rather than created empty (a mistyped or pasted --db would otherwise
 // "succeed" against a new database). Only serve and account create may
 // create one. It only stats the path: opening, mapping or closing the
-// database files is the driver's business (decisions: SQLite safety).
+// database files is the driver's business (docs/operator-cli.md).
 func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	// store.Open's rule: these prefixes select PostgreSQL, anything else
 	// is a SQLite file path.

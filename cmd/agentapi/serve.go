@@ -31,8 +31,8 @@ import (
 	"github.com/agentapi/agentapi/internal/store"
 )
 
-// Server timeouts (decisions.md: read-header at most 10 s; read, write and
-// idle set). Write covers a question's 30 s model time-out with room.
+// Server timeouts (docs/configuration.md: read-header 10 s, read 30 s,
+// write 60 s, idle 120 s). Write covers a question's 30 s model time-out with room.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second

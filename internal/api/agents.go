@@ -25,7 +25,7 @@ type agentItem struct {
 	CreatedAt string `json:"created_at"`
 }
 
-// agentRecord is an agent in a single-agent response (decisions.md).
+// agentRecord is an agent in a single-agent response (docs/api.md, Resources).
 type agentRecord struct {
 	ID           string `json:"id"`
 	Name         string `json:"name"`
@@ -250,7 +250,7 @@ func (s *Server) handleCreateAgent() http.Handler {
 
 // duplicateName turns a store duplicate into the contract's 409, which a
 // client may adopt as success through existing_id. A key restricted to
-// some agents never learns the id of another (decisions.md, Release 1.1).
+// some agents never learns the id of another (docs/api.md, Agent restriction).
 func duplicateName(err error, name string, key domain.APIKey) error {
 	var dup *domain.DuplicateError
 	if !errors.As(err, &dup) {

@@ -53,10 +53,10 @@ func hostileQuery(size int) (string, int) {
 	return b.String(), n
 }
 
-// maxErrorResponse is decisions.md's bound on any error response.
+// maxErrorResponse is docs/api.md's bound on any error response.
 const maxErrorResponse = 16 << 10
 
-// wantBounded checks an error answer against decisions.md's bounds: at
+// wantBounded checks an error answer against docs/api.md's bounds: at
 // most 20 entries in errors, at most 16 KiB, and a message that tells how
 // many problems there were in all (say).
 func wantBounded(t *testing.T, r *response, code domain.Code, say string) {

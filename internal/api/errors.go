@@ -69,7 +69,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 }
 
 // maxErrorBytes bounds every error response, whatever the input
-// (decisions.md, Release 1.1).
+// (docs/api.md, Errors).
 const maxErrorBytes = 16 << 10
 
 // bounded keeps an error within maxFieldErrors entries and maxErrorBytes.

@@ -19,7 +19,7 @@ import (
 	"github.com/agentapi/agentapi/internal/store"
 )
 
-// MaxBodyBytes is the largest request body accepted (decisions.md: 1 MiB).
+// MaxBodyBytes is the largest request body accepted (docs/api.md, Limits: 1 MiB).
 const MaxBodyBytes = 1 << 20
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -206,7 +206,7 @@ func BenchmarkRequestLogLine(b *testing.B) {
 // TestEveryRefusalCostsOneStoreRead: with keys held in memory, a refusal
 // answered from memory would come back faster than an unknown prefix's,
 // which needs a store read; so every refusal, whatever its reason, reads
-// the key from the store once (decisions.md: no oracle in timing), and an
+// the key from the store once (docs/api.md: no oracle in timing), and an
 // admitted request reads nothing.
 func TestEveryRefusalCostsOneStoreRead(t *testing.T) {
 	f := newFixture(t, "sqlite")

@@ -11,7 +11,7 @@ import (
 
 // TestRestrictedKeyLearnsNoOtherAgentID: renaming the one agent a key may
 // address to the name of another agent is 409 without that agent's id
-// (decisions.md, Release 1.1); a key that may address both still gets it.
+// (docs/api.md, Agent restriction); a key that may address both still gets it.
 func TestRestrictedKeyLearnsNoOtherAgentID(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, engine string) {
 		f := newFixture(t, engine)
@@ -44,7 +44,7 @@ func TestRestrictedKeyLearnsNoOtherAgentID(t *testing.T) {
 
 // TestCredentialAsMethod: a credential sent as the HTTP method (the request
 // line "agk_live_… /v1/me HTTP/1.1") reaches neither the log nor the
-// answer; the log keeps its public prefix (decisions.md, Release 1.1).
+// answer; the log keeps its public prefix (docs/observability.md, Logs).
 func TestCredentialAsMethod(t *testing.T) {
 	f := newFixture(t, "sqlite")
 	c := f.keyIn(f.account, f.owner, nil, allAgentScopes...)

@@ -40,7 +40,7 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 // logMethod is a request's method as the log shows it. A client that sends
 // its credential as the method (the request line "agk_live_… /v1/me
 // HTTP/1.1") gets only the credential's public prefix logged
-// (decisions.md, Release 1.1), as logPath does for one pasted into the path.
+// (docs/observability.md, Logs), as logPath does for one pasted into the path.
 func logMethod(m string) string {
 	i := strings.Index(m, credential.Tag+"_")
 	if i < 0 {

@@ -297,7 +297,7 @@ func authFrom(ctx context.Context) auth {
 	return a
 }
 
-// serveV1 runs the order of checks of decisions.md up to routing.
+// serveV1 runs the order of checks (docs/api.md) up to routing.
 func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rec, _ := ctx.Value(ctxLogAttrs).(*recorder)
@@ -313,7 +313,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	rec.route = "/v1 (refused before routing)"
 	// The contract refuses it "before anything else is done": it carries
 	// the per-address limiter's headers, but past that limit it is still
-	// 403, never 429 (decisions.md says 429; the contract wins).
+	// 403, never 429 (docs/api.md, Authentication).
 	if hasQueryCredential(r.URL.RawQuery) {
 		s.metrics.AuthFailure("query_credential")
 		if s.limitAnonymous(w, r, false) {
@@ -367,7 +367,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	s.toucher.Touch(key.ID, now)
 	// 5. Routing: an unclean path is no endpoint (a mux would redirect it),
 	// and HEAD is a method no /v1 route has (a mux would answer it as GET;
-	// decisions.md: a method the path does not have is 404).
+	// docs/api.md: a method the path does not have is 404).
 	if p := r.URL.Path; r.Method == http.MethodHead || p != "/v1/" && path.Clean(p) != p {
 		rec.route = "unmatched"
 		writeError(w, r, s.log, notFoundRoute(r))

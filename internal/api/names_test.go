@@ -6,7 +6,7 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-// TestAgentNameRules: the name rules of decisions.md (Release 1.1) over
+// TestAgentNameRules: the name rules of docs/api.md (Names) over
 // HTTP: uniqueness after normalisation and full case folding, and a name
 // needs a visible character.
 func TestAgentNameRules(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package api serves agentapi's public HTTP API under /v1, with the health
 // endpoints, and mounts the console beside it on one handler.
 //
-// Every /v1 request passes the checks of decisions.md in their order:
+// Every /v1 request passes the checks of docs/api.md in their order:
 // query-string credential, Authorization header, key, rate limit, route,
 // scope, agent restriction, validation, then the handler.
 package api
@@ -24,7 +24,7 @@ import (
 )
 
 // DefaultUnauthRateLimit is the per-address ceiling for requests that
-// identify no key (decisions.md).
+// identify no key (docs/api.md, Rate limits).
 const DefaultUnauthRateLimit = 300
 
 // Config holds a Server's dependencies; nothing is global.

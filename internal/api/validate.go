@@ -12,8 +12,9 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-// precedence is decisions.md's order of validation failures: when several
-// apply, error.code is the earliest of them and error.errors lists them all.
+// precedence is the order of validation failures (docs/api.md, Order of
+// checks, step 8): when several apply, error.code is the earliest of them
+// and error.errors lists them all.
 var precedence = []domain.Code{
 	domain.CodeInvalidField, // unknown query parameter (and, after the body checks, unknown attribute)
 	domain.CodeUnsupportedType,
@@ -24,7 +25,7 @@ var precedence = []domain.Code{
 	domain.CodeInvalidValue,
 }
 
-// maxFieldErrors bounds error.errors (decisions.md, Release 1.1); the
+// maxFieldErrors bounds error.errors (docs/api.md, Errors); the
 // message says how many problems there were in all.
 const maxFieldErrors = 20
 
@@ -170,7 +171,7 @@ func (p *problems) query(r *http.Request, allowed ...string) map[string]string {
 			out[q.name] = q.value
 		}
 	}
-	// Repeated parameters come last in decisions.md's order.
+	// Repeated parameters come last in the order of docs/api.md.
 	for _, name := range repeated {
 		p.add(name, domain.CodeInvalidValue, "The query parameter %q is given more than once.", name)
 	}
@@ -227,7 +228,7 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 	return out
 }
 
-// MaxAgentNameLength and friends bound user text (decisions.md).
+// MaxAgentNameLength and friends bound user text (docs/api.md, Limits).
 const (
 	MaxAgentNameLength    = domain.MaxAgentNameLength
 	MaxInstructionsLength = domain.MaxInstructionsLength

@@ -13,7 +13,7 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-// Shape of a credential (decisions.md).
+// Shape of a credential (docs/api.md, Credential format).
 const (
 	Tag          = "agk"
 	PrefixLen    = 12

@@ -84,7 +84,7 @@ func ParseEnv(s string) (Env, bool) {
 	return "", false
 }
 
-// DefaultRateLimitPerMinute is the ceiling of a new key (decisions.md).
+// DefaultRateLimitPerMinute is the ceiling of a new key (docs/api.md).
 const DefaultRateLimitPerMinute = 120
 
 // MaxRateLimitPerMinute bounds what support may set, so arithmetic on it never overflows.
@@ -155,7 +155,7 @@ type Agent struct {
 	UpdatedAt    time.Time
 }
 
-// Limits on an agent's text (decisions.md), in Unicode code points; the
+// Limits on an agent's text (docs/api.md, Limits), in Unicode code points; the
 // API and the console both apply them.
 const (
 	MaxAgentNameLength    = MaxNameLength

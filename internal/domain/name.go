@@ -9,7 +9,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// The name rule (decisions.md, "Free-text and name rules"), for every name a
+// The name rule (docs/api.md, Names), for every name a
 // person gives something: AI agents, API keys, accounts. Each caller words
 // the problem its own way; the rule itself lives only here.
 

@@ -45,7 +45,7 @@ type Preset struct {
 	Scopes []Scope
 }
 
-// Presets are those of decisions.md.
+// Presets are those of docs/api.md (Scopes and presets).
 var Presets = []Preset{
 	{ID: "aiagent-read", Label: "AI agent read", Scopes: []Scope{ScopeAgentsRead}},
 	{ID: "aiagent-query", Label: "aiagent-query", Scopes: []Scope{ScopeAgentsRead, ScopeAgentsQuery}},

@@ -13,7 +13,7 @@ import (
 )
 
 // TestAgentNamesUniqueUnderCaseFolding: names collide after normalisation
-// and full case folding (decisions.md, Release 1.1), and the refusal names
+// and full case folding (docs/api.md, Names), and the refusal names
 // the agent that holds the name.
 func TestAgentNamesUniqueUnderCaseFolding(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
