@@ -28,6 +28,33 @@ var Scopes = []Scope{
 	ScopeWebhooksManage,
 }
 
+// scopeInfo is each scope's one-line description, and whether it grants
+// anything callable yet: the one place the console, the CLI and the docs
+// read them from.
+var scopeInfo = map[Scope]struct {
+	description string
+	reserved    bool
+}{
+	ScopeAgentsRead:     {description: "List and read AI agents, their instructions and usage."},
+	ScopeAgentsWrite:    {description: "Create AI agents, change their instructions, enable and disable them."},
+	ScopeAgentsQuery:    {description: "Ask AI agents questions and continue conversations."},
+	ScopeStaffRead:      {description: "Read staff members.", reserved: true},
+	ScopeStaffWrite:     {description: "Change staff members.", reserved: true},
+	ScopeHelpdeskRead:   {description: "Read helpdesk tickets.", reserved: true},
+	ScopeHelpdeskWrite:  {description: "Change helpdesk tickets.", reserved: true},
+	ScopeSettingsRead:   {description: "Read account settings.", reserved: true},
+	ScopeSettingsWrite:  {description: "Change account settings.", reserved: true},
+	ScopeWebhooksManage: {description: "Manage webhooks.", reserved: true},
+}
+
+// Description is the scope's one-line description ("" for a scope outside
+// the vocabulary).
+func (s Scope) Description() string { return scopeInfo[s].description }
+
+// Reserved reports whether the scope grants nothing callable in this
+// release: it is accepted and stored, for later releases.
+func (s Scope) Reserved() bool { return scopeInfo[s].reserved }
+
 // ValidScope reports whether s is in the vocabulary.
 func ValidScope(s string) bool {
 	for _, v := range Scopes {
