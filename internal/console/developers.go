@@ -332,7 +332,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	created, err := c.keys.Rotate(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id)
+	created, err := c.keys.Rotate(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, nil)
 	if err != nil {
 		return err
 	}

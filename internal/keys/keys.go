@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -100,6 +102,7 @@ type CreateParams struct {
 	RateLimit   int // 0: the default
 	Env         domain.Env
 	rotatedFrom string
+	retireAt    *time.Time // when the key rotatedFrom stops working
 }
 
 // Created is a new key and the credential, which exists only here.
@@ -145,12 +148,20 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		if p.rotatedFrom != "" {
 			// The old key's own history says so too: its page is where a
 			// rotation is started and checked.
+			d := "replaced by " + k.ID
+			if p.retireAt != nil {
+				d += "; stops working " + p.retireAt.UTC().Format("2006-01-02 15:04:05 UTC")
+			}
 			evs = append(evs, domain.AuditEvent{
 				ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
-				Action: "rotated", ActorID: actor.id(), Actor: actor.label(), Detail: "replaced by " + k.ID, CreatedAt: now,
+				Action: "rotated", ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
 			})
 		}
-		err = s.store.CreateKey(ctx, k, evs...)
+		if p.retireAt != nil {
+			err = s.store.CreateKeyRetiring(ctx, k, p.rotatedFrom, *p.retireAt, evs...)
+		} else {
+			err = s.store.CreateKey(ctx, k, evs...)
+		}
 		var dup *domain.DuplicateError
 		if errors.As(err, &dup) && attempt < 3 {
 			continue
@@ -162,29 +173,49 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 	}
 }
 
-func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (domain.APIKey, error) {
-	name, problem := domain.CheckName(p.Name)
+// checkText applies the name rule (domain.CheckName) and the description
+// rule, returning both as stored. An error names its field.
+func checkText(rawName, rawDesc string) (name, desc string, err error) {
+	name, problem := domain.CheckName(rawName)
+	nameErr := func(code domain.Code, format string, args ...any) error {
+		e := domain.Errorf(code, format, args...)
+		e.Fields = []domain.FieldError{{Field: "name", Code: code, Message: e.Message}}
+		return e
+	}
 	switch problem {
 	case domain.NameNotUTF8:
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name must be valid UTF-8 text")
+		return "", "", nameErr(domain.CodeInvalidValue, "a key name must be valid UTF-8 text")
 	case domain.NameBlank:
-		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs a name")
+		return "", "", nameErr(domain.CodeMissingField, "a key needs a name")
 	case domain.NameTooLong:
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name has at most %d characters", MaxNameLength)
+		return "", "", nameErr(domain.CodeInvalidValue, "a key name has at most %d characters", MaxNameLength)
 	case domain.NameControl:
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name cannot contain control characters")
+		return "", "", nameErr(domain.CodeInvalidValue, "a key name cannot contain control characters")
 	case domain.NameInvisible:
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key name needs a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name")
+		return "", "", nameErr(domain.CodeInvalidValue, "a key name needs a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name")
 	}
-	desc := strings.TrimSpace(p.Description)
+	descErr := func(format string, args ...any) error {
+		e := domain.Errorf(domain.CodeInvalidValue, format, args...)
+		e.Fields = []domain.FieldError{{Field: "description", Code: domain.CodeInvalidValue, Message: e.Message}}
+		return e
+	}
+	desc = strings.TrimSpace(rawDesc)
 	if !utf8.ValidString(desc) {
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description must be valid UTF-8 text")
+		return "", "", descErr("a key description must be valid UTF-8 text")
 	}
 	switch domain.CheckText(desc, MaxDescriptionLength) {
 	case domain.TextTooLong:
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description has at most %d characters", MaxDescriptionLength)
+		return "", "", descErr("a key description has at most %d characters", MaxDescriptionLength)
 	case domain.TextControl:
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key description cannot contain control characters other than line breaks and tabs")
+		return "", "", descErr("a key description cannot contain control characters other than line breaks and tabs")
+	}
+	return name, desc, nil
+}
+
+func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (domain.APIKey, error) {
+	name, desc, err := checkText(p.Name, p.Description)
+	if err != nil {
+		return domain.APIKey{}, err
 	}
 	if len(p.Scopes) == 0 {
 		return domain.APIKey{}, domain.Errorf(domain.CodeMissingField, "a key needs at least one scope")
@@ -247,10 +278,17 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 }
 
 // Rotate creates a second key with the same scopes, restriction, rate limit,
-// env and expiry policy as keyID, leaving keyID active so traffic can move
-// before it is revoked. A key that expired keeps its lifetime: the new key
-// gets the same duration from now.
-func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID string) (Created, error) {
+// env and expiry policy as keyID. oldStopsIn says when keyID stops working:
+// nil leaves it active until it is revoked by hand, so traffic can move
+// first; otherwise its expires_at becomes now plus that (0: at once), in the
+// same transaction, unless it expires sooner already. A key that expired
+// keeps its lifetime: the new key gets the same duration from now. The new
+// key's name is the old one's base name with "(rotated DATE)", so rotating
+// a rotated key replaces the suffix, and is never another key's name.
+func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID string, oldStopsIn *time.Duration) (Created, error) {
+	if oldStopsIn != nil && *oldStopsIn < 0 {
+		return Created{}, domain.Errorf(domain.CodeInvalidValue, "when the old key stops working cannot be in the past")
+	}
 	old, err := s.Get(ctx, accountID, keyID)
 	if err != nil {
 		return Created{}, err
@@ -258,8 +296,13 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 	if old.RevokedAt != nil {
 		return Created{}, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; create a new key instead", keyID)
 	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	name, err := s.rotatedName(ctx, accountID, strings.ToValidUTF8(old.Name, "\uFFFD"), now)
+	if err != nil {
+		return Created{}, err
+	}
 	p := CreateParams{
-		AccountID: accountID, Name: rotatedName(strings.ToValidUTF8(old.Name, "\uFFFD")), Description: textOnly(old.Description),
+		AccountID: accountID, Name: name, Description: textOnly(old.Description),
 		Scopes: old.Scopes, AgentIDs: old.AgentIDs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
 	}
 	if old.ExpiresAt != nil {
@@ -267,6 +310,12 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 		p.ExpiresAt = &e
 	}
 	p.rotatedFrom = old.ID
+	if oldStopsIn != nil {
+		at := now.Add(*oldStopsIn)
+		if old.ExpiresAt == nil || old.ExpiresAt.After(at) {
+			p.retireAt = &at
+		}
+	}
 	return s.Create(ctx, actor, p)
 }
 
@@ -282,12 +331,84 @@ func textOnly(s string) string {
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
-func rotatedName(name string) string {
-	const suffix = " (rotated)"
-	if strings.HasSuffix(name, suffix) || utf8.RuneCountInString(name)+utf8.RuneCountInString(suffix) > MaxNameLength {
-		return name
+// rotatedSuffix matches what rotatedName appends (and the " (rotated)" of
+// earlier releases), so that it is replaced, not appended to.
+var rotatedSuffix = regexp.MustCompile(` \(rotated(?: \d{4}-\d{2}-\d{2}(?:, \d+)?)?\)$`)
+
+// rotatedName is "BASE (rotated YYYY-MM-DD)", or "BASE (rotated
+// YYYY-MM-DD, N)" with the smallest N from 2 that no key of the account is
+// named, BASE being name without such a suffix, shortened to fit
+// MaxNameLength.
+func (s *Service) rotatedName(ctx context.Context, accountID, name string, now time.Time) (string, error) {
+	base := strings.TrimSpace(rotatedSuffix.ReplaceAllString(name, ""))
+	date := now.Format("2006-01-02")
+	for n := 1; n < 1000; n++ {
+		suffix := " (rotated " + date + ")"
+		if n > 1 {
+			suffix = " (rotated " + date + ", " + strconv.Itoa(n) + ")"
+		}
+		b := base
+		if room := MaxNameLength - utf8.RuneCountInString(suffix); utf8.RuneCountInString(b) > room {
+			b = strings.TrimSpace(string([]rune(b)[:room]))
+		}
+		candidate := b + suffix
+		taken, err := s.store.KeyNameTaken(ctx, accountID, candidate)
+		if err != nil {
+			return "", fmt.Errorf("rotated name: %w", err)
+		}
+		if !taken {
+			return candidate, nil
+		}
 	}
-	return name + suffix
+	return "", domain.Errorf(domain.CodeInconsistentState, "this key was rotated too often today; rename it first")
+}
+
+// Rename sets a key's name and description (the description may be
+// empty), by the rules of Create, and records it in the audit trail:
+// "renamed" with the old and new name, and/or "description changed".
+// Changing nothing records nothing. A revoked key can be renamed too: its
+// name is how its history is read.
+func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, name, description string) (domain.APIKey, error) {
+	if actor.User != nil && actor.User.AccountID != accountID {
+		return domain.APIKey{}, domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), accountID)
+	}
+	k, err := s.Get(ctx, accountID, keyID)
+	if err != nil {
+		return k, err
+	}
+	name, desc, err := checkText(name, description)
+	if err != nil {
+		return k, err
+	}
+	var details []string
+	action := "renamed"
+	if name != k.Name {
+		details = append(details, strconv.Quote(k.Name)+" → "+strconv.Quote(name))
+	}
+	if desc != k.Description {
+		if len(details) == 0 {
+			action = "description_changed"
+		} else {
+			details = append(details, "description changed")
+		}
+	}
+	if name == k.Name && desc == k.Description {
+		return k, nil
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	ev := domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
+		Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: strings.Join(details, "; "), CreatedAt: now,
+	}
+	err = s.store.UpdateKeyText(ctx, accountID, keyID, name, desc, ev)
+	if errors.Is(err, domain.ErrNotFound) {
+		return k, domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
+	}
+	if err != nil {
+		return k, fmt.Errorf("rename key: %w", err)
+	}
+	k.Name, k.Description = name, desc
+	return k, nil
 }
 
 // Get returns a key of the account; not_found otherwise.

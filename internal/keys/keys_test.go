@@ -136,7 +136,7 @@ func TestRotateAndRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.now = w.now.Add(24 * time.Hour)
-	nu, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.Key.ID)
+	nu, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.Key.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRotateAndRevoke(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.Key.ID); !domain.IsCode(err, domain.CodeImmutableState) {
+	if _, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.Key.ID, nil); !domain.IsCode(err, domain.CodeImmutableState) {
 		t.Fatalf("rotating a revoked key: %v", err)
 	}
 	events, _ := w.st.ListAuditEvents(ctx, w.account.ID, 10)
@@ -255,11 +255,11 @@ func TestRotateAKeyFromBeforeTheTextRules(t *testing.T) {
 	if err := w.st.CreateKey(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	c, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.ID)
+	c, err := w.svc.Rotate(ctx, keys.Actor{User: &owner}, w.account.ID, old.ID, nil)
 	if err != nil {
 		t.Fatalf("rotating a key from before the text rules: %v", err)
 	}
-	if c.Key.Name != "legacy\uFFFDname (rotated)" || c.Key.Description != "bell and esc[31m\nsecond line" {
+	if c.Key.Name != "legacy\uFFFDname (rotated 2026-11-22)" || c.Key.Description != "bell and esc[31m\nsecond line" {
 		t.Fatalf("rotated key: name %q, description %q", c.Key.Name, c.Key.Description)
 	}
 }

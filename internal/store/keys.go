@@ -52,6 +52,12 @@ func scanKey(row interface{ Scan(...any) error }, extra ...any) (domain.APIKey, 
 // CreateKey stores k, its agent restriction and its audit events in one
 // transaction.
 func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, evs ...domain.AuditEvent) error {
+	return s.createKey(ctx, k, nil, evs...)
+}
+
+// createKey is CreateKey, running also (when set) in the same transaction
+// after the key is stored (console_pages.go: a rotation's old key).
+func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*sql.Tx) error, evs ...domain.AuditEvent) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, description, prefix, env, hash,
 			scopes, rate_limit_per_minute, last_used_at, expires_at, created_at, created_by,
@@ -65,6 +71,11 @@ func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, evs ...domain.Au
 		}
 		if err := insertKeyAgents(ctx, tx, k.ID, k.AgentIDs); err != nil {
 			return err
+		}
+		if also != nil {
+			if err := also(tx); err != nil {
+				return err
+			}
 		}
 		for _, ev := range evs {
 			if err := insertAuditEvent(ctx, tx, ev); err != nil {

@@ -1,0 +1,492 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// The console's lists, one page at a time: every query is a range scan of
+// an index that also gives the order, bounded by a LIMIT, continuing
+// strictly after the last row of the page before (keyset pagination, never
+// OFFSET), so a page costs its length whatever the account holds.
+
+// Cursor is where a page continues: strictly after the row with this
+// creation time and id, in the list's order. The zero Cursor is the first
+// page.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// IsZero reports whether c is the first page.
+func (c Cursor) IsZero() bool { return c.ID == "" }
+
+// String is the cursor as a page link carries it.
+func (c Cursor) String() string {
+	if c.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(toMS(c.CreatedAt), 10) + "." + c.ID
+}
+
+// ParseCursor reads Cursor.String's form; ok is false for anything else.
+func ParseCursor(s string) (c Cursor, ok bool) {
+	if s == "" {
+		return Cursor{}, true
+	}
+	ms, id, found := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !found || err != nil || id == "" || len(id) > 64 || !storable(id) {
+		return Cursor{}, false
+	}
+	return Cursor{CreatedAt: fromMS(n), ID: id}, true
+}
+
+// MaxSearch bounds a search term, in bytes.
+const MaxSearch = 200
+
+// likeContains and likePrefix are LIKE patterns (ESCAPE '\') matching text
+// that contains, or starts with, term, case-insensitively in ASCII (the
+// column is compared through lower()).
+func likeContains(term string) string { return "%" + likeEscape(term) + "%" }
+func likePrefix(term string) string   { return likeEscape(term) + "%" }
+
+func likeEscape(term string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(strings.ToLower(term))
+}
+
+// builder assembles one of this file's statements with numbered arguments.
+type builder struct {
+	b    strings.Builder
+	args []any
+}
+
+func (q *builder) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+func (q *builder) add(s string) { q.b.WriteString(s) }
+
+// KeyPageQuery selects a page of an account's keys, newest first.
+type KeyPageQuery struct {
+	AccountID string
+	// Search keeps keys whose name contains it or whose prefix starts
+	// with it.
+	Search string
+	// Status keeps keys in that status at Now; "" keeps all.
+	Status domain.KeyStatus
+	Now    time.Time
+	After  Cursor
+	Limit  int
+}
+
+// KeyPage returns up to q.Limit keys and the cursor of the next page (zero
+// when this is the last). The scan is api_keys_account backwards.
+func (s *Store) KeyPage(ctx context.Context, q KeyPageQuery) ([]domain.APIKey, Cursor, error) {
+	if !storable(q.AccountID, q.Search) || q.Limit <= 0 {
+		return nil, Cursor{}, nil
+	}
+	var b builder
+	b.add(`SELECT ` + keyColumns + ` FROM api_keys k WHERE k.account_id = ` + b.arg(q.AccountID))
+	if q.Search != "" {
+		b.add(` AND (lower(k.name) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'` +
+			` OR lower(k.prefix) LIKE ` + b.arg(likePrefix(q.Search)) + ` ESCAPE '\')`)
+	}
+	now := toMS(q.Now)
+	switch q.Status {
+	case domain.KeyActive:
+		b.add(` AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ` + b.arg(now) + `)`)
+	case domain.KeyExpired:
+		b.add(` AND k.revoked_at IS NULL AND k.expires_at <= ` + b.arg(now))
+	case domain.KeyRevoked:
+		b.add(` AND k.revoked_at IS NOT NULL`)
+	}
+	if !q.After.IsZero() {
+		b.add(` AND (k.created_at, k.id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
+	}
+	b.add(` ORDER BY k.created_at DESC, k.id DESC LIMIT ` + b.arg(q.Limit+1))
+	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
+	if err != nil {
+		return nil, Cursor{}, fmt.Errorf("key page: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.APIKey
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, Cursor{}, fmt.Errorf("scan key: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Cursor{}, fmt.Errorf("key page: %w", err)
+	}
+	var next Cursor
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+		last := out[len(out)-1]
+		next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return out, next, nil
+}
+
+// KeysRotatedFrom returns the account's keys that replace id, oldest first
+// (by api_keys_rotated_from).
+func (s *Store) KeysRotatedFrom(ctx context.Context, accountID, id string) ([]domain.APIKey, error) {
+	if !storable(accountID, id) || id == "" {
+		return nil, nil
+	}
+	rows, err := s.queryRead(ctx, `SELECT `+keyColumns+` FROM api_keys k
+		WHERE k.rotated_from = $1 AND k.account_id = $2 ORDER BY k.created_at, k.id`, id, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("keys rotated from: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.APIKey
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan key: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// KeyNameTaken reports whether a key of the account has exactly this name
+// (by api_keys_account_name).
+func (s *Store) KeyNameTaken(ctx context.Context, accountID, name string) (bool, error) {
+	if !storable(accountID, name) {
+		return false, nil
+	}
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE account_id = $1 AND name = $2 LIMIT 1`, accountID, name).Scan(&one)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("key name taken: %w", err)
+	}
+	return true, nil
+}
+
+// KeyLabel is what a list shows of a key it refers to.
+type KeyLabel struct{ Name, Prefix string }
+
+// KeyLabels returns the name and prefix of those of ids that are keys of the
+// account (by primary key).
+func (s *Store) KeyLabels(ctx context.Context, accountID string, ids []string) (map[string]KeyLabel, error) {
+	out := map[string]KeyLabel{}
+	err := s.byIDs(ctx, `SELECT id, name, prefix FROM api_keys`, accountID, ids, func(rows *sql.Rows) error {
+		var id string
+		var l KeyLabel
+		if err := rows.Scan(&id, &l.Name, &l.Prefix); err != nil {
+			return err
+		}
+		out[id] = l
+		return nil
+	})
+	return out, err
+}
+
+// UserEmails returns the email of those of ids that are users of the
+// account (by primary key).
+func (s *Store) UserEmails(ctx context.Context, accountID string, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.byIDs(ctx, `SELECT id, email FROM users`, accountID, ids, func(rows *sql.Rows) error {
+		var id, email string
+		if err := rows.Scan(&id, &email); err != nil {
+			return err
+		}
+		out[id] = email
+		return nil
+	})
+	return out, err
+}
+
+// AgentNames returns the name of those of ids that are agents of the
+// account (by primary key).
+func (s *Store) AgentNames(ctx context.Context, accountID string, ids []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.byIDs(ctx, `SELECT id, name FROM agents`, accountID, ids, func(rows *sql.Rows) error {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return err
+		}
+		out[id] = name
+		return nil
+	})
+	return out, err
+}
+
+// byIDs runs selectFrom with WHERE account_id = ? AND id IN (ids), in
+// batches, calling scan for each row.
+func (s *Store) byIDs(ctx context.Context, selectFrom, accountID string, ids []string, scan func(*sql.Rows) error) error {
+	seen := map[string]bool{}
+	var want []string
+	for _, id := range ids {
+		if id != "" && !seen[id] && storable(id) {
+			seen[id] = true
+			want = append(want, id)
+		}
+	}
+	if !storable(accountID) {
+		return nil
+	}
+	const perStatement = 500
+	for start := 0; start < len(want); start += perStatement {
+		batch := want[start:min(start+perStatement, len(want))]
+		var b builder
+		b.add(selectFrom + ` WHERE account_id = ` + b.arg(accountID) + ` AND id IN (`)
+		for i, id := range batch {
+			if i > 0 {
+				b.add(", ")
+			}
+			b.add(b.arg(id))
+		}
+		b.add(")")
+		rows, err := s.r.QueryContext(ctx, b.b.String(), b.args...)
+		if err != nil {
+			return fmt.Errorf("read by ids: %w", err)
+		}
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan by ids: %w", err)
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("read by ids: %w", err)
+		}
+	}
+	return nil
+}
+
+// AuditItem is an audit event with the name and prefix of its key ("" when
+// the event names no key of the account).
+type AuditItem struct {
+	domain.AuditEvent
+	KeyName, KeyPrefix string
+}
+
+// AuditPageQuery selects a page of an account's audit trail, newest first.
+type AuditPageQuery struct {
+	AccountID string
+	// KeyID, when set, keeps one key's history (by audit_events_key).
+	KeyID string
+	// Search keeps events whose key's name contains it or whose key's
+	// prefix starts with it, or whose actor contains it.
+	Search string
+	After  Cursor
+	Limit  int
+}
+
+// AuditPage returns up to q.Limit events and the next page's cursor.
+func (s *Store) AuditPage(ctx context.Context, q AuditPageQuery) ([]AuditItem, Cursor, error) {
+	if !storable(q.AccountID, q.KeyID, q.Search) || q.Limit <= 0 {
+		return nil, Cursor{}, nil
+	}
+	var b builder
+	b.add(`SELECT e.id, e.account_id, e.key_id, e.action, e.actor_id, e.actor, e.detail, e.created_at,
+		COALESCE(k.name, ''), COALESCE(k.prefix, '')
+		FROM audit_events e LEFT JOIN api_keys k ON k.id = e.key_id AND k.account_id = e.account_id
+		WHERE e.account_id = ` + b.arg(q.AccountID))
+	if q.KeyID != "" {
+		b.add(` AND e.key_id = ` + b.arg(q.KeyID))
+	}
+	if q.Search != "" {
+		b.add(` AND (lower(k.name) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'` +
+			` OR lower(k.prefix) LIKE ` + b.arg(likePrefix(q.Search)) + ` ESCAPE '\'` +
+			` OR lower(e.actor) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\')`)
+	}
+	if !q.After.IsZero() {
+		b.add(` AND (e.created_at, e.id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
+	}
+	b.add(` ORDER BY e.created_at DESC, e.id DESC LIMIT ` + b.arg(q.Limit+1))
+	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
+	if err != nil {
+		return nil, Cursor{}, fmt.Errorf("audit page: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditItem
+	for rows.Next() {
+		var (
+			it      AuditItem
+			created int64
+		)
+		ev := &it.AuditEvent
+		if err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created,
+			&it.KeyName, &it.KeyPrefix); err != nil {
+			return nil, Cursor{}, fmt.Errorf("scan audit event: %w", err)
+		}
+		ev.CreatedAt = fromMS(created)
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Cursor{}, fmt.Errorf("audit page: %w", err)
+	}
+	var next Cursor
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+		last := out[len(out)-1]
+		next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return out, next, nil
+}
+
+// UserPageQuery selects a page of an account's users, oldest first.
+type UserPageQuery struct {
+	AccountID string
+	// Search keeps users whose email contains it.
+	Search string
+	After  Cursor
+	Limit  int
+}
+
+// UserPage returns up to q.Limit users and the next page's cursor (by
+// users_account).
+func (s *Store) UserPage(ctx context.Context, q UserPageQuery) ([]domain.User, Cursor, error) {
+	if !storable(q.AccountID, q.Search) || q.Limit <= 0 {
+		return nil, Cursor{}, nil
+	}
+	var b builder
+	b.add(`SELECT ` + userColumns + ` FROM users WHERE account_id = ` + b.arg(q.AccountID))
+	if q.Search != "" {
+		b.add(` AND lower(email) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'`)
+	}
+	if !q.After.IsZero() {
+		b.add(` AND (created_at, id) > (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
+	}
+	b.add(` ORDER BY created_at, id LIMIT ` + b.arg(q.Limit+1))
+	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
+	if err != nil {
+		return nil, Cursor{}, fmt.Errorf("user page: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, Cursor{}, fmt.Errorf("scan user: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Cursor{}, fmt.Errorf("user page: %w", err)
+	}
+	var next Cursor
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+		last := out[len(out)-1]
+		next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return out, next, nil
+}
+
+// PickerAgent is an agent as the key form's picker lists it.
+type PickerAgent struct {
+	ID, Name string
+	Enabled  bool
+}
+
+// AgentPickerPage returns up to limit agents of the account whose name
+// contains search, by name (agents_name_key), strictly after the agent
+// whose name key is after; and the name key to continue after ("" on the
+// last page).
+func (s *Store) AgentPickerPage(ctx context.Context, accountID, search, after string, limit int) ([]PickerAgent, string, error) {
+	if !storable(accountID, search, after) || limit <= 0 {
+		return nil, "", nil
+	}
+	var b builder
+	b.add(`SELECT id, name, enabled, name_key FROM agents WHERE account_id = ` + b.arg(accountID))
+	if search != "" {
+		b.add(` AND lower(name) LIKE ` + b.arg(likeContains(search)) + ` ESCAPE '\'`)
+	}
+	if after != "" {
+		b.add(` AND name_key > ` + b.arg(after))
+	}
+	b.add(` ORDER BY name_key LIMIT ` + b.arg(limit+1))
+	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("agent picker: %w", err)
+	}
+	defer rows.Close()
+	var (
+		out  []PickerAgent
+		keys []string
+	)
+	for rows.Next() {
+		var a PickerAgent
+		var key string
+		if err := rows.Scan(&a.ID, &a.Name, &a.Enabled, &key); err != nil {
+			return nil, "", fmt.Errorf("scan agent: %w", err)
+		}
+		out = append(out, a)
+		keys = append(keys, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("agent picker: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = keys[limit-1]
+	}
+	return out, next, nil
+}
+
+// CreateKeyRetiring stores k like CreateKey and, in the same transaction,
+// makes the key it replaces (oldID, of the same account) stop working at
+// oldExpiresAt, unless that key is revoked or already expires sooner.
+func (s *Store) CreateKeyRetiring(ctx context.Context, k domain.APIKey, oldID string, oldExpiresAt time.Time, evs ...domain.AuditEvent) error {
+	return s.createKey(ctx, k, func(tx *sql.Tx) error {
+		at := toMS(oldExpiresAt)
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET expires_at = $1
+			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`,
+			at, oldID, k.AccountID)
+		if err != nil {
+			return fmt.Errorf("retire old key: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("rows affected: %w", err)
+		} else if n > 0 {
+			// Instances hold keys in memory: the old key's new expiry
+			// must reach them as a revocation does.
+			return bumpKeyEpoch(ctx, tx)
+		}
+		return nil
+	}, evs...)
+}
+
+// UpdateKeyText sets a key's name and description and records ev, in one
+// transaction. ErrNotFound unless the key is in accountID.
+func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, description string, ev domain.AuditEvent) error {
+	if !storable(accountID, id) {
+		return domain.ErrNotFound
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
+			name, description, id, accountID)
+		if err != nil {
+			return fmt.Errorf("update key text: %w", err)
+		}
+		if err := checkAffected(res); err != nil {
+			return err
+		}
+		// GET /me shows the name, read from the instances' key memory.
+		if err := bumpKeyEpoch(ctx, tx); err != nil {
+			return err
+		}
+		return insertAuditEvent(ctx, tx, ev)
+	})
+}
