@@ -63,7 +63,12 @@ func startAPI(st *store.Store, now func() time.Time, mods ...func(*api.Config)) 
 	for _, m := range mods {
 		m(&cfg)
 	}
-	hs := httptest.NewServer(api.New(cfg))
+	h, err := api.New(cfg)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	hs := httptest.NewServer(h)
 	s := &apiServer{URL: hs.URL + "/v1", st: st, keys: keys.New(st, now), logs: logs, now: now,
 		close: func() { hs.Close(); mem.Close() }}
 	s.account, s.owner, err = s.newAccount("Acme")

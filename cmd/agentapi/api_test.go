@@ -49,10 +49,14 @@ func newAPIService(t *testing.T) *apiService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api.New(api.Config{
+	h, err := api.New(api.Config{
 		Store: st, Limiter: mem, UnauthLimiter: mem, UnauthRateLimit: 1000, LLM: model,
 		Toucher: keys.NewToucher(st.TouchKeys, log, time.Second), Log: log, CursorKey: cursorKey,
-	}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	s.url = hs.URL + "/v1"
 	now := time.Now()

@@ -28,6 +28,7 @@ import (
 	"github.com/agentapi/agentapi/internal/metrics"
 	"github.com/agentapi/agentapi/internal/password"
 	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -87,6 +88,7 @@ type serveConfig struct {
 	adminAddr          string
 	gcHeadroomMiB      int
 	clients            *clientaddr.Resolver
+	secretScanningKeys string
 }
 
 func serve(ctx context.Context, e env, args []string) error {
@@ -103,6 +105,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
 	trusted := fs.String("trusted-proxies", e.getenv("AGENTAPI_TRUSTED_PROXIES"), "comma-separated IP addresses and CIDR prefixes of the proxies in front (load balancers): for a connection from one of them, the client address is read from X-Forwarded-For (env AGENTAPI_TRUSTED_PROXIES; none when empty)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
+	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
 	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
 	if err != nil {
 		return err
@@ -158,6 +161,14 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		if model, err = llm.New(llm.Config{BaseURL: c.llmURL, Model: c.llmModel, APIKey: c.llmKey}); err != nil {
 			return fmt.Errorf("%w: %s", errUsage, oneLine(err))
 		}
+	}
+	var scanKeys *secretscan.Keys
+	if c.secretScanningKeys != "" {
+		var err error
+		if scanKeys, err = secretscan.LoadKeys(c.secretScanningKeys, log); err != nil {
+			return fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
+		}
+		log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
 	}
 	var limiter ratelimit.Limiter
 	mem := ratelimit.NewMemory(nil)
@@ -224,11 +235,16 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// so it works across instances like the API does.
 	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
-	handler := api.New(api.Config{
+	handler, err := api.New(api.Config{
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
+		SecretScanningKeys: scanKeys,
 	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	var admin *http.Server
 	if c.adminAddr != "" {
 		aln, err := net.Listen("tcp", c.adminAddr)

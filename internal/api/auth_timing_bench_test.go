@@ -75,7 +75,7 @@ func benchAuthRefusalTiming(b *testing.B, engine string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := New(Config{
+	h := mustNew(b, Config{
 		Store: st, Limiter: mem, UnauthLimiter: mem, UnauthRateLimit: 1 << 30,
 		Toucher: keys.NewToucher(st.TouchKeys, log, time.Second), Log: log, CursorKey: ck,
 	})

@@ -130,8 +130,8 @@ func TestHostileBodiesMemory(t *testing.T) {
 	f := newFixture(t, "sqlite")
 	key := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 1_000_000 }, allAgentScopes...).Credential
 	// The handler alone, without the fixture's OpenAPI checks.
-	h := New(Config{Store: f.st, Limiter: ratelimit.NewMemory(nil), UnauthLimiter: ratelimit.NewMemory(nil),
-		Toucher: f.toucher, Log: slog.New(slog.DiscardHandler)})
+	h := mustNew(t, Config{Store: f.st, Limiter: ratelimit.NewMemory(nil), UnauthLimiter: ratelimit.NewMemory(nil),
+		Toucher: f.toucher, Log: slog.New(slog.DiscardHandler), CursorKey: []byte("cursor key")})
 	body := hostileBody(128_000, 1)
 	send := func() int {
 		r := httptest.NewRequest("POST", "/v1/ai-agents", strings.NewReader(body))

@@ -248,10 +248,15 @@ func fuzzFixture(t *testing.T) *fuzzFix {
 		secret, _ := st.Secret(ctx, "cursor")
 		mem := ratelimit.NewMemory(nil)
 		log := slog.New(slog.DiscardHandler)
-		fuzzFx = &fuzzFix{key: c.Credential, h: New(Config{
+		h, err := New(Config{
 			Store: st, Limiter: mem, UnauthLimiter: mem, Toucher: keys.NewToucher(st.TouchKeys, log, time.Second),
 			Log: log, CursorKey: secret,
-		})}
+		})
+		if err != nil {
+			fuzzErr = err
+			return
+		}
+		fuzzFx = &fuzzFix{key: c.Credential, h: h}
 	})
 	if fuzzErr != nil {
 		t.Fatal(fuzzErr)

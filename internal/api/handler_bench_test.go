@@ -35,7 +35,7 @@ func BenchmarkHandlerMe(b *testing.B) {
 	mem := ratelimit.NewMemory(nil)
 	defer mem.Close()
 	ck, _ := st.Secret(ctx, "cursor")
-	h := New(Config{Store: st, Limiter: mem, UnauthLimiter: mem, Toucher: keys.NewToucher(st.TouchKeys, log, time.Second), Log: log, CursorKey: ck})
+	h := mustNew(b, Config{Store: st, Limiter: mem, UnauthLimiter: mem, Toucher: keys.NewToucher(st.TouchKeys, log, time.Second), Log: log, CursorKey: ck})
 	req := httptest.NewRequest("GET", "/v1/me", nil)
 	req.Header.Set("Authorization", "Bearer "+c.Credential)
 	b.ReportAllocs()

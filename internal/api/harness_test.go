@@ -66,7 +66,7 @@ func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*Config)) *fixture
 		o(&cfg)
 	}
 	// Every exchange with this handler is checked against openapi.json.
-	h := openAPIChecked(t, New(cfg), cfg.Now)
+	h := openAPIChecked(t, mustNew(t, cfg), cfg.Now)
 	f := &fixture{t: t, st: st, h: h, clock: c, keys: keys.New(st, c.Now), toucher: toucher, logs: logs}
 	f.account, f.owner = f.newAccount("Acme")
 	// No credential may ever reach a log line: check everything this

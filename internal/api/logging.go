@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/credential"
 )
@@ -62,4 +63,47 @@ func knownMethod(m string) string {
 		return m
 	}
 	return ""
+}
+
+// logRequest writes the request's log line. The attributes are typed (no
+// reflection, no fmt), and the record goes straight to the handler: through
+// Logger.LogAttrs, slog would walk the stack for a source position that the
+// handler never prints. The line is the one slog's Info with these
+// key-value pairs wrote.
+func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
+	ctx := context.Background()
+	h := s.log.Handler()
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	lr := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+	lr.AddAttrs(
+		slog.String("request_id", rec.id),
+		slog.String("method", logMethod(r.Method)),
+		slog.String("path", logPath(r.URL.Path)),
+		slog.String("route", rec.route),
+		slog.Int("status", rec.status),
+		slog.Int64("bytes", rec.written),
+		// A float, as before, for the readers of the logs; slog formats it
+		// through encoding/json, the one costly attribute left (~2 % of a
+		// GET /v1/me).
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("key_prefix", rec.keyPfx),
+		slog.String("remote", s.clients.Addr(r)),
+	)
+	_ = h.Handle(ctx, lr)
+}
+
+// logPath keeps a credential pasted into a URL path out of the log.
+func logPath(p string) string {
+	if !strings.Contains(p, "agk_") {
+		return p
+	}
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		if strings.Contains(part, "agk_") {
+			parts[i] = "[redacted]"
+		}
+	}
+	return strings.Join(parts, "/")
 }

@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/metrics"
 	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -56,6 +58,9 @@ type Config struct {
 	// (the audit event of an expired key's use); a graceful stop waits on it
 	// after the server drains, so they are not lost. Nil: not counted.
 	Background *sync.WaitGroup
+	// SecretScanningKeys verify GitHub's leak reports at POST
+	// /secret-scanning/github; nil: the endpoint is off (404).
+	SecretScanningKeys *secretscan.Keys
 }
 
 // Server is the /v1 API.
@@ -71,22 +76,42 @@ type Server struct {
 	cursors     *cursorSigner
 	llm         *llm.Client
 	metrics     *metrics.Metrics
+	authn       *keys.Authenticator
 	mux         *http.ServeMux
-	// expired remembers keys whose use after expiry is already in the audit trail.
-	expired    sync.Map
-	background *sync.WaitGroup
 }
 
 // New returns the whole HTTP handler: /v1, /healthz, /readyz and the console.
-func New(cfg Config) http.Handler {
+// It refuses a Config that lacks a dependency every request needs (Store,
+// Limiter, UnauthLimiter, Toucher, CursorKey), rather than fail on the first
+// request.
+func New(cfg Config) (http.Handler, error) {
+	var missing []string
+	for _, d := range []struct {
+		name   string
+		absent bool
+	}{
+		{"Store", cfg.Store == nil},
+		{"Limiter", cfg.Limiter == nil},
+		{"UnauthLimiter", cfg.UnauthLimiter == nil},
+		{"Toucher", cfg.Toucher == nil},
+		{"CursorKey", len(cfg.CursorKey) == 0},
+	} {
+		if d.absent {
+			missing = append(missing, d.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("api: config lacks %s", strings.Join(missing, ", "))
+	}
+	authn, err := keys.NewAuthenticator(cfg.Store, cfg.Log, cfg.Metrics, cfg.Background)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
-		background: cfg.Background,
-	}
-	if s.background == nil {
-		s.background = &sync.WaitGroup{}
+		authn: authn,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -103,6 +128,9 @@ func New(cfg Config) http.Handler {
 	root := http.NewServeMux()
 	root.Handle("GET /healthz", handleHealth())
 	root.Handle("GET /readyz", handleReady(s.store))
+	if cfg.SecretScanningKeys != nil {
+		root.Handle("POST /secret-scanning/github", s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now)))
+	}
 	if cfg.Console != nil {
 		root.Handle("/console/", cfg.Console)
 		root.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusFound))
@@ -138,7 +166,7 @@ func New(cfg Config) http.Handler {
 		}
 		root.ServeHTTP(w, r)
 	})
-	return s.observe(h)
+	return s.observe(h), nil
 }
 
 func handleHealth() http.Handler {

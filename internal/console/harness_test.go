@@ -93,10 +93,13 @@ func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter, opts ...
 		o(&cfg)
 	}
 	cons := console.New(cfg)
-	h := api.New(api.Config{
+	h, err := api.New(api.Config{
 		Store: st, Limiter: mem, UnauthLimiter: mem, UnauthRateLimit: 10000,
 		Toucher: toucher, Log: log, Now: c.Now, CursorKey: cursorKey, Console: cons,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := &fixture{t: t, st: st, h: h, clock: c, keys: ks, toucher: toucher, logs: logs}
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -150,7 +151,7 @@ type KeyCacheStats struct {
 	Hits   uint64 // KeyByPrefix answered from memory
 	Misses uint64 // KeyByPrefix read the key from the database
 	Checks uint64 // epoch checks run (shared by concurrent callers)
-	Reads  uint64 // keys read from the database, by lookups or ReadKeyByPrefix
+	Reads  uint64 // keys read from the database, by lookups or EqualiseRefusal
 }
 
 // KeyCacheStats reports the key cache's counters (for metrics and for tests
@@ -164,39 +165,64 @@ func (s *Store) KeyCacheStats() KeyCacheStats {
 // whether its account is active, as they stand at some moment after the
 // call began. ErrNotFound when no key has the prefix.
 func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
-	k, active, _, err := s.LookupKey(ctx, prefix)
-	return k, active, err
+	l, err := s.LookupKey(ctx, prefix)
+	return l.Key, l.AccountActive, err
 }
 
-// LookupKey is KeyByPrefix that also says whether the key came from memory.
-func (s *Store) LookupKey(ctx context.Context, prefix string) (k domain.APIKey, accountActive, fromMemory bool, err error) {
+// KeyLookup is what LookupKey found: the key and whether its account is
+// active. Where it came from stays the store's business; a refusal of it
+// is given its price by EqualiseRefusal.
+type KeyLookup struct {
+	Key           domain.APIKey
+	AccountActive bool
+	fromMemory    bool
+}
+
+// LookupKey is KeyByPrefix for authentication: a key it returns that is
+// then refused goes through EqualiseRefusal.
+func (s *Store) LookupKey(ctx context.Context, prefix string) (KeyLookup, error) {
 	c := s.keyCache
 	m, err := c.currentMark(ctx, s.check)
 	if err != nil {
-		return domain.APIKey{}, false, false, fmt.Errorf("key epoch: %w", err)
+		return KeyLookup{}, fmt.Errorf("key epoch: %w", err)
 	}
 	epoch := m.epoch
 	if e, ok := c.get(epoch, prefix); ok {
 		c.hits.Add(1)
-		return e.key, e.accountActive, true, nil
+		return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true}, nil
 	}
 	c.misses.Add(1)
 	k, active, err := s.readKeyByPrefix(ctx, prefix)
 	if err != nil {
-		return k, active, false, err
+		return KeyLookup{}, err
 	}
 	// Keyed by the stored prefix, not the caller's string, which may be a
 	// slice of a whole request header.
 	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
-	return k, active, false, nil
+	return KeyLookup{Key: k, AccountActive: active}, nil
 }
 
-// ReadKeyByPrefix reads the key from the database, bypassing the cache.
-// Authentication uses it to give a refusal answered from memory the cost
-// of one answered from the database (no oracle in timing).
-func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
-	return s.readKeyByPrefix(ctx, prefix)
+// EqualiseRefusal gives the refusal of a key found by LookupKey the cost of
+// a lookup of an unknown prefix, which always reads the database and finds
+// nothing: a key answered from memory is followed by that same read, for
+// absentPrefix. Reading the refused key's own row instead costs more
+// (scanning and decoding it), enough for a median to tell a known prefix
+// from an unknown one: BenchmarkAuthRefusalTiming in internal/api prints
+// the medians of both.
+func (s *Store) EqualiseRefusal(ctx context.Context, l KeyLookup) error {
+	if !l.fromMemory {
+		return nil // it read the database already
+	}
+	if _, _, err := s.readKeyByPrefix(ctx, absentPrefix); err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return fmt.Errorf("read absent key: %w", err)
+	}
+	return nil
 }
+
+// absentPrefix has a prefix's length and a character no prefix has
+// (credential.Parse accepts only 0-9 and a-z), so no key is ever found by
+// it: reading it costs what reading an unknown prefix costs.
+const absentPrefix = "------------"
 
 // check reads the current key epoch and, on SQLite, the change token.
 func (s *Store) check(ctx context.Context) (mark, error) {

@@ -1,6 +1,15 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// ReadKeyByPrefix reads the key from the database, bypassing the cache.
+func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
+	return s.readKeyByPrefix(ctx, prefix)
+}
 
 // KeyEpoch runs one epoch check, not shared with other callers.
 func (s *Store) KeyEpoch(ctx context.Context) (int64, error) { return s.keyEpoch(ctx) }

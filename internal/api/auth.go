@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/credential"
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+)
+
+// auth is what the authentication step learned about a request.
+type auth struct {
+	key domain.APIKey
+	now time.Time
+}
+
+// authFrom is the key serveV1 admitted for the request of ctx.
+func authFrom(ctx context.Context) auth {
+	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil && rec.authed {
+		return rec.auth
+	}
+	return auth{}
+}
+
+// serveV1 runs the order of checks (docs/api.md) up to routing.
+func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rec := ctx.Value(ctxLogAttrs).(*recorder) // New puts serveV1 under observe
+	// 1. A credential in the query string is refused before anything else.
+	rec.route = "/v1 (refused before routing)"
+	// The contract refuses it "before anything else is done": it carries
+	// the per-address limiter's headers, but past that limit it is still
+	// 403, never 429 (docs/api.md, Authentication).
+	if hasQueryCredential(r.URL.RawQuery) {
+		s.metrics.AuthFailure("query_credential")
+		if s.limitAnonymous(w, r, false) {
+			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+				"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
+		}
+		return
+	}
+	// 2. Exactly one Authorization header with a Bearer token.
+	headers := r.Header["Authorization"] // canonical key: no Values lookup
+	token, ok := "", len(headers) == 1
+	if ok {
+		token, ok = credential.ParseBearer(headers[0])
+	}
+	if !ok {
+		s.metrics.AuthFailure("header")
+		s.refuseAnonymous(w, r, domain.Errorf(domain.CodeInvalidCredentials,
+			"The Authorization header is missing or malformed; send Authorization: Bearer <API key>."))
+		return
+	}
+	// 3. The key itself.
+	now := s.now().UTC()
+	key, err := s.authn.Authenticate(ctx, token, now)
+	var refused *keys.Refused
+	if errors.As(err, &refused) {
+		s.metrics.AuthFailure(refused.Reason)
+		s.refuseAnonymous(w, r, err)
+		return
+	}
+	if err != nil {
+		// The store failed before any key was identified: the answer is
+		// the 500, with the per-address limiter's headers, as every /v1
+		// response carries rate-limit headers.
+		if s.limitAnonymous(w, r, false) {
+			writeError(w, r, s.log, err)
+		}
+		return
+	}
+	rec.keyPfx = key.Prefix
+	// 4. The key's rate limit; refused requests are not counted.
+	res, err := s.limiter.Allow(ctx, key.ID, key.RateLimitPerMinute)
+	if err != nil {
+		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
+		return
+	}
+	setRateHeaders(w.Header(), res, now, "per-key")
+	if !res.Allowed {
+		s.metrics.RateLimited("key")
+		s.writeRateLimited(w, r, res)
+		return
+	}
+	s.toucher.Touch(key.ID, now)
+	// 5. Routing: an unclean path is no endpoint (a mux would redirect it),
+	// and HEAD is a method no /v1 route has (a mux would answer it as GET;
+	// docs/api.md: a method the path does not have is 404).
+	if p := r.URL.Path; r.Method == http.MethodHead || p != "/v1/" && path.Clean(p) != p {
+		rec.route = "unmatched"
+		writeError(w, r, s.log, notFoundRoute(r))
+		return
+	}
+	// The key reaches the handlers through the request's recorder, which
+	// its context already holds (authFrom): no second copy of the request.
+	rec.auth, rec.authed = auth{key: key, now: now}, true
+	s.mux.ServeHTTP(w, r)
+	rec.route = r.Pattern
+}

@@ -1,0 +1,39 @@
+package api
+
+import (
+	"net/url"
+	"strings"
+)
+
+// queryCredentialNames are refused in the query string before anything else.
+var queryCredentialNames = []string{"authorization", "access_token", "api_key", "apikey", "token"}
+
+func hasQueryCredential(raw string) bool {
+	for raw != "" {
+		var piece string
+		// "&" and ";" both end a parameter here: a server or proxy that
+		// splits on ";" must not see a credential this check missed.
+		if i := strings.IndexAny(raw, "&;"); i >= 0 {
+			piece, raw = raw[:i], raw[i+1:]
+		} else {
+			piece, raw = raw, ""
+		}
+		name, _, _ := strings.Cut(piece, "=")
+		if n, err := unescapeLoose(name); err == nil {
+			name = n
+		}
+		for _, c := range queryCredentialNames {
+			if strings.EqualFold(name, c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func unescapeLoose(s string) (string, error) {
+	if !strings.ContainsAny(s, "%+") {
+		return s, nil
+	}
+	return url.QueryUnescape(s)
+}

@@ -1,0 +1,93 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+)
+
+// refuseAnonymous answers a request that identified no key. Such requests
+// are limited per client address; past the limit they get 429 instead.
+func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal error) {
+	if s.limitAnonymous(w, r, true) {
+		writeError(w, r, s.log, refusal)
+	}
+}
+
+// limitAnonymous counts a request that identifies no key against its client
+// address's limit and sets that limiter's headers. Past the limit it
+// answers 429 itself when refuse is set, and reports false; it also
+// answers, and reports false, when the limiter fails.
+func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
+	res, err := s.unauth.Allow(r.Context(), "addr:"+s.clients.Addr(r), s.unauthLimit)
+	if err != nil {
+		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
+		return false
+	}
+	setRateHeaders(w.Header(), res, s.now(), "per-address")
+	if !res.Allowed && refuse {
+		s.metrics.RateLimited("address")
+		s.writeRateLimited(w, r, res)
+		return false
+	}
+	return true
+}
+
+// setRateHeaders writes the contract's X-RateLimit-* fields and, consistent
+// with them, the IETF httpapi RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers: q quota, w window, r remaining,
+// t seconds until reset).
+func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
+	reset := res.Reset.Unix()
+	secs := max(reset-now.Unix(), 0)
+	// One buffer for the values and one slice for the fields, assigned
+	// under their canonical keys (what Set would do, without its copies).
+	var buf [160]byte
+	b := buf[:0]
+	mark := func() int { return len(b) }
+	i0 := mark()
+	b = strconv.AppendInt(b, int64(res.Limit), 10)
+	i1 := mark()
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	i2 := mark()
+	b = strconv.AppendInt(b, reset, 10)
+	i3 := mark()
+	b = append(b, '"')
+	b = append(b, policy...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, int64(res.Limit), 10)
+	b = append(b, ";w=60"...)
+	i4 := mark()
+	b = append(b, '"')
+	b = append(b, policy...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, int64(res.Remaining), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, secs, 10)
+	i5 := mark()
+	all := string(b)
+	vals := []string{all[i0:i1], all[i1:i2], all[i2:i3], all[i3:i4], all[i4:i5]}
+	h["X-Ratelimit-Limit"] = vals[0:1:1]
+	h["X-Ratelimit-Remaining"] = vals[1:2:2]
+	h["X-Ratelimit-Reset"] = vals[2:3:3]
+	h["Ratelimit-Policy"] = vals[3:4:4]
+	h["Ratelimit"] = vals[4:5:5]
+}
+
+func retrySeconds(res ratelimit.Result) int {
+	secs := int((res.RetryAfter + time.Second - 1) / time.Second)
+	return max(secs, 1)
+}
+
+// writeRateLimited answers 429 for a refused res, with Retry-After, which
+// goes with 429 only.
+func (s *Server) writeRateLimited(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {
+	secs := retrySeconds(res)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, r, s.log, domain.Errorf(domain.CodeRateLimitExceeded,
+		"Rate limit of %d requests per minute exceeded; retry after %d seconds.", res.Limit, secs))
+}

@@ -1,0 +1,57 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+func notFoundRoute(r *http.Request) error {
+	if m := knownMethod(r.Method); m != "" {
+		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, logPath(r.URL.Path))
+	}
+	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", logPath(r.URL.Path))
+}
+
+// scoped refuses the route unless the key holds scope (no inheritance).
+func (s *Server) scoped(scope domain.Scope, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !authFrom(r.Context()).key.HasScope(scope) {
+			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+				"This API key lacks the %s scope, which this endpoint requires.", scope))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// agentRoute enforces a key's agent restriction on routes naming an agent:
+// an agent of the caller's account outside the list is 403, and an id not in
+// the caller's account is 404 for every key, never 403.
+func (s *Server) agentRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := authFrom(r.Context())
+		id := r.PathValue("agent_id")
+		if !a.key.AllowsAgent(id) {
+			if _, err := s.store.GetAgent(r.Context(), a.key.AccountID, id); err != nil {
+				if errors.Is(err, domain.ErrNotFound) {
+					err = agentNotFound(id)
+				}
+				writeError(w, r, s.log, err)
+				return
+			}
+			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+				"This API key is restricted to other AI agents."))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func agentNotFound(id string) error {
+	if r := []rune(id); len(r) > 64 {
+		id = string(r[:64]) + "…"
+	}
+	return domain.Errorf(domain.CodeNotFound, "No AI agent %q in this account.", id)
+}
