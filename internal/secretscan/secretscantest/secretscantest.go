@@ -1,0 +1,106 @@
+// Package secretscantest plays GitHub in tests: it makes ECDSA P-256 keys,
+// writes them as GitHub's keys file, and signs reports as GitHub does.
+package secretscantest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/secretscan"
+)
+
+// Signer is one of GitHub's signing keys, made in the test.
+type Signer struct {
+	ID  string
+	Key *ecdsa.PrivateKey
+}
+
+// NewSigner makes a P-256 key with identifier id.
+func NewSigner(t testing.TB, id string) Signer {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Signer{ID: id, Key: k}
+}
+
+// Sign is the Github-Public-Key-Signature of body: base64 of the ASN.1 DER
+// ECDSA signature of SHA-256(body).
+func (s Signer) Sign(t testing.TB, body []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	der, err := ecdsa.SignASN1(rand.Reader, s.Key, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(der)
+}
+
+// Headers are the signed report's headers as "Name: value" strings.
+func (s Signer) Headers(t testing.TB, body []byte) []string {
+	t.Helper()
+	return []string{secretscan.HeaderKeyID + ": " + s.ID, secretscan.HeaderSignature + ": " + s.Sign(t, body)}
+}
+
+// KeysFile is GitHub's published JSON listing the signers' public keys,
+// the first one current.
+func KeysFile(t testing.TB, ss ...Signer) []byte {
+	t.Helper()
+	type entry struct {
+		KeyIdentifier string `json:"key_identifier"`
+		Key           string `json:"key"`
+		IsCurrent     bool   `json:"is_current"`
+	}
+	var f struct {
+		PublicKeys []entry `json:"public_keys"`
+	}
+	for i, s := range ss {
+		der, err := x509.MarshalPKIXPublicKey(&s.Key.PublicKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.PublicKeys = append(f.PublicKeys, entry{s.ID, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), i == 0})
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// WriteKeys writes the keys file at path with a modification time moved
+// by age from now, so that successive rewrites are told apart whatever the
+// file system's clock granularity.
+func WriteKeys(t testing.TB, path string, age time.Duration, ss ...Signer) {
+	t.Helper()
+	if err := os.WriteFile(path, KeysFile(t, ss...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(age)
+	if err := os.Chtimes(path, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Report is a report body of entries {token, type, url, source}.
+func Report(t testing.TB, entries ...secretscan.Entry) []byte {
+	t.Helper()
+	if entries == nil {
+		entries = []secretscan.Entry{}
+	}
+	b, err := json.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
