@@ -1,14 +1,13 @@
 package api
 
 import (
-	"errors"
-	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/store"
 )
 
 // Page sizes of collection listings (the contract's Limits table).
@@ -149,18 +148,22 @@ func ceilMilli(t time.Time) time.Time {
 	return tr
 }
 
-func (s *Server) handleListAgents() http.Handler {
+// agentActor is the caller of an agent route: its key, whose restriction
+// the agents service applies.
+func agentActor(r *http.Request) agents.Actor {
+	k := authFrom(r.Context()).key
+	return agents.Actor{AccountID: k.AccountID, Key: &k}
+}
+
+func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
+		actor := agentActor(r)
 		var p problems
 		q := p.query(r, "limit", "next", "updated_since")
 		rawLimit, given := q["limit"]
 		limit := parseLimit(rawLimit, given)
 
-		sq := store.AgentQuery{AccountID: a.key.AccountID, Limit: limit + 1}
-		if a.key.Restricted() {
-			sq.OnlyKeyID = a.key.ID
-		}
+		page := agents.Page{Limit: limit + 1}
 		filter, filterOK := "", true
 		if v, ok := q["updated_since"]; ok {
 			t, ok := parseTimestamp(v)
@@ -170,7 +173,7 @@ func (s *Server) handleListAgents() http.Handler {
 					"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
 			} else {
 				t = ceilMilli(t)
-				sq.UpdatedSince = &t
+				page.UpdatedSince = &t
 				filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
 			}
 		}
@@ -180,7 +183,7 @@ func (s *Server) handleListAgents() http.Handler {
 			// lists a cursor that could belong to no query at all.
 			var c cursor
 			if filterOK {
-				c, ok = decodeCursor(s.cursors, a.key.AccountID, filter, v)
+				c, ok = decodeCursor(cursors, actor.AccountID, filter, v)
 			} else {
 				_, _, ok = splitCursor(v)
 			}
@@ -189,58 +192,72 @@ func (s *Server) handleListAgents() http.Handler {
 				p.add("next", domain.CodeInvalidValue,
 					"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
 			case filterOK:
-				sq.AfterCreatedAt, sq.AfterID = c.createdAt, c.id
+				page.AfterCreatedAt, page.AfterID = c.createdAt, c.id
 			}
 		}
 		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+			writeError(w, r, log, err)
 			return
 		}
-		agents, err := s.store.ListAgentItems(r.Context(), sq)
+		items, err := svc.List(r.Context(), actor, page)
 		if err != nil {
-			writeError(w, r, s.log, fmt.Errorf("list agents: %w", err))
+			writeError(w, r, log, err)
 			return
 		}
-		m := meta{Limit: limit, HasMore: len(agents) > limit}
+		m := meta{Limit: limit, HasMore: len(items) > limit}
 		if m.HasMore {
-			agents = agents[:limit]
-			last := agents[len(agents)-1]
-			next := encodeCursor(s.cursors, a.key.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
+			items = items[:limit]
+			last := items[len(items)-1]
+			next := encodeCursor(cursors, actor.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
 			m.Next = &next
 		}
 		// The items are agentItem's four fields, appended straight from
 		// the store's items (json.go): no reflection, one pooled buffer.
 		buf := getAppendBuf()
 		defer putAppendBuf(buf)
-		*buf = appendAgentPage(*buf, agents, m)
+		*buf = appendAgentPage(*buf, items, m)
 		writeJSONBytes(w, http.StatusOK, *buf)
 	})
 }
 
-func (s *Server) handleCreateAgent() http.Handler {
+// agentFields decodes the body of a create or an update: name and
+// instructions, each given or not.
+func agentFields(w http.ResponseWriter, r *http.Request, nameRequired bool) (agents.Fields, error) {
+	var p problems
+	p.query(r)
+	obj := p.object(w, r, "name", "instructions")
+	if !nameRequired {
+		for i, f := range p.fields {
+			if f.Field == "enabled" && f.Code == domain.CodeInvalidField {
+				p.fields[i].Message = "enabled is not changed here; use PUT /v1/ai-agents/{agent_id}/enabled."
+			}
+		}
+	}
+	var f agents.Fields
+	if name, ok := p.name(obj, "name", nameRequired); ok {
+		f.Name = &name
+	}
+	if instructions, ok := p.text(obj, "instructions", MaxInstructionsLength, false); ok {
+		f.Instructions = &instructions
+	}
+	return f, p.err()
+}
+
+func handleCreateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
-		if a.key.Restricted() {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
-				"This API key is restricted to specific AI agents and cannot create agents."))
+		actor := agentActor(r)
+		if err := actor.MayCreate(); err != nil {
+			writeError(w, r, log, err)
 			return
 		}
-		var p problems
-		p.query(r)
-		obj := p.object(w, r, "name", "instructions")
-		name, _ := p.name(obj, "name", true)
-		instructions, _ := p.text(obj, "instructions", MaxInstructionsLength, false)
-		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+		f, err := agentFields(w, r, true)
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
-		now := a.now.Truncate(time.Millisecond)
-		ag := domain.Agent{
-			ID: domain.NewID(domain.PrefixAgent, now), AccountID: a.key.AccountID,
-			Name: name, Instructions: instructions, Enabled: true, CreatedAt: now, UpdatedAt: now,
-		}
-		if err := s.store.CreateAgent(r.Context(), ag); err != nil {
-			writeError(w, r, s.log, duplicateName(err, name, a.key))
+		ag, err := svc.Create(r.Context(), actor, f)
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		w.Header().Set("Location", "/v1/ai-agents/"+ag.ID)
@@ -248,142 +265,64 @@ func (s *Server) handleCreateAgent() http.Handler {
 	})
 }
 
-// duplicateName turns a store duplicate into the contract's 409, which a
-// client may adopt as success through existing_id. A key restricted to
-// some agents never learns the id of another (docs/api.md, Agent restriction).
-func duplicateName(err error, name string, key domain.APIKey) error {
-	var dup *domain.DuplicateError
-	if !errors.As(err, &dup) {
-		return fmt.Errorf("store agent: %w", err)
-	}
-	msg := fmt.Sprintf("An AI agent named %q already exists in this account.", name)
-	id := dup.ExistingID
-	if !key.AllowsAgent(id) {
-		id = ""
-		msg = fmt.Sprintf("An AI agent named %q already exists in this account; its id is not shown, as this API key is restricted to other AI agents.", name)
-	}
-	return &domain.Error{
-		Code: domain.CodeDuplicateValue, Message: msg, ExistingID: id,
-		Fields: []domain.FieldError{{Field: "name", Code: domain.CodeDuplicateValue, Message: msg}},
-	}
-}
-
 // noQuery refuses any query parameter on a route that takes none; false
 // when it has answered.
-func (s *Server) noQuery(w http.ResponseWriter, r *http.Request) bool {
+func noQuery(w http.ResponseWriter, r *http.Request, log *slog.Logger) bool {
 	var p problems
 	p.query(r)
 	if err := p.err(); err != nil {
-		writeError(w, r, s.log, err)
+		writeError(w, r, log, err)
 		return false
 	}
 	return true
 }
 
-// pathAgent validates a read route on one agent and loads the agent its
-// path names from the caller's account; false when it has answered.
-func (s *Server) pathAgent(w http.ResponseWriter, r *http.Request) (domain.Agent, bool) {
-	if !s.noQuery(w, r) {
-		return domain.Agent{}, false
-	}
-	id := r.PathValue("agent_id")
-	ag, err := s.store.GetAgent(r.Context(), authFrom(r.Context()).key.AccountID, id)
-	if err != nil {
-		writeError(w, r, s.log, agentErr(err, id))
-		return domain.Agent{}, false
-	}
-	return ag, true
-}
+// noQuery is noQuery with the server's log, for handlers still on Server.
+func (s *Server) noQuery(w http.ResponseWriter, r *http.Request) bool { return noQuery(w, r, s.log) }
 
-func (s *Server) handleGetAgent() http.Handler {
+func handleGetAgent(svc *agents.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ag, ok := s.pathAgent(w, r); ok {
-			writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-		}
-	})
-}
-
-func agentErr(err error, id string) error {
-	if errors.Is(err, domain.ErrNotFound) {
-		return agentNotFound(id)
-	}
-	return err
-}
-
-// touched moves updated_at forward for a real change, even if this
-// instance's clock is behind the one that wrote it last.
-func touched(ag *domain.Agent, now time.Time) {
-	now = now.Truncate(time.Millisecond)
-	if !now.After(ag.UpdatedAt) {
-		now = ag.UpdatedAt.Add(time.Millisecond)
-	}
-	ag.UpdatedAt = now
-}
-
-func (s *Server) handleSetEnabled() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
-		var p problems
-		p.query(r)
-		obj := p.object(w, r, "enabled")
-		enabled, _ := p.boolean(obj, "enabled")
-		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+		if !noQuery(w, r, log) {
 			return
 		}
-		id := r.PathValue("agent_id")
-		ag, err := s.store.UpdateAgent(r.Context(), a.key.AccountID, id, func(ag *domain.Agent) (bool, error) {
-			if ag.Enabled == enabled {
-				return false, nil
-			}
-			ag.Enabled = enabled
-			touched(ag, a.now)
-			return true, nil
-		})
+		ag, err := svc.Get(r.Context(), agentActor(r), r.PathValue("agent_id"))
 		if err != nil {
-			writeError(w, r, s.log, agentErr(err, id))
+			writeError(w, r, log, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
 	})
 }
 
-func (s *Server) handleUpdateAgent() http.Handler {
+func handleSetEnabled(svc *agents.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
 		var p problems
 		p.query(r)
-		obj := p.object(w, r, "name", "instructions")
-		for i, f := range p.fields {
-			if f.Field == "enabled" && f.Code == domain.CodeInvalidField {
-				p.fields[i].Message = "enabled is not changed here; use PUT /v1/ai-agents/{agent_id}/enabled."
-			}
-		}
-		name, setName := p.name(obj, "name", false)
-		instructions, setInstructions := p.text(obj, "instructions", MaxInstructionsLength, false)
+		obj := p.object(w, r, "enabled")
+		enabled, _ := p.boolean(obj, "enabled")
 		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+			writeError(w, r, log, err)
 			return
 		}
-		id := r.PathValue("agent_id")
-		ag, err := s.store.UpdateAgent(r.Context(), a.key.AccountID, id, func(ag *domain.Agent) (bool, error) {
-			changed := false
-			if setName && name != ag.Name {
-				ag.Name, changed = name, true
-			}
-			if setInstructions && instructions != ag.Instructions {
-				ag.Instructions, changed = instructions, true
-			}
-			if changed {
-				touched(ag, a.now)
-			}
-			return changed, nil
-		})
+		ag, err := svc.SetEnabled(r.Context(), agentActor(r), r.PathValue("agent_id"), enabled)
 		if err != nil {
-			if !errors.Is(err, domain.ErrNotFound) {
-				err = duplicateName(err, name, a.key)
-			}
-			writeError(w, r, s.log, agentErr(err, id))
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
+	})
+}
+
+func handleUpdateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := agentFields(w, r, false)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		ag, err := svc.Update(r.Context(), agentActor(r), r.PathValue("agent_id"), f)
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})

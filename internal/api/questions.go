@@ -1,15 +1,12 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"log/slog"
 	"net/http"
-	"time"
 
-	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/llm"
+	"github.com/agentapi/agentapi/internal/agents"
+	"github.com/agentapi/agentapi/internal/questions"
 )
 
 type statsObject struct {
@@ -22,20 +19,18 @@ type statsObject struct {
 	ConversationsTotal int64   `json:"conversations_total"`
 }
 
-func (s *Server) handleAgentStats() http.Handler {
+func handleAgentStats(svc *agents.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ag, ok := s.pathAgent(w, r)
-		if !ok {
+		if !noQuery(w, r, log) {
 			return
 		}
-		id := ag.ID
-		st, err := s.store.AgentStats(r.Context(), ag.AccountID, id)
+		st, err := svc.Stats(r.Context(), agentActor(r), r.PathValue("agent_id"))
 		if err != nil {
-			writeError(w, r, s.log, fmt.Errorf("agent stats: %w", err))
+			writeError(w, r, log, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, single{Data: statsObject{
-			AgentID: id, QuestionsTotal: st.QuestionsTotal, AnsweredTotal: st.AnsweredTotal,
+			AgentID: st.AgentID, QuestionsTotal: st.QuestionsTotal, AnsweredTotal: st.AnsweredTotal,
 			FailedTotal: st.FailedTotal, LastQuestionAt: formatTimePtr(st.LastQuestionAt),
 			AverageAnswerMS: st.AverageAnswerMS, ConversationsTotal: st.ConversationsTotal,
 		}})
@@ -60,84 +55,23 @@ func (p *problems) optionalString(obj map[string]json.RawMessage, field string) 
 	return p.str(raw, field)
 }
 
-func (s *Server) handleAsk() http.Handler {
+func handleAsk(svc *questions.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := authFrom(r.Context())
-		ctx := r.Context()
 		var p problems
 		p.query(r)
 		obj := p.object(w, r, "question", "conversation_id")
 		question, _ := p.text(obj, "question", MaxQuestionLength, true)
-		convID, continuing := p.optionalString(obj, "conversation_id")
+		var conv *string
+		if id, given := p.optionalString(obj, "conversation_id"); given {
+			conv = &id
+		}
 		if err := p.err(); err != nil {
-			writeError(w, r, s.log, err)
+			writeError(w, r, log, err)
 			return
 		}
-		id := r.PathValue("agent_id")
-		ag, err := s.store.GetAgent(ctx, a.key.AccountID, id)
+		q, err := svc.Ask(r.Context(), authFrom(r.Context()).key.AccountID, r.PathValue("agent_id"), question, conv)
 		if err != nil {
-			writeError(w, r, s.log, agentErr(err, id))
-			return
-		}
-		acct, err := s.store.GetAccount(ctx, a.key.AccountID)
-		if err != nil {
-			writeError(w, r, s.log, fmt.Errorf("get account: %w", err))
-			return
-		}
-		// Both refusals share the code; the message tells support which
-		// switch to look at: the account's feature, or the service's model.
-		if !acct.HasFeature(domain.FeatureAIAnswers) {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeFeatureNotEnabled,
-				"Answering questions (the ai-answers feature) is not enabled for this account; contact support."))
-			return
-		}
-		if s.llm == nil {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeFeatureNotEnabled,
-				"Answering questions is enabled for this account, but this service has no model configured; contact support."))
-			return
-		}
-		if !ag.Enabled {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeImmutableState,
-				"This AI agent is disabled and cannot be asked; enable it first."))
-			return
-		}
-		var turns []llm.Turn
-		if continuing {
-			earlier, err := s.store.ConversationTurns(ctx, a.key.AccountID, ag.ID, convID)
-			if errors.Is(err, domain.ErrNotFound) {
-				writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "No conversation %q with this AI agent.", truncate(convID, 64)))
-				return
-			}
-			if err != nil {
-				writeError(w, r, s.log, fmt.Errorf("conversation turns: %w", err))
-				return
-			}
-			for _, t := range earlier {
-				turns = append(turns, llm.Turn{Question: t.Question, Answer: t.Answer})
-			}
-		}
-		now := a.now.Truncate(time.Millisecond)
-		q := domain.Question{
-			ID: domain.NewID(domain.PrefixQuestion, now), AccountID: a.key.AccountID, AgentID: ag.ID,
-			ConversationID: convID, Question: question, CreatedAt: now,
-		}
-		if !continuing {
-			q.ConversationID = domain.NewID(domain.PrefixConvo, now)
-		}
-		// The model call is bound to the request: a caller who goes away
-		// cancels it. The outcome is still recorded, so stats stay exact.
-		start := time.Now()
-		answer, askErr := s.llm.Complete(ctx, llm.Conversation(ag.Instructions, turns, question))
-		q.AnswerMS = time.Since(start).Milliseconds()
-		q.Answer = answer
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := s.store.RecordQuestion(recordCtx, q, !continuing, askErr != nil); err != nil {
-			writeError(w, r, s.log, fmt.Errorf("record question: %w", err))
-			return
-		}
-		if askErr != nil {
-			writeError(w, r, s.log, fmt.Errorf("ask model: %w", askErr))
+			writeError(w, r, log, err)
 			return
 		}
 		writeJSON(w, http.StatusCreated, single{Data: answerObject{
@@ -145,11 +79,4 @@ func (s *Server) handleAsk() http.Handler {
 			CreatedAt: formatTime(q.CreatedAt), AnswerMS: q.AnswerMS,
 		}})
 	})
-}
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

@@ -3,22 +3,30 @@ package api
 import (
 	"net/http"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/questions"
 )
 
 // routes lists the whole /v1 API: method, path, scope, handler. Anything
 // else under /v1 is 404 not_found, after authentication and rate limiting.
 func (s *Server) routes(mux *http.ServeMux) {
 	read, write, query := domain.ScopeAgentsRead, domain.ScopeAgentsWrite, domain.ScopeAgentsQuery
+	agentSvc := agents.New(s.store, s.now)
+	var model questions.Model // a nil *llm.Client must stay a nil Model: no model configured
+	if s.llm != nil {
+		model = s.llm
+	}
+	askSvc := questions.New(s.store, model, s.now)
 
 	mux.Handle("GET /v1/me", s.handleMe())
-	mux.Handle("GET /v1/ai-agents", s.scoped(read, s.handleListAgents()))
-	mux.Handle("POST /v1/ai-agents", s.scoped(write, s.handleCreateAgent()))
-	mux.Handle("GET /v1/ai-agents/{agent_id}", s.scoped(read, s.agentRoute(s.handleGetAgent())))
-	mux.Handle("PATCH /v1/ai-agents/{agent_id}", s.scoped(write, s.agentRoute(s.handleUpdateAgent())))
-	mux.Handle("PUT /v1/ai-agents/{agent_id}/enabled", s.scoped(write, s.agentRoute(s.handleSetEnabled())))
-	mux.Handle("GET /v1/ai-agents/{agent_id}/stats", s.scoped(read, s.agentRoute(s.handleAgentStats())))
-	mux.Handle("POST /v1/ai-agents/{agent_id}/questions", s.scoped(query, s.agentRoute(s.handleAsk())))
+	mux.Handle("GET /v1/ai-agents", s.scoped(read, handleListAgents(agentSvc, s.cursors, s.log)))
+	mux.Handle("POST /v1/ai-agents", s.scoped(write, handleCreateAgent(agentSvc, s.log)))
+	mux.Handle("GET /v1/ai-agents/{agent_id}", s.scoped(read, s.agentRoute(handleGetAgent(agentSvc, s.log))))
+	mux.Handle("PATCH /v1/ai-agents/{agent_id}", s.scoped(write, s.agentRoute(handleUpdateAgent(agentSvc, s.log))))
+	mux.Handle("PUT /v1/ai-agents/{agent_id}/enabled", s.scoped(write, s.agentRoute(handleSetEnabled(agentSvc, s.log))))
+	mux.Handle("GET /v1/ai-agents/{agent_id}/stats", s.scoped(read, s.agentRoute(handleAgentStats(agentSvc, s.log))))
+	mux.Handle("POST /v1/ai-agents/{agent_id}/questions", s.scoped(query, s.agentRoute(handleAsk(askSvc, s.log))))
 
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, notFoundRoute(r))
