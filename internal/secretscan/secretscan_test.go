@@ -5,7 +5,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -21,32 +20,12 @@ import (
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/secretscan"
+	"github.com/agentapi/agentapi/internal/secretscan/secretscantest"
 )
 
-// signer is a GitHub key made in the test.
-type signer struct {
-	id  string
-	key *ecdsa.PrivateKey
-}
+type signer = secretscantest.Signer
 
-func newSigner(t *testing.T, id string) signer {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer{id: id, key: k}
-}
-
-func (s signer) sign(t *testing.T, body []byte) string {
-	t.Helper()
-	sum := sha256.Sum256(body)
-	der, err := ecdsa.SignASN1(rand.Reader, s.key, sum[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(der)
-}
+func newSigner(t *testing.T, id string) signer { return secretscantest.NewSigner(t, id) }
 
 func pemOf(t *testing.T, pub any) string {
 	t.Helper()
@@ -57,26 +36,7 @@ func pemOf(t *testing.T, pub any) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 }
 
-// keysJSON is GitHub's published file listing ss, the first current.
-func keysJSON(t *testing.T, ss ...signer) []byte {
-	t.Helper()
-	type entry struct {
-		KeyIdentifier string `json:"key_identifier"`
-		Key           string `json:"key"`
-		IsCurrent     bool   `json:"is_current"`
-	}
-	var f struct {
-		PublicKeys []entry `json:"public_keys"`
-	}
-	for i, s := range ss {
-		f.PublicKeys = append(f.PublicKeys, entry{s.id, pemOf(t, &s.key.PublicKey), i == 0})
-	}
-	b, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func keysJSON(t *testing.T, ss ...signer) []byte { return secretscantest.KeysFile(t, ss...) }
 
 // writeFile replaces path's content and moves its modification time on,
 // so that the change shows whatever the file system's clock granularity.
@@ -100,7 +60,7 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := []byte(`[{"token":"x","type":"agentapi_key","url":"https://github.com/o/r/blob/main/x","source":"content"}]`)
-	sig := a.sign(t, body)
+	sig := a.Sign(t, body)
 	for _, tc := range []struct {
 		name     string
 		id, sig  string
@@ -111,8 +71,8 @@ func TestVerify(t *testing.T) {
 		{"good", "key-a", sig, body, nil, true},
 		{"tampered body", "key-a", sig, append([]byte(nil), strings.Replace(string(body), "x", "y", 1)...), secretscan.ErrBadSignature, false},
 		{"one byte more", "key-a", sig, append(append([]byte(nil), body...), ' '), secretscan.ErrBadSignature, false},
-		{"another key's signature", "key-a", b.sign(t, body), body, secretscan.ErrBadSignature, false},
-		{"unknown key id", "key-b", b.sign(t, body), body, secretscan.ErrUnknownKey, false},
+		{"another key's signature", "key-a", b.Sign(t, body), body, secretscan.ErrBadSignature, false},
+		{"unknown key id", "key-b", b.Sign(t, body), body, secretscan.ErrUnknownKey, false},
 		{"no key id", "", sig, body, secretscan.ErrUnsigned, false},
 		{"no signature", "key-a", "", body, secretscan.ErrUnsigned, false},
 		{"not base64", "key-a", "!!" + sig, body, secretscan.ErrBadSignature, false},
@@ -142,8 +102,8 @@ func TestKeysRotate(t *testing.T) {
 	body := []byte(`[]`)
 	check := func(s signer, want error) {
 		t.Helper()
-		if err := ks.Verify(s.id, s.sign(t, body), body); !errors.Is(err, want) || (want == nil) != (err == nil) {
-			t.Fatalf("key %s: Verify = %v, want %v", s.id, err, want)
+		if err := ks.Verify(s.ID, s.Sign(t, body), body); !errors.Is(err, want) || (want == nil) != (err == nil) {
+			t.Fatalf("key %s: Verify = %v, want %v", s.ID, err, want)
 		}
 	}
 	check(old, nil)
@@ -185,7 +145,7 @@ func TestLoadKeysRefusesBadFiles(t *testing.T) {
 		"not JSON":    "key",
 		"no keys":     `{"public_keys":[]}`,
 		"other shape": `[{"key_identifier":"a"}]`,
-		"no id":       one("", pemOf(t, &good.key.PublicKey)),
+		"no id":       one("", pemOf(t, &good.Key.PublicKey)),
 		"not PEM":     one("a", "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE"),
 		"RSA":         one("a", pemOf(t, &rsaKey.PublicKey)),
 		"P-384":       one("a", pemOf(t, &p384.PublicKey)),
@@ -292,4 +252,39 @@ func TestCredentialPattern(t *testing.T) {
 	if !strings.Contains(string(doc), "`"+secretscan.CredentialPattern+"`") {
 		t.Fatalf("docs/secret-scanning.md does not show the pattern %s", secretscan.CredentialPattern)
 	}
+}
+
+// FuzzParseReport: whatever the body, ParseReport either refuses it with
+// one of the report's codes or returns at most MaxEntries entries, exactly
+// those encoding/json reads from it.
+func FuzzParseReport(f *testing.F) {
+	for _, seed := range []string{`[]`, `[{"token":"a","type":"t","url":"u","source":"s"}]`, `[{"token":1}]`, `{}`, `[] x`, `[null]`, `["a"]`, `[{"TOKEN":"a"}]`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		es, derr := secretscan.ParseReport(body)
+		if derr != nil {
+			switch derr.Code {
+			case domain.CodeInvalidJSON, domain.CodeDatatypeMismatch, domain.CodeInvalidValue:
+			default:
+				t.Fatalf("code %s", derr.Code)
+			}
+			return
+		}
+		if len(es) > secretscan.MaxEntries {
+			t.Fatalf("%d entries", len(es))
+		}
+		var want []secretscan.Entry
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("accepted what encoding/json refuses: %v", err)
+		}
+		if len(want) != len(es) {
+			t.Fatalf("%d entries, encoding/json reads %d", len(es), len(want))
+		}
+		for i := range es {
+			if es[i] != want[i] {
+				t.Fatalf("entry %d: %+v, encoding/json reads %+v", i, es[i], want[i])
+			}
+		}
+	})
 }
