@@ -78,6 +78,9 @@ func (d directory) row(k domain.APIKey, now time.Time) keyRow {
 }
 
 type keysPage struct {
+	// Leaks: keys revoked as leaked lately, for the banner (leaks.go).
+	Leaks []leakRow
+
 	Keys   []keyRow
 	Recent []auditRow
 }
@@ -107,6 +110,9 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	names := keyNames(ks)
 	for _, ev := range events {
 		p.Recent = append(p.Recent, auditRowOf(ev, names))
+	}
+	if p.Leaks, err = c.leakRows(r.Context(), s.user.AccountID, now); err != nil {
+		return err
 	}
 	c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
 	return nil
