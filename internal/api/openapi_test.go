@@ -42,7 +42,17 @@ var (
 
 // openAPIDoc is the little of the document the tests walk themselves.
 type openAPIDoc struct {
-	Paths map[string]map[string]json.RawMessage `json:"paths"`
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components struct {
+		Responses map[string]openAPIResponse `json:"responses"`
+	} `json:"components"`
+}
+
+// openAPIResponse is a response object (or a reference to one) and the
+// error codes it lists in x-error-codes.
+type openAPIResponse struct {
+	Ref        string   `json:"$ref"`
+	ErrorCodes []string `json:"x-error-codes"`
 }
 
 // openAPIOp is one documented operation: its path template and method.
@@ -53,6 +63,9 @@ type openAPIOp struct {
 	Statuses []string
 	Scope    *string
 	Security []map[string][]string
+	// ErrorCodes are the codes each error status may carry (x-error-codes).
+	ErrorCodes map[string][]string
+	Desc       string
 }
 
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -80,18 +93,26 @@ func loadOpenAPI() (validator.Validator, []openAPIOp, error) {
 					continue
 				}
 				var op struct {
-					ID        string                     `json:"operationId"`
-					Responses map[string]json.RawMessage `json:"responses"`
-					Scope     *string                    `json:"x-scope"`
-					Security  []map[string][]string      `json:"security"`
+					ID          string                     `json:"operationId"`
+					Description string                     `json:"description"`
+					Responses   map[string]openAPIResponse `json:"responses"`
+					Scope       *string                    `json:"x-scope"`
+					Security    []map[string][]string      `json:"security"`
 				}
 				if err := json.Unmarshal(raw, &op); err != nil {
 					oaErr = err
 					return
 				}
-				o := openAPIOp{ID: op.ID, Template: tmpl, Method: strings.ToUpper(method), Scope: op.Scope, Security: op.Security}
-				for code := range op.Responses {
+				o := openAPIOp{ID: op.ID, Template: tmpl, Method: strings.ToUpper(method), Scope: op.Scope, Security: op.Security,
+					Desc: op.Description, ErrorCodes: map[string][]string{}}
+				for code, resp := range op.Responses {
 					o.Statuses = append(o.Statuses, code)
+					if name, ok := strings.CutPrefix(resp.Ref, "#/components/responses/"); ok {
+						resp = oaDoc.Components.Responses[name]
+					}
+					if resp.ErrorCodes != nil {
+						o.ErrorCodes[code] = resp.ErrorCodes
+					}
 				}
 				slices.Sort(o.Statuses)
 				oaOps = append(oaOps, o)
@@ -290,6 +311,10 @@ func openAPIProblem(x exchange) string {
 		if valid, errs := v.ValidateHttpResponse(proxy, response(proxy)); !valid {
 			return fmt.Sprintf("OpenAPI: response to %s (no documented operation) does not match the document:\n%s\nbody %s", where, describe(errs), x.resp)
 		}
+		getAgent, _ := matchOp(ops, http.MethodGet, proxy.URL.Path)
+		if p := bodyRuleProblem(getAgent, x); p != "" {
+			return fmt.Sprintf("OpenAPI: response to %s (no documented operation) does not match the document: %s\nbody %s", where, p, x.resp)
+		}
 		return ""
 	}
 	sawPair(op.ID, x.status)
@@ -300,15 +325,53 @@ func openAPIProblem(x exchange) string {
 	if valid, errs := v.ValidateHttpResponse(req, response(req)); !valid {
 		return fmt.Sprintf("OpenAPI: response of %s (%s) does not match the document:\n%s\nbody %s", op.ID, where, describe(errs), x.resp)
 	}
+	if p := bodyRuleProblem(op, x); p != "" {
+		return fmt.Sprintf("OpenAPI: response of %s (%s) does not match the document: %s\nbody %s", op.ID, where, p, x.resp)
+	}
 	if x.status >= 200 && x.status < 300 {
 		if valid, errs := v.ValidateHttpRequestSync(fresh(hr.Method, hr.URL.Path)); !valid {
-			// limit is documented as 1..100 (what a client should send)
-			// while the service tolerates anything there: larger values
-			// clamp, others fall back to 30.
-			errs = slices.DeleteFunc(errs, func(e *liberrors.ValidationError) bool { return e.ParameterName == "limit" })
-			if len(errs) > 0 {
-				return fmt.Sprintf("OpenAPI: %s was accepted (%d) but the document says the request is invalid:\n%s\nbody %q", where, x.status, describe(errs), x.body)
-			}
+			return fmt.Sprintf("OpenAPI: %s was accepted (%d) but the document says the request is invalid:\n%s\nbody %q", where, x.status, describe(errs), x.body)
+		}
+	}
+	return ""
+}
+
+// bodyRuleProblem checks what the document states in words and extensions
+// rather than in its schemas (conditional schemas trip the tools that read
+// it: code generators ignore them, Redocly's example check misreads them):
+// an error response carries one of its x-error-codes, existing_id comes
+// only with duplicate_value, and a page's meta.next is null exactly when
+// meta.has_more is false.
+func bodyRuleProblem(op openAPIOp, x exchange) string {
+	if codes, ok := op.ErrorCodes[strconv.Itoa(x.status)]; ok && len(x.resp) > 0 {
+		var body struct {
+			Error struct {
+				Code       string  `json:"code"`
+				ExistingID *string `json:"existing_id"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(x.resp, &body); err != nil {
+			return "the error body is not JSON: " + err.Error()
+		}
+		if !slices.Contains(codes, body.Error.Code) {
+			return fmt.Sprintf("error.code %q is not among the x-error-codes %v of its %d response", body.Error.Code, codes, x.status)
+		}
+		if body.Error.ExistingID != nil && body.Error.Code != string(domain.CodeDuplicateValue) {
+			return fmt.Sprintf("existing_id on %s, which only duplicate_value carries", body.Error.Code)
+		}
+	}
+	if op.ID == "listAgents" && x.status == http.StatusOK {
+		var page struct {
+			Meta struct {
+				Next    *string `json:"next"`
+				HasMore bool    `json:"has_more"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(x.resp, &page); err != nil {
+			return "the page is not JSON: " + err.Error()
+		}
+		if page.Meta.HasMore != (page.Meta.Next != nil) {
+			return fmt.Sprintf("meta.has_more %v with meta.next %v: next is null exactly when has_more is false", page.Meta.HasMore, page.Meta.Next)
 		}
 	}
 	return ""
@@ -431,17 +494,17 @@ func TestOpenAPIMatchesCode(t *testing.T) {
 		if op.ID == "" {
 			t.Errorf("%s has no operationId", key)
 		}
-		var want []map[string][]string
-		switch {
-		case strings.HasSuffix(key, " /openapi.json"):
+		// The http bearer scheme has no scopes in OpenAPI terms: the
+		// requirement lists none, x-scope and the description name it.
+		want := []map[string][]string{{"bearerAuth": {}}}
+		if strings.HasSuffix(key, " /openapi.json") {
 			want = []map[string][]string{}
-		case scope == "none":
-			want = []map[string][]string{{"bearerAuth": {}}}
-		default:
-			want = []map[string][]string{{"bearerAuth": {scope}}}
 		}
-		if fmt.Sprint(op.Security) != fmt.Sprint(want) || op.Security == nil {
+		if fmt.Sprint(op.Security) != fmt.Sprint(want) || op.Security == nil || len(op.Security) == 1 && op.Security[0]["bearerAuth"] == nil {
 			t.Errorf("%s: security %v, want %v", op.ID, op.Security, want)
+		}
+		if scope != "none" && !strings.Contains(op.Desc, "Scope: `"+scope+"`.") {
+			t.Errorf("%s: the description does not say \"Scope: `%s`.\": %q", op.ID, scope, op.Desc)
 		}
 		gotScope := "none"
 		if op.Scope != nil {
@@ -499,18 +562,21 @@ func TestOpenAPIMatchesCode(t *testing.T) {
 	if got := strs(at("components", "schemas", "Scope", "enum")); !slices.Equal(got, scopes) {
 		t.Errorf("Scope enum %v, the vocabulary %v", got, scopes)
 	}
-	// Each error response allows exactly the codes statusOf maps to its status.
+	// Each error response lists exactly the codes statusOf maps to its
+	// status, and uses Error (ConflictError for 409, the only one with
+	// existing_id) without allOf, which code generators mishandle.
 	byStatus := map[string]string{
 		"400": "BadRequest", "401": "Unauthorized", "403": "Forbidden", "404": "NotFound", "409": "Conflict",
 		"413": "PayloadTooLarge", "415": "UnsupportedMediaType", "429": "TooManyRequests", "500": "ServerError",
 	}
 	for status, name := range byStatus {
-		code := at("components", "responses", name, "content", "application/json", "schema", "allOf", "1", "properties", "error", "properties", "code").(map[string]any)
-		var allowed []string
-		if c, ok := code["const"]; ok {
-			allowed = []string{c.(string)}
-		} else {
-			allowed = strs(code["enum"])
+		allowed := strs(at("components", "responses", name, "x-error-codes"))
+		wantSchema := "#/components/schemas/Error"
+		if status == "409" {
+			wantSchema = "#/components/schemas/ConflictError"
+		}
+		if got := at("components", "responses", name, "content", "application/json", "schema").(map[string]any); len(got) != 1 || got["$ref"] != wantSchema {
+			t.Errorf("response %s (%s): schema %v, want only {$ref: %s}", name, status, got, wantSchema)
 		}
 		var want []string
 		for _, c := range domain.Codes {
@@ -537,8 +603,7 @@ func TestOpenAPIMatchesCode(t *testing.T) {
 		path []string
 		want float64
 	}{
-		{[]string{"components", "parameters", "limit", "schema", "default"}, DefaultPageSize},
-		{[]string{"components", "parameters", "limit", "schema", "maximum"}, MaxPageSize},
+		{[]string{"components", "schemas", "CollectionMeta", "properties", "limit", "maximum"}, MaxPageSize},
 		{[]string{"paths", "/ai-agents", "get", "responses", "200", "content", "application/json", "schema", "properties", "data", "maxItems"}, MaxPageSize},
 		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "name", "maxLength"}, MaxAgentNameLength},
 		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "name", "maxLength"}, MaxAgentNameLength},
@@ -551,6 +616,17 @@ func TestOpenAPIMatchesCode(t *testing.T) {
 	} {
 		if got := at(c.path...); got != c.want {
 			t.Errorf("%s: %v, the code says %v", strings.Join(c.path, "."), got, c.want)
+		}
+	}
+	// limit is declared as what the service accepts (any string), its
+	// rule in words.
+	if got := at("components", "parameters", "limit", "schema", "default"); got != strconv.Itoa(DefaultPageSize) {
+		t.Errorf("limit default %v, the code says %d", got, DefaultPageSize)
+	}
+	limitDesc := at("components", "parameters", "limit", "description").(string)
+	for _, want := range []string{fmt.Sprintf("clamped to %d", MaxPageSize), fmt.Sprintf("falls back to %d", DefaultPageSize)} {
+		if !strings.Contains(limitDesc, want) {
+			t.Errorf("limit's description does not say %q: %q", want, limitDesc)
 		}
 	}
 }
@@ -876,7 +952,7 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 		}), "does not match"},
 		{"next without has_more", listReq, "", rebuilt(list, 0, nil, func(o map[string]any) {
 			o["meta"].(map[string]any)["next"] = "abc"
-		}), "does not match"},
+		}), "next is null exactly when has_more is false"},
 		{"record without updated_at", getReq, "", rebuilt(get, 0, nil, func(o map[string]any) {
 			delete(o["data"].(map[string]any), "updated_at")
 		}), "does not match"},
@@ -902,10 +978,17 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 		}), "does not match"},
 		{"code of another status", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
 			errorOf(o)["code"] = "not_found"
-		}), "does not match"},
+		}), "x-error-codes"},
 		{"unknown code", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
 			errorOf(o)["code"] = "oops"
 		}), "does not match"},
+		{"existing_id on immutable_state", dupReq, `{"name":"Taken"}`, rebuilt(dup, 0, nil, func(o map[string]any) {
+			errorOf(o)["code"] = "immutable_state"
+		}), "existing_id on immutable_state"},
+		{"409 with a 400's code", dupReq, `{"name":"Taken"}`, rebuilt(dup, 0, nil, func(o map[string]any) {
+			errorOf(o)["code"] = "invalid_value"
+			delete(errorOf(o), "existing_id")
+		}), "x-error-codes"},
 		{"error with a stack", badReq, `{"name":1}`, rebuilt(bad, 0, nil, func(o map[string]any) {
 			errorOf(o)["stack"] = "goroutine 1"
 		}), "does not match"},

@@ -1,0 +1,181 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestOpenAPIExamples is a dry run of what example-driven tools (Dredd,
+// mock servers, rendered samples) do with the document: every parameter,
+// request body and response, and every header of a response, has an
+// example; a request built from the examples is valid, and every response
+// example, with its headers' examples, validates as the response of its
+// operation and status.
+func TestOpenAPIExamples(t *testing.T) {
+	v := openAPI(t)
+	var doc map[string]any
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	resolve := func(node any) map[string]any {
+		m, _ := node.(map[string]any)
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return m
+		}
+		var cur any = doc
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			cur = cur.(map[string]any)[part]
+		}
+		return cur.(map[string]any)
+	}
+	// examplesOf lists an object's example values: "example", or each of
+	// "examples"' values; none is a failure.
+	examplesOf := func(where string, obj map[string]any) []any {
+		if e, ok := obj["example"]; ok {
+			return []any{e}
+		}
+		var out []any
+		ex, _ := obj["examples"].(map[string]any)
+		names := make([]string, 0, len(ex))
+		for n := range ex {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			out = append(out, resolve(ex[n])["value"])
+		}
+		if len(out) == 0 {
+			t.Errorf("%s has no example", where)
+		}
+		return out
+	}
+	text := func(v any) string {
+		if s, ok := v.(string); ok {
+			return s
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+
+	checked := 0
+	for tmpl, item := range doc["paths"].(map[string]any) {
+		item := item.(map[string]any)
+		for _, method := range httpMethods {
+			op, ok := item[method].(map[string]any)
+			if !ok {
+				continue
+			}
+			id := op["operationId"].(string)
+			// The request, from the parameters' examples.
+			path, query, header := tmpl, url.Values{}, http.Header{}
+			if op["security"] == nil || len(op["security"].([]any)) > 0 {
+				header.Set("Authorization", "Bearer agk_live_vcnr20v0g53v_0123456789abcdefghijABCDEFGHIJklmnopqrst")
+			}
+			params, _ := item["parameters"].([]any)
+			opParams, _ := op["parameters"].([]any)
+			for _, p := range append(slices.Clone(params), opParams...) {
+				p := resolve(p)
+				name := p["name"].(string)
+				ex := examplesOf(fmt.Sprintf("%s parameter %s", id, name), p)
+				if len(ex) == 0 {
+					continue
+				}
+				switch p["in"] {
+				case "path":
+					path = strings.ReplaceAll(path, "{"+name+"}", url.PathEscape(text(ex[0])))
+				case "query":
+					query.Set(name, text(ex[0]))
+				case "header":
+					header.Set(name, text(ex[0]))
+				}
+			}
+			bodies := []any{nil}
+			if rb := resolve(op["requestBody"]); rb != nil {
+				bodies = examplesOf(id+" request body", rb["content"].(map[string]any)["application/json"].(map[string]any))
+			}
+			newRequest := func(body any) *http.Request {
+				u := &url.URL{Scheme: "http", Host: "api.test", Path: "/v1" + path, RawQuery: query.Encode()}
+				r := &http.Request{Method: strings.ToUpper(method), URL: u, Host: u.Host, Header: header.Clone(), Body: http.NoBody,
+					Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+				if body != nil {
+					b, _ := json.Marshal(body)
+					r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+					r.Header.Set("Content-Type", "application/json")
+				}
+				return r
+			}
+			for _, body := range bodies {
+				if ok, errs := v.ValidateHttpRequestSync(newRequest(body)); !ok {
+					t.Errorf("%s: the request built from the examples (%s %s, body %v) is invalid:\n%s", id, method, path, body, describe(errs))
+				}
+				checked++
+			}
+			// Every response, from its examples.
+			for status, resp := range op["responses"].(map[string]any) {
+				resp := resolve(resp)
+				where := fmt.Sprintf("%s %s", id, status)
+				h := http.Header{}
+				headers, _ := resp["headers"].(map[string]any)
+				for name, hd := range headers {
+					if ex := examplesOf(where+" header "+name, resolve(hd)); len(ex) > 0 {
+						h.Set(name, text(ex[0]))
+					}
+				}
+				var code int
+				fmt.Sscan(status, &code)
+				bodies := []any{nil}
+				if content, ok := resp["content"].(map[string]any); ok {
+					h.Set("Content-Type", "application/json")
+					bodies = examplesOf(where+" response", content["application/json"].(map[string]any))
+				}
+				for _, body := range bodies {
+					var b []byte
+					if body != nil && method != "head" { // a HEAD answer has no body
+						b, _ = json.Marshal(body)
+					}
+					req := newRequest(bodies[0])
+					r := &http.Response{StatusCode: code, Header: h, Request: req, Body: io.NopCloser(strings.NewReader(string(b))), ContentLength: int64(len(b))}
+					if ok, errs := v.ValidateHttpResponse(req, r); !ok {
+						t.Errorf("%s: the response example %s does not match the document:\n%s", where, b, describe(errs))
+					}
+					x := exchange{req: req, status: code, header: h, resp: b}
+					if op, ok := matchOp(openAPIOps(t), req.Method, req.URL.Path); ok {
+						if p := bodyRuleProblem(op, x); p != "" {
+							t.Errorf("%s: the response example %s: %s", where, b, p)
+						}
+					}
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("%d examples checked", checked)
+}
+
+// TestOpenAPILimitAsAccepted: the document accepts every limit the service
+// accepts (clamped or falling back to the default), so a request validator
+// in front of the service refuses none of them; and the service answers
+// each with a page.
+func TestOpenAPILimitAsAccepted(t *testing.T) {
+	v := openAPI(t)
+	f := newFixture(t, "sqlite")
+	key := f.key(allAgentScopes...)
+	f.createAgent(key, "Paged")
+	for _, limit := range []string{"1000", "0", "abc", "", "-5", "2.5", "1e3", "007", "50"} {
+		r := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit="+url.QueryEscape(limit), nil)
+		r.Header.Set("Authorization", "Bearer "+key)
+		if ok, errs := v.ValidateHttpRequestSync(r); !ok {
+			t.Errorf("limit=%q: the document refuses it:\n%s", limit, describe(errs))
+		}
+		// Through the fixture, which validates the accepted request too.
+		f.get("/v1/ai-agents?limit="+url.QueryEscape(limit), key).wantStatus(t, 200)
+	}
+}
