@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"time"
 
+	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
@@ -36,19 +35,18 @@ func accountCreate(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "name"); err != nil {
 		return err
 	}
-	n, problem := domain.CheckName(*name)
-	if problem != domain.NameOK {
-		return domain.Errorf(domain.CodeInvalidValue, "an account name is 1 to %d characters of text, with a visible character and no control characters", domain.MaxNameLength)
+	// Refused before openStore, which would create the database.
+	if _, err := accounts.CheckAccountName(*name); err != nil {
+		return err
 	}
 	st, err := openStore(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: n, Active: true, CreatedAt: now}
-	if err := st.CreateAccount(ctx, a); err != nil {
-		return fmt.Errorf("create account: %w", err)
+	a, err := accounts.New(st, nil, nil).CreateAccount(ctx, *name)
+	if err != nil {
+		return err
 	}
 	if _, err := fmt.Fprintln(e.stdout, a.ID); err != nil {
 		return fmt.Errorf("account %s was created, but its id could not be written: %w", a.ID, err)
@@ -77,12 +75,9 @@ func accountShow(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	a, err := st.GetAccount(ctx, pos[0])
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Errorf(domain.CodeNotFound, "no account %q", pos[0])
-	}
+	a, err := accounts.New(st, nil, nil).Account(ctx, pos[0])
 	if err != nil {
-		return fmt.Errorf("get account: %w", err)
+		return err
 	}
 	features := a.Features
 	if features == nil {
@@ -106,14 +101,7 @@ func accountSetActive(ctx context.Context, e env, verb string, args []string) er
 		return err
 	}
 	defer st.Close()
-	err = st.SetAccountActive(ctx, pos[0], verb == "activate")
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Errorf(domain.CodeNotFound, "no account %q", pos[0])
-	}
-	if err != nil {
-		return fmt.Errorf("%s account: %w", verb, err)
-	}
-	return nil
+	return accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate")
 }
 
 func accountFeature(ctx context.Context, e env, args []string) error {
@@ -131,25 +119,10 @@ func accountFeature(ctx context.Context, e env, args []string) error {
 	if name == "" {
 		name, on = *disable, false
 	}
-	f := domain.Feature(name)
-	known := false
-	for _, k := range domain.Features {
-		known = known || k == f
-	}
-	if !known {
-		return domain.Errorf(domain.CodeInvalidValue, "unknown feature %q (known: ai-answers)", name)
-	}
 	st, err := openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	err = st.SetAccountFeature(ctx, pos[0], f, on)
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Errorf(domain.CodeNotFound, "no account %q", pos[0])
-	}
-	if err != nil {
-		return fmt.Errorf("set feature: %w", err)
-	}
-	return nil
+	return accounts.New(st, nil, nil).SetFeature(ctx, pos[0], name, on)
 }

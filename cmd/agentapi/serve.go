@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,15 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/api"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
-	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/metrics"
-	"github.com/agentapi/agentapi/internal/password"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
@@ -300,42 +298,16 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	return nil
 }
 
-// firstOwnerEmail signs in to the console on a fresh install.
-const firstOwnerEmail = "owner@localhost"
-
-// bootstrap makes a fresh database usable: on the very first start it
-// creates an account and its Owner with a one-time password, and prints
-// what to do next. Only the password's hash is stored. Instances starting
-// together on one empty database agree on a single winner.
+// bootstrap makes a fresh database usable (accounts.Service.Bootstrap):
+// on the very first start it creates an account and its Owner with a
+// one-time password, and prints what to do next. Only the password's hash
+// is stored.
 func bootstrap(ctx context.Context, e env, st *store.Store, base, db string) error {
-	n, err := st.CountAccounts(ctx)
-	if err != nil {
-		return fmt.Errorf("count accounts: %w", err)
-	}
-	if n > 0 {
-		return nil
-	}
-	won, err := st.Claim(ctx, "bootstrap")
-	if err != nil || !won {
+	first, created, err := accounts.New(st, accounts.Hash, nil).Bootstrap(ctx)
+	if err != nil || !created {
 		return err
 	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: "My account", Active: true, CreatedAt: now}
-	pw := rand.Text()
-	hash, err := password.Hash(pw)
-	if err != nil {
-		return fmt.Errorf("hash password: %w", err)
-	}
-	owner := domain.User{
-		ID: domain.NewID(domain.PrefixUser, now), AccountID: acct.ID, Email: firstOwnerEmail,
-		Role: domain.RoleOwner, PasswordHash: hash, MustChangePassword: true, Active: true, CreatedAt: now,
-	}
-	if err := st.CreateAccount(ctx, acct); err != nil {
-		return fmt.Errorf("create first account: %w", err)
-	}
-	if err := st.CreateUser(ctx, owner); err != nil {
-		return fmt.Errorf("create first owner: %w", err)
-	}
+	acct, pw, firstOwnerEmail := first.Account, first.Password, first.Owner.Email
 	fmt.Fprintf(e.stdout, `
 agentapi: first start on an empty database; created account %s and its Owner.
 
