@@ -214,12 +214,35 @@ type Question struct {
 	AnswerMS       int64
 }
 
+// AuditAction is what an audit event records. Events are written with
+// these constants only (internal/keys), never a free string.
+type AuditAction string
+
+// The audit trail's actions.
+const (
+	AuditCreated            AuditAction = "created"
+	AuditRotated            AuditAction = "rotated"
+	AuditRevoked            AuditAction = "revoked"
+	AuditRenamed            AuditAction = "renamed"
+	AuditDescriptionChanged AuditAction = "description_changed"
+	AuditExpiredInUse       AuditAction = "expired_in_use"
+	AuditRateLimitChanged   AuditAction = "rate_limit_changed"
+)
+
+// AuditActions lists every AuditAction.
+var AuditActions = []AuditAction{
+	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
+	AuditExpiredInUse, AuditRateLimitChanged,
+}
+
 // AuditEvent records something that happened to a key, for the console.
 type AuditEvent struct {
 	ID        string
 	AccountID string
 	KeyID     string
-	Action    string // created, rotated, revoked, expired_in_use, rate_limit_changed
+	// Action is an AuditAction; it is read back as text (the console keys
+	// its labels by string), so it is written as string(domain.AuditX).
+	Action    string
 	ActorID   string // user id; empty for support tooling or the system
 	Actor     string // display form: the user's email, "support" or "system"
 	Detail    string

@@ -126,9 +126,9 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		return Created{}, err
 	}
 	k.CreatedBy = actor.id()
-	action, detail := "created", ""
+	action, detail := domain.AuditCreated, ""
 	if p.rotatedFrom != "" {
-		action, detail = "rotated", "replaces "+p.rotatedFrom
+		action, detail = domain.AuditRotated, "replaces "+p.rotatedFrom
 	}
 	// A prefix collision (12 random base36 characters) is astronomically
 	// rare, but the store refuses it rather than trusting luck: try again.
@@ -143,7 +143,7 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		k.Hash = h[:]
 		evs := []domain.AuditEvent{{
 			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-			Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
+			Action: string(action), ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
 		}}
 		if p.rotatedFrom != "" {
 			// The old key's own history says so too: its page is where a
@@ -154,7 +154,7 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 			}
 			evs = append(evs, domain.AuditEvent{
 				ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
-				Action: "rotated", ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
+				Action: string(domain.AuditRotated), ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
 			})
 		}
 		if p.retireAt != nil {
@@ -381,13 +381,13 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 		return k, err
 	}
 	var details []string
-	action := "renamed"
+	action := domain.AuditRenamed
 	if name != k.Name {
 		details = append(details, strconv.Quote(k.Name)+" → "+strconv.Quote(name))
 	}
 	if desc != k.Description {
 		if len(details) == 0 {
-			action = "description_changed"
+			action = domain.AuditDescriptionChanged
 		} else {
 			details = append(details, "description changed")
 		}
@@ -398,7 +398,7 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: strings.Join(details, "; "), CreatedAt: now,
+		Action: string(action), ActorID: actor.id(), Actor: actor.label(), Detail: strings.Join(details, "; "), CreatedAt: now,
 	}
 	err = s.store.UpdateKeyText(ctx, accountID, keyID, name, desc, ev)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -432,7 +432,7 @@ func (s *Service) Revoke(ctx context.Context, actor Actor, accountID, keyID stri
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: "revoked", ActorID: actor.id(), Actor: actor.label(), CreatedAt: now,
+		Action: string(domain.AuditRevoked), ActorID: actor.id(), Actor: actor.label(), CreatedAt: now,
 	}
 	err := s.store.RevokeKey(ctx, accountID, keyID, actor.id(), now, ev)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -461,7 +461,7 @@ func (s *Service) SetRateLimit(ctx context.Context, keyID string, n int) error {
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: "rate_limit_changed", Actor: "support",
+		Action: string(domain.AuditRateLimitChanged), Actor: "support",
 		Detail: fmt.Sprintf("%d → %d requests a minute", k.RateLimitPerMinute, n), CreatedAt: now,
 	}
 	if err := s.store.SetKeyRateLimit(ctx, keyID, n, ev); err != nil {

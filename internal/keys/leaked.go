@@ -64,7 +64,7 @@ func (s *Service) RevokeLeaked(ctx context.Context, token, url string) (Leak, er
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: "revoked", Actor: LeakActor, Detail: leakDetail + cleanURL(url), CreatedAt: now,
+		Action: string(domain.AuditRevoked), Actor: LeakActor, Detail: leakDetail + cleanURL(url), CreatedAt: now,
 	}
 	if err := s.store.RevokeKey(ctx, k.AccountID, k.ID, "", now, ev); err != nil {
 		return Leak{}, fmt.Errorf("revoke key: %w", err)

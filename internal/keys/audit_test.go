@@ -1,0 +1,56 @@
+package keys_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+)
+
+// TestAuditActionsAreTyped runs every change the service records and
+// checks that the trail holds only domain.AuditActions, each of them once
+// at least but the one the authenticator writes (expired_in_use).
+func TestAuditActionsAreTyped(t *testing.T) {
+	w := setup(t)
+	ctx := context.Background()
+	owner := w.users["owner@acme.test"]
+	actor := keys.Actor{User: &owner}
+	c, err := w.svc.Create(ctx, actor, keys.CreateParams{AccountID: w.account.ID, Name: "k", Scopes: []domain.Scope{domain.ScopeAgentsRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"rename", func() error { _, err := w.svc.Rename(ctx, actor, w.account.ID, c.Key.ID, "k2", ""); return err }},
+		{"describe", func() error { _, err := w.svc.Rename(ctx, actor, w.account.ID, c.Key.ID, "k2", "about"); return err }},
+		{"rate limit", func() error { return w.svc.SetRateLimit(ctx, c.Key.ID, 7) }},
+		{"rotate", func() error { _, err := w.svc.Rotate(ctx, actor, w.account.ID, c.Key.ID, nil); return err }},
+		{"revoke", func() error { return w.svc.Revoke(ctx, actor, w.account.ID, c.Key.ID) }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+	}
+	events, err := w.st.ListAuditEvents(ctx, w.account.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[domain.AuditAction]bool{}
+	for _, ev := range events {
+		a := domain.AuditAction(ev.Action)
+		if !slices.Contains(domain.AuditActions, a) {
+			t.Errorf("event %s has action %q, not a domain.AuditAction", ev.ID, ev.Action)
+		}
+		seen[a] = true
+	}
+	for _, a := range domain.AuditActions {
+		if !seen[a] && a != domain.AuditExpiredInUse {
+			t.Errorf("no event recorded %q", a)
+		}
+	}
+}
