@@ -181,6 +181,8 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`a[href="/console/developers/keys/`+k.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("rotate")),
 		chromedp.Click(chromedp.ID("rotate")),
+		chromedp.WaitVisible(chromedp.ID("confirm-rotate")),
+		chromedp.Click(chromedp.ID("confirm-rotate")),
 		chromedp.WaitVisible(chromedp.ID("rotation")))
 	select {
 	case msg := <-dialogs:

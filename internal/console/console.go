@@ -15,7 +15,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -163,10 +162,12 @@ func (c *Console) routes(mux *http.ServeMux) {
 	// entry), land on the page of what they make.
 	mux.Handle("GET /console/developers/keys", manager(redirectTo(func(*http.Request) string { return "/console/developers" })))
 	mux.Handle("GET /console/developers/keys/{id}", manager(c.handleKey))
-	mux.Handle("POST /console/developers/keys/{id}/rotate", manager(c.handleRotateKey))
-	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(redirectTo(func(r *http.Request) string {
-		return "/console/developers/keys/" + url.PathEscape(r.PathValue("id"))
-	})))
+	// Rotation asks when the old key stops working, then shows the new
+	// credential once.
+	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(c.handleRotateForm))
+	mux.Handle("POST /console/developers/keys/{id}/rotate", manager(form(c.handleRotateKey, c.showRotateForm)))
+	mux.Handle("GET /console/developers/keys/{id}/edit", manager(c.handleEditForm))
+	mux.Handle("POST /console/developers/keys/{id}/edit", manager(form(c.handleEditKey, c.showEditForm)))
 	mux.Handle("GET /console/developers/keys/{id}/revoke", manager(c.handleRevokeForm))
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))

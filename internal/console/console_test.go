@@ -634,7 +634,7 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	// (b.created checks the headers); a reload of that page does not.
 	p, cred := b.created("/console/developers/keys/new", "/console/developers/keys", url.Values{
 		"name": {"Billing sync"}, "description": {"nightly job"}, "preset": {"aiagent-query"}, "env": {"live"},
-		"expiry": {"30"}, "agent": {ag.ID}, "scope": {"webhooks:manage"}, // custom scopes are ignored with a preset
+		"expiry": {"30"}, "agent": {ag.ID}, "scope": {"webhooks:manage"}, // a scope beyond the preset: Custom, with both
 	})
 	if !strings.Contains(p.body, "will not be shown again") {
 		t.Fatal("no warning")
@@ -644,7 +644,7 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 		t.Fatalf("%d keys", len(ks))
 	}
 	k := ks[0]
-	if k.Name != "Billing sync" || k.Description != "nightly job" || strings.Join(scopeStrings(k.Scopes), ",") != "aiagents:read,aiagents:query" ||
+	if k.Name != "Billing sync" || k.Description != "nightly job" || strings.Join(scopeStrings(k.Scopes), ",") != "aiagents:read,aiagents:query,webhooks:manage" ||
 		len(k.AgentIDs) != 1 || k.AgentIDs[0] != ag.ID || k.ExpiresAt == nil || k.CreatedBy != owner.ID {
 		t.Fatalf("stored key: %+v", k)
 	}
@@ -731,7 +731,7 @@ func TestRotateThenRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks, _ := f.keys.List(context.Background(), a.ID)
-	if len(ks) != 2 || ks[1].RotatedFrom != old.Key.ID || ks[1].Name != "prod (rotated)" ||
+	if len(ks) != 2 || ks[1].RotatedFrom != old.Key.ID || ks[1].Name != "prod (rotated "+f.clock.Now().UTC().Format("2006-01-02")+")" ||
 		strings.Join(scopeStrings(ks[1].Scopes), ",") != "aiagents:read" {
 		t.Fatalf("keys after rotation: %+v", ks)
 	}
@@ -758,7 +758,9 @@ func TestRotateThenRevoke(t *testing.T) {
 	wantStatus(t, "rotate a revoked key", b.post("/console/developers", "/console/developers/keys/"+old.Key.ID+"/rotate", nil), http.StatusConflict)
 
 	audit := b.get("/console/developers/audit")
-	for _, want := range []string{"created", "rotated", "revoked", owner.Email, "replaces " + old.Key.ID} {
+	// Related keys show by name, linked, never as a raw id.
+	for _, want := range []string{"created", "rotated", "revoked", owner.Email,
+		`replaces <a href="/console/developers/keys/` + old.Key.ID + `">prod</a>`} {
 		if !strings.Contains(audit.body, want) {
 			t.Errorf("audit trail lacks %q", want)
 		}
@@ -768,8 +770,9 @@ func TestRotateThenRevoke(t *testing.T) {
 		t.Fatalf("stored events: %+v", events)
 	}
 	// The old key's own History shows its rotation.
-	if history := b.get("/console/developers/keys/" + old.Key.ID); !strings.Contains(history.body, "replaced by "+ks[1].ID) {
-		t.Fatal("the old key's history does not show its rotation")
+	if history := b.get("/console/developers/keys/" + old.Key.ID); !strings.Contains(history.body,
+		`replaced by <a href="/console/developers/keys/`+ks[1].ID+`">`+ks[1].Name+`</a>`) || strings.Contains(history.body, "replaced by "+ks[1].ID) {
+		t.Fatal("the old key's history does not show its rotation by name")
 	}
 	list := b.get("/console/developers")
 	if !strings.Contains(list.body, "badge-revoked") || !strings.Contains(list.body, "badge-active") {

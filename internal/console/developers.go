@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +27,15 @@ type keyRow struct {
 	Status                             string
 	RateLimit                          int
 	RotatedFrom                        string
+	// ExpiresSoon: active, and expiring within expiresSoon.
+	ExpiresSoon bool
+	// AllScopes: the key holds the whole vocabulary (a list shows that,
+	// not ten names).
+	AllScopes bool
 }
+
+// expiresSoon is how close an expiry is marked on a key.
+const expiresSoon = 7 * 24 * time.Hour
 
 // directory resolves user and agent ids to what the console shows.
 type directory struct {
@@ -33,18 +43,20 @@ type directory struct {
 	agents map[string]string
 }
 
-func (c *Console) directory(ctx context.Context, accountID string) (directory, error) {
-	d := directory{users: map[string]string{}}
-	us, err := c.store.ListUsers(ctx, accountID)
-	if err != nil {
+// directory names the creators and restricted agents of ks: one query
+// each, bounded by the keys shown, not by the account's users or agents.
+func (c *Console) directory(ctx context.Context, accountID string, ks ...domain.APIKey) (directory, error) {
+	var users, agents []string
+	for _, k := range ks {
+		users = append(users, k.CreatedBy)
+		agents = append(agents, k.AgentIDs...)
+	}
+	var d directory
+	var err error
+	if d.users, err = c.store.UserEmails(ctx, accountID, users); err != nil {
 		return d, err
 	}
-	for _, u := range us {
-		d.users[u.ID] = u.Email
-	}
-	// Only agents that some key is restricted to ever need a name here; an
-	// account may have far more agents than that.
-	if d.agents, err = c.store.RestrictedAgentNames(ctx, accountID); err != nil {
+	if d.agents, err = c.store.AgentNames(ctx, accountID, agents); err != nil {
 		return d, err
 	}
 	return d, nil
@@ -59,6 +71,8 @@ func (d directory) row(k domain.APIKey, now time.Time) keyRow {
 	for _, s := range k.Scopes {
 		r.Scopes = append(r.Scopes, string(s))
 	}
+	r.AllScopes = len(k.Scopes) == len(domain.Scopes)
+	r.ExpiresSoon = r.Status == string(domain.KeyActive) && k.ExpiresAt != nil && k.ExpiresAt.Sub(now) <= expiresSoon
 	for _, id := range k.AgentIDs {
 		name, ok := d.agents[id]
 		if !ok {
@@ -81,35 +95,56 @@ type keysPage struct {
 	// Leaks: keys revoked as leaked lately, for the banner (leaks.go).
 	Leaks []leakRow
 
-	Keys   []keyRow
-	Recent []auditRow
+	Keys     []keyRow
+	Recent   []auditRow
+	Status   string
+	Statuses []option
+	Pager    pager
 }
 
 // recentEvents is how many audit events the Developers page shows.
 const recentEvents = 5
 
+// keyStatuses are the list's status filter: "" is every key.
+var keyStatuses = []option{
+	{Value: "", Label: "All statuses"},
+	{Value: string(domain.KeyActive), Label: "Active"},
+	{Value: string(domain.KeyExpired), Label: "Expired"},
+	{Value: string(domain.KeyRevoked), Label: "Revoked"},
+}
+
 func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session) error {
-	ks, err := c.keys.List(r.Context(), s.user.AccountID)
+	lp, err := readList(r)
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID)
-	if err != nil {
-		return err
+	status := r.URL.Query().Get("status")
+	if !slices.ContainsFunc(keyStatuses, func(o option) bool { return o.Value == status }) {
+		return errBadPageLink
 	}
 	now := c.now()
-	p := keysPage{}
 	// Newest first: the key just made or rotated is at the top.
-	for i := len(ks) - 1; i >= 0; i-- {
-		p.Keys = append(p.Keys, d.row(ks[i], now))
-	}
-	events, err := c.store.ListAuditEvents(r.Context(), s.user.AccountID, recentEvents)
+	ks, next, err := c.store.KeyPage(r.Context(), store.KeyPageQuery{AccountID: s.user.AccountID, Search: lp.Search,
+		Status: domain.KeyStatus(status), Now: now, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return err
 	}
-	names := keyNames(ks)
-	for _, ev := range events {
-		p.Recent = append(p.Recent, auditRowOf(ev, names))
+	d, err := c.directory(r.Context(), s.user.AccountID, ks...)
+	if err != nil {
+		return err
+	}
+	p := keysPage{Status: status, Pager: pagerOf("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next)}
+	for _, k := range ks {
+		p.Keys = append(p.Keys, d.row(k, now))
+	}
+	for _, o := range keyStatuses {
+		o.Checked = o.Value == status
+		p.Statuses = append(p.Statuses, o)
+	}
+	if lp.After.IsZero() && lp.Search == "" && status == "" {
+		if p.Recent, _, err = c.auditRows(r, store.AuditPageQuery{AccountID: s.user.AccountID, Limit: recentEvents}); err != nil {
+			return err
+		}
 	}
 	if p.Leaks, err = c.leakRows(r.Context(), s.user.AccountID, now); err != nil {
 		return err
@@ -123,23 +158,42 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 type option struct {
 	Value, Label string
 	Checked      bool
+	// Description and Reserved: a scope's (domain.Scope.Description).
+	Description string
+	Reserved    bool
+	// Scopes is a preset's, space-separated, for console.js.
+	Scopes string
 }
 
 type newKeyPage struct {
 	Name, Description string
 	Presets           []option
 	Scopes            []option
-	Agents            []option
-	Expiry            []option
-	ExpiresAt         string
-	Env               []option
-	Error             string
+	// Selected are the agents the key is restricted to so far; Agents the
+	// picker's current page of the others, AgentSearch its search and
+	// AgentNext the cursor of its next page ("" on the last).
+	Selected    []option
+	Agents      []option
+	AgentSearch string
+	AgentNext   string
+	AgentsMore  bool
+	NoAgents    bool
+	Expiry      []option
+	ExpiresAt   string
+	Env         []option
+	// Error is what to fix; Field the form field at fault ("" when the
+	// message is about the whole form).
+	Error, Field string
 }
 
-// form is what the create form posted.
+// keyForm is what the create form posted.
 type keyForm struct {
 	name, description, preset, expiry, expiresAt, env string
 	scopes, agents                                    []string
+	// op is the button that sent the form: "" or "create" creates the key;
+	// "search-agents" and "more-agents" only re-show the form with the
+	// agent picker searched or on its next page.
+	op, agentSearch, agentAfter string
 }
 
 func readKeyForm(r *http.Request) keyForm {
@@ -148,7 +202,44 @@ func readKeyForm(r *http.Request) keyForm {
 		name: f.Get("name"), description: f.Get("description"), preset: f.Get("preset"),
 		expiry: f.Get("expiry"), expiresAt: f.Get("expires_at"), env: f.Get("env"),
 		scopes: f["scope"], agents: f["agent"],
+		op: f.Get("op"), agentSearch: strings.TrimSpace(f.Get("agent_q")), agentAfter: f.Get("agent_after"),
 	}
+}
+
+// scopeChoice is what the form's preset and scope boxes ask for. The boxes
+// are for scopes beyond a preset: ticking one that the chosen preset does
+// not grant makes the key Custom, with the preset's scopes and the ticked
+// ones (console.js flips the radio to Custom as it happens). Boxes that add
+// nothing to the preset change nothing.
+func (f keyForm) scopeChoice() (preset string, scopes []string) {
+	pr, ok := domain.PresetByID(f.preset)
+	if f.preset == "custom" || !ok {
+		return f.preset, f.scopes
+	}
+	union := map[domain.Scope]bool{}
+	for _, sc := range pr.Scopes {
+		union[sc] = true
+	}
+	extra := false
+	for _, sc := range f.scopes {
+		if !union[domain.Scope(sc)] {
+			extra = true
+			union[domain.Scope(sc)] = true
+		}
+	}
+	if !extra {
+		return f.preset, nil
+	}
+	// Unknown names stay in, for params to refuse.
+	for _, sc := range domain.NormalizeScopes(union) {
+		scopes = append(scopes, string(sc))
+	}
+	for _, sc := range f.scopes {
+		if !domain.ValidScope(sc) {
+			scopes = append(scopes, sc)
+		}
+	}
+	return "custom", scopes
 }
 
 var expiryChoices = []option{
@@ -167,6 +258,7 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	if f.expiry == "" {
 		f.expiry = "never"
 	}
+	preset, ticked := f.scopeChoice()
 	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt}
 	for _, pr := range domain.Presets {
 		scopes := make([]string, len(pr.Scopes))
@@ -177,22 +269,15 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 		if pr.ID == "full-access" {
 			label = pr.Label + " — every scope"
 		}
-		p.Presets = append(p.Presets, option{Value: pr.ID, Label: label, Checked: f.preset == pr.ID})
+		p.Presets = append(p.Presets, option{Value: pr.ID, Label: label, Checked: preset == pr.ID, Scopes: strings.Join(scopes, " ")})
 	}
-	p.Presets = append(p.Presets, option{Value: "custom", Label: "Custom — choose scopes one by one", Checked: f.preset == "custom"})
+	p.Presets = append(p.Presets, option{Value: "custom", Label: "Custom — choose scopes one by one", Checked: preset == "custom"})
 	for _, s := range domain.Scopes {
-		p.Scopes = append(p.Scopes, option{Value: string(s), Label: string(s), Checked: slices.Contains(f.scopes, string(s))})
+		p.Scopes = append(p.Scopes, option{Value: string(s), Label: string(s), Checked: slices.Contains(ticked, string(s)),
+			Description: s.Description(), Reserved: s.Reserved()})
 	}
-	agents, err := c.store.ListAgents(ctx, store.AgentQuery{AccountID: accountID})
-	if err != nil {
+	if err := c.agentPicker(ctx, accountID, f, &p); err != nil {
 		return p, err
-	}
-	for _, a := range agents {
-		label := a.Name
-		if !a.Enabled {
-			label += " (disabled)"
-		}
-		p.Agents = append(p.Agents, option{Value: a.ID, Label: label, Checked: slices.Contains(f.agents, a.ID)})
 	}
 	for _, e := range expiryChoices {
 		e.Checked = e.Value == f.expiry
@@ -202,6 +287,61 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 		p.Env = append(p.Env, option{Value: string(e), Label: string(e), Checked: string(e) == f.env || (f.env == "" && e == domain.EnvLive)})
 	}
 	return p, nil
+}
+
+// agentPicker fills the form's agent restriction: the agents ticked so far
+// (by name, one query), then a page of pageSize others, searched by name,
+// in name order, so an account with thousands of agents gets a short list
+// and a search box rather than thousands of boxes.
+func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, p *newKeyPage) error {
+	if len(f.agents) > keys.MaxAgents {
+		f.agents = f.agents[:keys.MaxAgents]
+	}
+	names, err := c.store.AgentNames(ctx, accountID, f.agents)
+	if err != nil {
+		return err
+	}
+	selected := map[string]bool{}
+	for _, id := range f.agents {
+		if name, ok := names[id]; ok && !selected[id] {
+			selected[id] = true
+			p.Selected = append(p.Selected, option{Value: id, Label: name, Checked: true})
+		}
+	}
+	search := f.agentSearch
+	if len(search) > store.MaxSearch {
+		search = strings.ToValidUTF8(search[:store.MaxSearch], "")
+	}
+	after := ""
+	if f.op == "more-agents" {
+		after = f.agentAfter
+	}
+	p.AgentSearch = search
+	for {
+		page, next, err := c.store.AgentPickerPage(ctx, accountID, search, after, pageSize)
+		if err != nil {
+			return err
+		}
+		for _, a := range page {
+			if selected[a.ID] {
+				continue
+			}
+			label := a.Name
+			if !a.Enabled {
+				label += " (disabled)"
+			}
+			p.Agents = append(p.Agents, option{Value: a.ID, Label: label})
+		}
+		p.AgentNext = next
+		// A page made only of ticked agents would show nothing: go on.
+		if len(p.Agents) > 0 || next == "" {
+			break
+		}
+		after = next
+	}
+	p.AgentsMore = p.AgentNext != ""
+	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
+	return nil
 }
 
 func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -219,7 +359,7 @@ func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *sess
 	if err != nil {
 		return err
 	}
-	p.Error = e.Message
+	p.Error, p.Field = e.Message, e.Field
 	c.render(w, r, s, e.Status, "newkey", "Create an API key", p)
 	return nil
 }
@@ -228,16 +368,22 @@ func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *sess
 // user must fix, and where.
 func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, error) {
 	p := keys.CreateParams{AccountID: accountID, Name: f.name, Description: f.description, AgentIDs: f.agents}
-	switch f.preset {
+	preset, scopes := f.scopeChoice()
+	switch preset {
 	case "custom":
-		for _, s := range f.scopes {
+		for _, s := range scopes {
 			p.Scopes = append(p.Scopes, domain.Scope(s))
 		}
 		if len(p.Scopes) == 0 {
 			return p, fieldError("scope", "Choose at least one scope for a custom key.")
 		}
+		for _, s := range p.Scopes {
+			if !domain.ValidScope(string(s)) {
+				return p, fieldError("scope", "Choose scopes from the list.")
+			}
+		}
 	default:
-		pr, ok := domain.PresetByID(f.preset)
+		pr, ok := domain.PresetByID(preset)
 		if !ok {
 			return p, fieldError("preset", "Choose a preset or Custom.")
 		}
@@ -254,6 +400,9 @@ func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, err
 		t, err := time.ParseInLocation("2006-01-02T15:04", f.expiresAt, time.UTC)
 		if err != nil {
 			return p, fieldError("expires_at", "Give the expiry as a date and time (UTC).")
+		}
+		if !t.After(now) {
+			return p, fieldError("expires_at", "Choose a date and time in the future.")
 		}
 		p.ExpiresAt = &t
 	default:
@@ -276,7 +425,21 @@ type createdPage struct {
 }
 
 func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *session) error {
-	params, err := readKeyForm(r).params(s.user.AccountID, c.now())
+	f := readKeyForm(r)
+	switch f.op {
+	case "", "create":
+	case "search-agents", "more-agents":
+		// The picker's buttons: the same form again, nothing created.
+		p, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
+		if err != nil {
+			return err
+		}
+		c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
+		return nil
+	default:
+		return errUnreadableForm
+	}
+	params, err := f.params(s.user.AccountID, c.now())
 	if err != nil {
 		return err
 	}
@@ -294,56 +457,171 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	return c.reveal(w, r, s, created)
 }
 
-// --- one key, rotation, revocation ---
+// --- one key, rotation, revocation, editing ---
 
 type keyPage struct {
 	Key        keyRow
 	Lineage    []keyRow // the key it replaced and the keys that replace it
 	Events     []auditRow
+	Pager      pager
 	Revokeable bool
 }
 
 func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	lp, err := readList(r)
 	if err != nil {
 		return err
 	}
-	all, err := c.keys.List(r.Context(), s.user.AccountID)
+	acct := s.user.AccountID
+	k, err := c.keys.Get(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID)
+	lineage, err := c.store.KeysRotatedFrom(r.Context(), acct, k.ID)
+	if err != nil {
+		return err
+	}
+	if k.RotatedFrom != "" {
+		prev, err := c.store.GetKey(r.Context(), acct, k.RotatedFrom)
+		if err != nil && !errors.Is(err, domain.ErrNotFound) {
+			return err
+		}
+		if err == nil {
+			lineage = append([]domain.APIKey{prev}, lineage...)
+		}
+	}
+	d, err := c.directory(r.Context(), acct, append(lineage, k)...)
 	if err != nil {
 		return err
 	}
 	now := c.now()
 	p := keyPage{Key: d.row(k, now), Revokeable: k.RevokedAt == nil}
-	for _, o := range all {
-		if o.ID == k.RotatedFrom || o.RotatedFrom == k.ID {
-			p.Lineage = append(p.Lineage, d.row(o, now))
-		}
+	for _, o := range lineage {
+		p.Lineage = append(p.Lineage, d.row(o, now))
 	}
-	events, err := c.store.ListKeyAuditEvents(r.Context(), s.user.AccountID, k.ID)
+	var next store.Cursor
+	if p.Events, next, err = c.auditRows(r, store.AuditPageQuery{AccountID: acct, KeyID: k.ID, After: lp.After, Limit: pageSize}); err != nil {
+		return err
+	}
+	p.Pager = pagerOf("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next)
+	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
+	return nil
+}
+
+// rotateChoices are when a rotated key's old key stops working.
+var rotateChoices = []struct {
+	option
+	in *time.Duration
+}{
+	{option{Value: "manual", Label: "When I revoke it (keep both keys working)"}, nil},
+	{option{Value: "now", Label: "Now"}, durationPtr(0)},
+	{option{Value: "1h", Label: "In 1 hour"}, durationPtr(time.Hour)},
+	{option{Value: "24h", Label: "In 24 hours"}, durationPtr(24 * time.Hour)},
+	{option{Value: "7d", Label: "In 7 days"}, durationPtr(7 * 24 * time.Hour)},
+}
+
+func durationPtr(d time.Duration) *time.Duration { return &d }
+
+type rotatePage struct {
+	Key     keyRow
+	Revoked bool
+	Choices []option
+	Error   string
+	Field   string
+}
+
+func (c *Console) handleRotateForm(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.showRotateForm(w, r, s, nil)
+}
+
+func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	names := keyNames(all)
-	for _, ev := range events {
-		p.Events = append(p.Events, auditRowOf(ev, names))
+	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	if err != nil {
+		return err
 	}
-	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
+	chosen := "manual"
+	if r.Method == http.MethodPost {
+		chosen = r.PostForm.Get("old_expires")
+	}
+	p := rotatePage{Key: d.row(k, c.now()), Revoked: k.RevokedAt != nil}
+	for _, ch := range rotateChoices {
+		o := ch.option
+		o.Checked = o.Value == chosen
+		p.Choices = append(p.Choices, o)
+	}
+	status := http.StatusOK
+	if e != nil {
+		p.Error, p.Field, status = e.Message, e.Field, e.Status
+	}
+	c.render(w, r, s, status, "rotate", "Rotate "+k.Name, p)
 	return nil
 }
 
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	created, err := c.keys.Rotate(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, nil)
+	choice := r.PostForm.Get("old_expires")
+	if choice == "" {
+		choice = "manual" // a form of an earlier release, without the question
+	}
+	i := slices.IndexFunc(rotateChoices, func(ch struct {
+		option
+		in *time.Duration
+	}) bool {
+		return ch.Value == choice
+	})
+	if i < 0 {
+		return fieldError("old_expires", "Choose when the old key stops working.")
+	}
+	created, err := c.keys.Rotate(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
 	if err != nil {
 		return err
 	}
-	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "user_id", u.ID)
+	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
 	return c.reveal(w, r, s, created)
+}
+
+type editKeyPage struct {
+	Key               keyRow
+	Name, Description string
+	Error, Field      string
+}
+
+func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.showEditForm(w, r, s, nil)
+}
+
+func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	if err != nil {
+		return err
+	}
+	p := editKeyPage{Key: d.row(k, c.now()), Name: k.Name, Description: k.Description}
+	status := http.StatusOK
+	if e != nil {
+		p.Name, p.Description = r.PostForm.Get("name"), r.PostForm.Get("description")
+		p.Error, p.Field, status = e.Message, e.Field, e.Status
+	}
+	c.render(w, r, s, status, "editkey", "Edit "+k.Name, p)
+	return nil
+}
+
+func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *session) error {
+	u := s.user
+	id := r.PathValue("id")
+	if _, err := c.keys.Rename(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description")); err != nil {
+		return err
+	}
+	c.log.Info("console key edited", "key_id", id, "user_id", u.ID)
+	return seeOther("/console/developers/keys/" + url.PathEscape(id) + "?done=edited")
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -351,7 +629,7 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID)
+	d, err := c.directory(r.Context(), s.user.AccountID, k)
 	if err != nil {
 		return err
 	}
@@ -372,61 +650,81 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 
 // --- audit trail ---
 
+// auditRow is an event as a list shows it. An event that names another
+// key in its detail ("replaces key_…", "replaced by key_…") shows that
+// key by name, linked: DetailBefore, the key, DetailAfter.
 type auditRow struct {
 	At                        time.Time
 	Action, Actor, Detail     string
 	KeyID, KeyName, KeyPrefix string
-}
-
-type keyName struct{ name, prefix string }
-
-func keyNames(ks []domain.APIKey) map[string]keyName {
-	m := make(map[string]keyName, len(ks))
-	for _, k := range ks {
-		m[k.ID] = keyName{k.Name, k.Prefix}
-	}
-	return m
+	DetailBefore, DetailAfter string
+	RelatedID, RelatedName    string
 }
 
 var actionLabels = map[string]string{
-	"created":            "created",
-	"rotated":            "rotated",
-	"revoked":            "revoked",
-	"expired_in_use":     "expired in use",
-	"rate_limit_changed": "rate limit changed",
+	"created":             "created",
+	"rotated":             "rotated",
+	"revoked":             "revoked",
+	"expired_in_use":      "expired in use",
+	"rate_limit_changed":  "rate limit changed",
+	"renamed":             "renamed",
+	"description_changed": "description changed",
 }
 
-func auditRowOf(ev domain.AuditEvent, names map[string]keyName) auditRow {
-	label := actionLabels[ev.Action]
-	if label == "" {
-		label = ev.Action
+// keyIDInDetail finds a key id in an event's detail.
+var keyIDInDetail = regexp.MustCompile(`\b` + domain.PrefixKey + `_[0-9a-z]{26}\b`)
+
+// auditRows reads a page of the trail and names the keys it refers to.
+func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow, store.Cursor, error) {
+	items, next, err := c.store.AuditPage(r.Context(), q)
+	if err != nil {
+		return nil, next, err
 	}
-	n := names[ev.KeyID]
-	return auditRow{At: ev.CreatedAt, Action: label, Actor: ev.Actor, Detail: ev.Detail,
-		KeyID: ev.KeyID, KeyName: n.name, KeyPrefix: n.prefix}
+	var related []string
+	for _, it := range items {
+		if id := keyIDInDetail.FindString(it.Detail); id != "" {
+			related = append(related, id)
+		}
+	}
+	labels, err := c.store.KeyLabels(r.Context(), q.AccountID, related)
+	if err != nil {
+		return nil, next, err
+	}
+	rows := make([]auditRow, 0, len(items))
+	for _, it := range items {
+		label := actionLabels[it.Action]
+		if label == "" {
+			label = it.Action
+		}
+		row := auditRow{At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
+			KeyID: it.KeyID, KeyName: it.KeyName, KeyPrefix: it.KeyPrefix}
+		if loc := keyIDInDetail.FindStringIndex(it.Detail); loc != nil {
+			id := it.Detail[loc[0]:loc[1]]
+			if l, ok := labels[id]; ok {
+				row.DetailBefore, row.DetailAfter = it.Detail[:loc[0]], it.Detail[loc[1]:]
+				row.RelatedID, row.RelatedName = id, l.Name
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, next, nil
 }
 
 type auditPage struct {
 	Events []auditRow
+	Pager  pager
 }
 
-// auditLimit bounds the page; the store keeps every event.
-const auditLimit = 500
-
 func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session) error {
-	events, err := c.store.ListAuditEvents(r.Context(), s.user.AccountID, auditLimit)
+	lp, err := readList(r)
 	if err != nil {
 		return err
 	}
-	ks, err := c.keys.List(r.Context(), s.user.AccountID)
+	events, next, err := c.auditRows(r, store.AuditPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return err
 	}
-	names := keyNames(ks)
-	p := auditPage{}
-	for _, ev := range events {
-		p.Events = append(p.Events, auditRowOf(ev, names))
-	}
+	p := auditPage{Events: events, Pager: pagerOf("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next)}
 	c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
 	return nil
 }

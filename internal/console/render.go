@@ -48,6 +48,15 @@ var funcs = template.FuncMap{
 			tm.Format("2006-01-02") + `</span> <span class="nw">` + tm.Format("15:04") + ` UTC</span></time>`)
 	},
 	"join": func(list []string) string { return strings.Join(list, ", ") },
+	// invalid marks the form field named want when the form's error is
+	// about it: aria-invalid, and the id of the message beside it. Only
+	// fixed text and field names from the console's own templates.
+	"invalid": func(field, want string) template.HTMLAttr {
+		if field == "" || field != want {
+			return ""
+		}
+		return template.HTMLAttr(`aria-invalid="true" aria-describedby="` + want + `-error"`)
+	},
 }
 
 // parsePages builds one template per page: the layout plus that page's
@@ -74,6 +83,7 @@ func parsePages() map[string]pageTemplate {
 var notices = map[string]string{
 	"password":     "Your password is changed. Other sessions of yours were signed out.",
 	"revoked":      "The key is revoked. Requests with it are refused from now on.",
+	"edited":       "The key's name and description are saved.",
 	"deactivated":  "The user is deactivated and signed out everywhere.",
 	"instructions": "The instructions are saved.",
 }

@@ -143,7 +143,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		forgetReveal(w, r, k.ID)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID)
+	d, err := c.directory(r.Context(), s.user.AccountID, k)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,11 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 			return err
 		}
 		if err == nil {
-			oldRow := d.row(old, now)
+			od, err := c.directory(r.Context(), s.user.AccountID, old)
+			if err != nil {
+				return err
+			}
+			oldRow := od.row(old, now)
 			p.Old, title = &oldRow, "Key rotated"
 		}
 	}

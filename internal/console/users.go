@@ -5,10 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"net/mail"
+	"net/url"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // Users are the Owner's to manage: invite (create with a role and a
@@ -24,21 +26,29 @@ type userRow struct {
 
 type usersPage struct {
 	Users []userRow
+	Pager pager
 	Email string
 	Role  string
 	Roles []option
-	Error string
+	// Error is what to fix in the invitation; Field its field.
+	Error, Field string
 }
 
+// usersPage is a page of the account's users (pageSize, searched by
+// email, by ?q= and ?after=) and the invitation form.
 func (c *Console) usersPage(r *http.Request, s *session, email, role string) (usersPage, error) {
-	us, err := c.store.ListUsers(r.Context(), s.user.AccountID)
+	lp, err := readList(r)
+	if err != nil {
+		return usersPage{}, err
+	}
+	us, next, err := c.store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return usersPage{}, err
 	}
 	if role == "" {
 		role = string(domain.RoleAgent)
 	}
-	p := usersPage{Email: email, Role: role}
+	p := usersPage{Email: email, Role: role, Pager: pagerOf("/console/users", url.Values{"q": {lp.Search}}, lp, next)}
 	for _, u := range us {
 		p.Users = append(p.Users, userRow{ID: u.ID, Email: u.Email, Role: string(u.Role), Active: u.Active,
 			Pending: u.MustChangePassword, CreatedAt: u.CreatedAt, Self: u.ID == s.user.ID})
@@ -71,7 +81,7 @@ func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, 
 	if err != nil {
 		return err
 	}
-	p.Error = e.Message
+	p.Error, p.Field = e.Message, e.Field
 	c.render(w, r, s, e.Status, "users", "Users", p)
 	return nil
 }
