@@ -175,9 +175,10 @@ func TestSecurityHeaders(t *testing.T) {
 // developerRoutes are every Developers route, GET and POST, for a key id.
 func developerRoutes(keyID string) (gets, posts []string) {
 	gets = []string{"/console/developers", "/console/developers/keys/new", "/console/developers/keys/" + keyID,
-		"/console/developers/keys/" + keyID + "/revoke", "/console/developers/audit"}
+		"/console/developers/keys/" + keyID + "/revoke", "/console/developers/audit",
+		"/console/developers/keys/" + keyID + "/rotate", "/console/developers/keys/" + keyID + "/edit"}
 	posts = []string{"/console/developers/keys", "/console/developers/keys/" + keyID + "/rotate",
-		"/console/developers/keys/" + keyID + "/revoke"}
+		"/console/developers/keys/" + keyID + "/revoke", "/console/developers/keys/" + keyID + "/edit"}
 	return gets, posts
 }
 
@@ -259,7 +260,10 @@ func TestOtherAccountsIDsAreNotFound(t *testing.T) {
 	b.signIn(owner.Email, testPassword, "/console/")
 
 	gets, posts := developerRoutes(theirKey.Key.ID)
-	for _, path := range gets[2:4] {
+	for _, path := range gets[2:] {
+		if path == "/console/developers/audit" {
+			continue // not a key's page
+		}
 		wantStatus(t, "GET "+path, b.get(path), http.StatusNotFound)
 	}
 	for _, path := range posts[1:] {
@@ -278,8 +282,8 @@ func TestOtherAccountsIDsAreNotFound(t *testing.T) {
 		t.Fatal("a key was issued")
 	}
 
-	if k, _ := f.keys.Get(context.Background(), other.ID, theirKey.Key.ID); k.RevokedAt != nil {
-		t.Fatal("their key was revoked")
+	if k, _ := f.keys.Get(context.Background(), other.ID, theirKey.Key.ID); k.RevokedAt != nil || k.Name != "theirs" || k.ExpiresAt != nil {
+		t.Fatal("their key was revoked, renamed or given an expiry")
 	}
 	if ks, _ := f.keys.List(context.Background(), other.ID); len(ks) != 1 {
 		t.Fatal("their key was rotated")
@@ -316,7 +320,8 @@ func TestCSRFAndCrossOrigin(t *testing.T) {
 		{"another session's", othersToken},
 	}
 	for _, c := range cases {
-		for _, path := range []string{"/console/developers/keys", revoke, "/console/users", "/console/signout"} {
+		for _, path := range []string{"/console/developers/keys", revoke, "/console/users", "/console/signout",
+			strings.Replace(revoke, "/revoke", "/edit", 1), strings.Replace(revoke, "/revoke", "/rotate", 1)} {
 			form := url.Values{}
 			for k, v := range create {
 				form[k] = v
