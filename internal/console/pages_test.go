@@ -252,8 +252,10 @@ func TestListsEscapeWhatTheyShow(t *testing.T) {
 	k := f.key(a, owner, evil)
 	b := f.browser()
 	b.signIn(owner.Email, testPassword, "/console/")
-	rot := b.post("/console/developers/keys/"+k.Key.ID+"/rotate", "/console/developers/keys/"+k.Key.ID+"/rotate", url.Values{"old_expires": {"1h"}})
-	wantRedirect(t, "rotate", rot, "/console/developers/keys/")
+	rot, _ := b.created("/console/developers/keys/"+k.Key.ID+"/rotate", "/console/developers/keys/"+k.Key.ID+"/rotate", url.Values{"old_expires": {"1h"}})
+	if !strings.Contains(rot.body, `id="old-stops"`) || !strings.Contains(rot.body, formatUTC(f.clock.Now().Add(time.Hour))) {
+		t.Errorf("the rotation page does not say when the old key stops:\n%s", rot.body)
+	}
 	pages := []page{
 		b.get("/console/developers?q=" + url.QueryEscape(evil)),
 		b.get("/console/developers/audit?q=" + url.QueryEscape(evil)),
