@@ -366,7 +366,9 @@ func (r *Redis) Fallbacks() int64 { return r.fallbacks.Load() }
 
 // Allow decides in Redis, or in the fallback while Redis is unavailable.
 // It waits for its batch, which is bounded by the limiter's timeout, not
-// by ctx: asking ctx for its Done channel would cost every request a timer.
+// by ctx: the call is pooled, and only its one answer from the worker
+// frees it for reuse, so the caller stays for that answer; ctx is
+// consulted once it arrives.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
 	if r.skipRedis() {
 		r.fallbacks.Add(1)
