@@ -44,38 +44,14 @@ func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse b
 func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
 	reset := res.Reset.Unix()
 	secs := max(reset-now.Unix(), 0)
-	// One buffer for the values and one slice for the fields, assigned
-	// under their canonical keys (what Set would do, without its copies).
-	var buf [160]byte
-	b := buf[:0]
-	mark := func() int { return len(b) }
-	i0 := mark()
-	b = strconv.AppendInt(b, int64(res.Limit), 10)
-	i1 := mark()
-	b = strconv.AppendInt(b, int64(res.Remaining), 10)
-	i2 := mark()
-	b = strconv.AppendInt(b, reset, 10)
-	i3 := mark()
-	b = append(b, '"')
-	b = append(b, policy...)
-	b = append(b, `";q=`...)
-	b = strconv.AppendInt(b, int64(res.Limit), 10)
-	b = append(b, ";w=60"...)
-	i4 := mark()
-	b = append(b, '"')
-	b = append(b, policy...)
-	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, int64(res.Remaining), 10)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, secs, 10)
-	i5 := mark()
-	all := string(b)
-	vals := []string{all[i0:i1], all[i1:i2], all[i2:i3], all[i3:i4], all[i4:i5]}
-	h["X-Ratelimit-Limit"] = vals[0:1:1]
-	h["X-Ratelimit-Remaining"] = vals[1:2:2]
-	h["X-Ratelimit-Reset"] = vals[2:3:3]
-	h["Ratelimit-Policy"] = vals[3:4:4]
-	h["Ratelimit"] = vals[4:5:5]
+	limit, remaining := strconv.Itoa(res.Limit), strconv.Itoa(res.Remaining)
+	// Assigned under their canonical keys: what Set does, without
+	// canonicalising each key again.
+	h["X-Ratelimit-Limit"] = []string{limit}
+	h["X-Ratelimit-Remaining"] = []string{remaining}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
+	h["Ratelimit-Policy"] = []string{`"` + policy + `";q=` + limit + ";w=60"}
+	h["Ratelimit"] = []string{`"` + policy + `";r=` + remaining + ";t=" + strconv.FormatInt(secs, 10)}
 }
 
 func retrySeconds(res ratelimit.Result) int {
