@@ -20,10 +20,13 @@ type Memory struct {
 	once   sync.Once
 }
 
+// shard is one lock and its keys. Not padded to a cache line:
+// BenchmarkMemoryAllowParallel showed no gain from padding (bench/RESULTS.md,
+// 2026-11-24): four shards share a line of 64 bytes, so two callers on
+// random keys meet on one about once in 32.
 type shard struct {
 	mu   sync.Mutex
 	keys map[string]*window
-	_    [40]byte // keep shards on separate cache lines
 }
 
 // window is one key's admissions, a ring buffer oldest to newest.
