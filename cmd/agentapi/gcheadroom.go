@@ -11,8 +11,10 @@ import (
 // The service's live heap is small (a few MiB: the key cache, pools,
 // templates) while every request allocates a few KiB. With the runtime's
 // default GOGC=100 the heap goal is then its 4 MiB minimum, and the
-// collector runs every few hundred requests: in serve's profile of
-// GET /v1/me, about 3 µs of CPU per request, an eighth of its cost.
+// collector runs every few hundred requests. BenchmarkGCHeadroom in
+// gcheadroom_test.go shows what the tuner saves on such a load: about an
+// eighth of the collection cycles and half the collector's CPU per request
+// (bench/RESULTS.md, 2026-11-24).
 //
 // gcHeadroom keeps the heap goal at least headroom bytes above the live
 // heap: after every collection it sets GOGC so that
@@ -51,8 +53,9 @@ func gcPercentFor(live, headroom uint64) int {
 	return int(min(p, 100_000))
 }
 
-// GOGC is process-wide, and tests run several servers in one process: the
-// first start makes the tuner, the last stop ends it.
+// GOGC is process-wide, so the tuner is too: this is the one piece of
+// global state, confined to serve's process. Tests run several servers in
+// one process: the first start makes the tuner, the last stop ends it.
 var gcTuner struct {
 	sync.Mutex
 	users int

@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"testing"
@@ -112,4 +113,49 @@ func TestServeRejectsBadNumbersInTheEnvironment(t *testing.T) {
 	if n, err := envInt(env{getenv: func(string) string { return "0" }}, "AGENTAPI_GC_HEADROOM_MIB", 32, 0, "x"); err != nil || n != 0 {
 		t.Fatalf("0: %d %v", n, err)
 	}
+}
+
+// gcSink keeps each op's garbage reachable until the next op, as a
+// request's allocations are until it is answered.
+var gcSink [][]byte
+
+// BenchmarkGCHeadroom is what the tuner is for: a small live heap (2 MiB,
+// serve's is a few) and a request's worth of garbage per op (31
+// allocations, about 2.9 KB: BenchmarkHandlerMe's GET /v1/me), with the
+// runtime's default GOGC and with serve's default headroom. It reports the
+// collector's CPU per op and its cycles per thousand ops, figures that do
+// not depend on how busy the machine is.
+func BenchmarkGCHeadroom(b *testing.B) {
+	live := make([][]byte, 2<<10)
+	for i := range live {
+		live[i] = make([]byte, 1<<10)
+	}
+	for _, c := range []struct {
+		name     string
+		headroom uint64
+	}{{"runtime default", 0}, {"headroom 32 MiB", defaultGCHeadroomMiB << 20}} {
+		b.Run(c.name, func(b *testing.B) {
+			prev := debug.SetGCPercent(100)
+			defer debug.SetGCPercent(prev)
+			if c.headroom > 0 {
+				defer startGCHeadroom(c.headroom)()
+			}
+			runtime.GC()
+			s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+			metrics.Read(s)
+			cpu0, cycles0 := s[0].Value.Float64(), s[1].Value.Uint64()
+			b.ReportAllocs()
+			for b.Loop() {
+				req := make([][]byte, 0, 31)
+				for j := range 31 {
+					req = append(req, make([]byte, 48+(j%4)*16))
+				}
+				gcSink = req
+			}
+			metrics.Read(s)
+			b.ReportMetric((s[0].Value.Float64()-cpu0)*1e9/float64(b.N), "gc-cpu-ns/op")
+			b.ReportMetric(float64(s[1].Value.Uint64()-cycles0)*1000/float64(b.N), "gc-cycles/kop")
+		})
+	}
+	runtime.KeepAlive(live)
 }
