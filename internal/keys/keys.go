@@ -1,6 +1,8 @@
 // Package keys owns the API key lifecycle: who may create, rotate and revoke
 // keys, with what settings, and the audit trail of it. The operator CLI and
 // the console both go through Service, so the role rule lives in one place.
+// It also decides whether a presented credential may be used (Authenticator,
+// which the API asks on every request).
 package keys
 
 import (
