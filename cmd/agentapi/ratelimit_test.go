@@ -41,6 +41,9 @@ func logMessages(t *testing.T, log string) []string {
 	t.Helper()
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		if line == "" {
+			continue // nothing logged at all (a quiet start)
+		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line is not JSON: %q", line)
