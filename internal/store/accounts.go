@@ -264,8 +264,12 @@ func (s *Store) ChangePassword(ctx context.Context, userID, hash string, keep []
 		if err := checkAffected(res); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM console_sessions WHERE user_id = $1 AND token_hash <> $2`, userID, keep); err != nil {
+		// With nothing to keep, every session ends ("<> NULL" would match no row).
+		del, args := `DELETE FROM console_sessions WHERE user_id = $1`, []any{userID}
+		if len(keep) > 0 {
+			del, args = del+` AND token_hash <> $2`, append(args, keep)
+		}
+		if _, err := tx.ExecContext(ctx, del, args...); err != nil {
 			return fmt.Errorf("delete other sessions: %w", err)
 		}
 		return nil

@@ -152,6 +152,15 @@ func TestChangePassword(t *testing.T) {
 			t.Fatalf("another user's session ended: %v", err)
 		}
 		wantNotFound(t, "unknown user", s.ChangePassword(ctx, "usr_nope", "h", mine))
+
+		// With no session to keep (support tooling), every session ends:
+		// "token_hash <> NULL" matched no row.
+		if err := s.ChangePassword(ctx, u.ID, "newer-hash", nil); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.SessionRowExists(ctx, mine); err != nil || ok {
+			t.Fatalf("with nothing to keep, a session survived: %v (%v)", ok, err)
+		}
 	})
 }
 
