@@ -75,6 +75,34 @@ func (q *builder) arg(v any) string {
 
 func (q *builder) add(s string) { q.b.WriteString(s) }
 
+// page runs b, which asked for limit+1 rows, and returns at most limit of
+// them with the cursor of the last one when there were more (zero when this
+// is the last page). at names the (created_at, id) a row is ordered by.
+func page[T any](ctx context.Context, s *Store, what string, b *builder, limit int,
+	scan func(*sql.Rows) (T, error), at func(T) Cursor) ([]T, Cursor, error) {
+	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
+	if err != nil {
+		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, Cursor{}, fmt.Errorf("scan %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
+	}
+	if len(out) <= limit {
+		return out, Cursor{}, nil
+	}
+	out = out[:limit]
+	return out, at(out[limit-1]), nil
+}
+
 // KeyPageQuery selects a page of an account's keys, newest first.
 type KeyPageQuery struct {
 	AccountID string
@@ -113,29 +141,9 @@ func (s *Store) KeyPage(ctx context.Context, q KeyPageQuery) ([]domain.APIKey, C
 		b.add(` AND (k.created_at, k.id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
 	}
 	b.add(` ORDER BY k.created_at DESC, k.id DESC LIMIT ` + b.arg(q.Limit+1))
-	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
-	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("key page: %w", err)
-	}
-	defer rows.Close()
-	var out []domain.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, Cursor{}, fmt.Errorf("scan key: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, Cursor{}, fmt.Errorf("key page: %w", err)
-	}
-	var next Cursor
-	if len(out) > q.Limit {
-		out = out[:q.Limit]
-		last := out[len(out)-1]
-		next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	return out, next, nil
+	return page(ctx, s, "key", &b, q.Limit,
+		func(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) },
+		func(k domain.APIKey) Cursor { return Cursor{CreatedAt: k.CreatedAt, ID: k.ID} })
 }
 
 // KeysRotatedFrom returns the account's keys that replace id, oldest first
@@ -313,13 +321,7 @@ func (s *Store) AuditPage(ctx context.Context, q AuditPageQuery) ([]AuditItem, C
 		b.add(` AND (e.created_at, e.id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
 	}
 	b.add(` ORDER BY e.created_at DESC, e.id DESC LIMIT ` + b.arg(q.Limit+1))
-	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
-	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("audit page: %w", err)
-	}
-	defer rows.Close()
-	var out []AuditItem
-	for rows.Next() {
+	return page(ctx, s, "audit event", &b, q.Limit, func(rows *sql.Rows) (AuditItem, error) {
 		var (
 			it      AuditItem
 			created int64
@@ -327,21 +329,11 @@ func (s *Store) AuditPage(ctx context.Context, q AuditPageQuery) ([]AuditItem, C
 		ev := &it.AuditEvent
 		if err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created,
 			&it.KeyName, &it.KeyPrefix); err != nil {
-			return nil, Cursor{}, fmt.Errorf("scan audit event: %w", err)
+			return it, err
 		}
 		ev.CreatedAt = fromMS(created)
-		out = append(out, it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, Cursor{}, fmt.Errorf("audit page: %w", err)
-	}
-	var next Cursor
-	if len(out) > q.Limit {
-		out = out[:q.Limit]
-		last := out[len(out)-1]
-		next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	return out, next, nil
+		return it, nil
+	}, func(it AuditItem) Cursor { return Cursor{CreatedAt: it.CreatedAt, ID: it.ID} })
 }
 
 // UserPageQuery selects a page of an account's users, oldest first.
@@ -368,29 +360,9 @@ func (s *Store) UserPage(ctx context.Context, q UserPageQuery) ([]domain.User, C
 		b.add(` AND (created_at, id) > (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
 	}
 	b.add(` ORDER BY created_at, id LIMIT ` + b.arg(q.Limit+1))
-	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
-	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("user page: %w", err)
-	}
-	defer rows.Close()
-	var out []domain.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, Cursor{}, fmt.Errorf("scan user: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, Cursor{}, fmt.Errorf("user page: %w", err)
-	}
-	var next Cursor
-	if len(out) > q.Limit {
-		out = out[:q.Limit]
-		last := out[len(out)-1]
-		next = Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	return out, next, nil
+	return page(ctx, s, "user", &b, q.Limit,
+		func(rows *sql.Rows) (domain.User, error) { return scanUser(rows) },
+		func(u domain.User) Cursor { return Cursor{CreatedAt: u.CreatedAt, ID: u.ID} })
 }
 
 // PickerAgent is an agent as the key form's picker lists it.
