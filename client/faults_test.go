@@ -461,14 +461,16 @@ func TestOversizedAnswerIsNotRetried(t *testing.T) {
 // context's own error and the last *Error.
 func TestContextCauseAndErrorBothMatch(t *testing.T) {
 	fs := newFaultServer(t, serverError("r1"))
+	cause := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	// The jitter is drawn once the 500 has been read, before the wait:
+	// cancelling there (not after a fixed 50 ms, which a loaded machine
+	// could reach before the answer) makes the 500 the last attempt.
 	c, err := client.New(fs.URL+"/v1", testKey(t), client.WithRetry(client.RetryPolicy{BaseDelay: 10 * time.Second, MaxDelay: 10 * time.Second}),
-		client.WithJitter(func(n int64) int64 { return n - 1 }))
+		client.WithJitter(func(n int64) int64 { cancel(cause); return n - 1 }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cause := errors.New("shutting down")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(50*time.Millisecond, func() { cancel(cause) })
 	_, err = c.Me(ctx)
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 		t.Fatalf("error %v: Canceled %v, cause %v", err, errors.Is(err, context.Canceled), errors.Is(err, cause))
