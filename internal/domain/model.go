@@ -101,7 +101,8 @@ type APIKey struct {
 	// Hash is the SHA-256 of the whole credential text.
 	Hash               []byte
 	Scopes             []Scope
-	AgentIDs           []string // empty: not restricted
+	AgentIDs           []string  // empty: not restricted
+	AllowedIPs         AllowList // empty: any client address
 	RateLimitPerMinute int
 	LastUsedAt         *time.Time
 	ExpiresAt          *time.Time
@@ -227,12 +228,13 @@ const (
 	AuditDescriptionChanged AuditAction = "description_changed"
 	AuditExpiredInUse       AuditAction = "expired_in_use"
 	AuditRateLimitChanged   AuditAction = "rate_limit_changed"
+	AuditAllowedIPsChanged  AuditAction = "allowed_ips_changed"
 )
 
 // AuditActions lists every AuditAction.
 var AuditActions = []AuditAction{
 	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
-	AuditExpiredInUse, AuditRateLimitChanged,
+	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged,
 }
 
 // AuditEvent records something that happened to a key, for the console.
