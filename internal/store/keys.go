@@ -17,7 +17,7 @@ import (
 // (string_agg with ORDER BY: PostgreSQL, and SQLite since 3.44).
 const keyColumns = `k.id, k.account_id, k.name, k.description, k.prefix, k.env, k.hash, k.scopes,
 	k.rate_limit_per_minute, k.last_used_at, k.expires_at, k.created_at, k.created_by,
-	k.revoked_at, k.revoked_by, k.rotated_from,
+	k.revoked_at, k.revoked_by, k.rotated_from, k.allowed_ips,
 	(SELECT string_agg(r.agent_id, ' ' ORDER BY r.pos) FROM api_key_agents r WHERE r.key_id = k.id)`
 
 // keyByPrefixSQL is the authentication hot path: one indexed lookup by the
@@ -30,20 +30,24 @@ const keyByPrefixSQL = `SELECT ` + keyColumns + `, a.active
 func scanKey(row interface{ Scan(...any) error }, extra ...any) (domain.APIKey, error) {
 	var (
 		k                          domain.APIKey
-		env, scopes                string
+		env, scopes, allowed       string
 		lastUsed, expires, revoked sql.NullInt64
 		created                    int64
 		agents                     sql.NullString
 	)
 	dest := []any{&k.ID, &k.AccountID, &k.Name, &k.Description, &k.Prefix, &env, &k.Hash, &scopes,
 		&k.RateLimitPerMinute, &lastUsed, &expires, &created, &k.CreatedBy,
-		&revoked, &k.RevokedBy, &k.RotatedFrom, &agents}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+		&revoked, &k.RevokedBy, &k.RotatedFrom, &allowed, &agents}
+	var err error
+	if err = row.Scan(append(dest, extra...)...); err != nil {
 		return domain.APIKey{}, err
 	}
 	k.Env = domain.Env(env)
 	k.Scopes = splitList[domain.Scope](scopes)
 	k.AgentIDs = splitList[string](agents.String)
+	if k.AllowedIPs, err = domain.NewAllowList(strings.Fields(allowed)); err != nil {
+		return domain.APIKey{}, fmt.Errorf("key %s: stored allowed_ips: %w", k.ID, err)
+	}
 	k.LastUsedAt, k.ExpiresAt, k.RevokedAt = fromNullMS(lastUsed), fromNullMS(expires), fromNullMS(revoked)
 	k.CreatedAt = fromMS(created)
 	return k, nil
@@ -61,11 +65,12 @@ func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*sql.T
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, description, prefix, env, hash,
 			scopes, rate_limit_per_minute, last_used_at, expires_at, created_at, created_by,
-			revoked_at, revoked_by, rotated_from)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+			revoked_at, revoked_by, rotated_from, allowed_ips)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 			k.ID, k.AccountID, k.Name, k.Description, k.Prefix, string(k.Env), k.Hash,
 			joinList(k.Scopes), k.RateLimitPerMinute, toNullMS(k.LastUsedAt), toNullMS(k.ExpiresAt),
-			toMS(k.CreatedAt), k.CreatedBy, toNullMS(k.RevokedAt), k.RevokedBy, k.RotatedFrom)
+			toMS(k.CreatedAt), k.CreatedBy, toNullMS(k.RevokedAt), k.RevokedBy, k.RotatedFrom,
+			strings.Join(k.AllowedIPs.Strings(), " "))
 		if err != nil {
 			return fmt.Errorf("insert key: %w", err)
 		}

@@ -1,0 +1,35 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// SetKeyAllowedIPs replaces a key's IP allowlist and records ev, in one
+// transaction that also bumps the key epoch: instances hold keys, with
+// their allowlists, in memory, and the change must reach every one of them
+// on its next request, as a revocation does. ErrNotFound unless the key is
+// in accountID.
+func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list domain.AllowList, ev domain.AuditEvent) error {
+	if !storable(accountID, id) {
+		return domain.ErrNotFound
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3`,
+			strings.Join(list.Strings(), " "), id, accountID)
+		if err != nil {
+			return fmt.Errorf("update key allowed ips: %w", err)
+		}
+		if err := checkAffected(res); err != nil {
+			return err
+		}
+		if err := bumpKeyEpoch(ctx, tx); err != nil {
+			return err
+		}
+		return insertAuditEvent(ctx, tx, ev)
+	})
+}

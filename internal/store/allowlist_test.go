@@ -1,0 +1,59 @@
+package store_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// A key's allowlist is stored with it, read back in canonical form, and a
+// change made through one store reaches another store's key memory on its
+// next lookup (the epoch bump), with its audit event; another account's key
+// is ErrNotFound.
+func TestKeyAllowedIPs(t *testing.T) {
+	forEachEngineName(t, func(t *testing.T, engine string) {
+		ctx := context.Background()
+		s1, s2 := twoStores(t, engine)
+		a, other := newAccount(t, s1), newAccount(t, s1)
+		list, err := domain.ParseAllowList("127.0.0.2, 10.0.0.0/8 ::1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: a.ID, Name: "ips", Prefix: "ipsipsipsip1", Env: domain.EnvLive,
+			Hash: []byte("h"), Scopes: []domain.Scope{domain.ScopeAgentsRead}, RateLimitPerMinute: 1, CreatedAt: t0, AllowedIPs: list}
+		if err := s1.CreateKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s2.KeyByPrefix(ctx, k.Prefix)
+		if err != nil || !slices.Equal(got.AllowedIPs.Strings(), []string{"127.0.0.2", "10.0.0.0/8", "::1"}) {
+			t.Fatalf("read back: %q %v", got.AllowedIPs.Strings(), err)
+		}
+		ev := domain.AuditEvent{ID: domain.NewID(domain.PrefixEvent, t0), AccountID: other.ID, KeyID: k.ID,
+			Action: domain.AuditAllowedIPsChanged, Actor: "support", CreatedAt: t0}
+		if err := s1.SetKeyAllowedIPs(ctx, other.ID, k.ID, nil, ev); err != domain.ErrNotFound {
+			t.Fatalf("another account's key: %v", err)
+		}
+		narrowed, _ := domain.ParseAllowList("192.0.2.1")
+		ev.AccountID = a.ID
+		if err := s1.SetKeyAllowedIPs(ctx, a.ID, k.ID, narrowed, ev); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err = s2.KeyByPrefix(ctx, k.Prefix)
+		if err != nil || !slices.Equal(got.AllowedIPs.Strings(), []string{"192.0.2.1"}) {
+			t.Fatalf("the other store still holds %q (%v)", got.AllowedIPs.Strings(), err)
+		}
+		evs, err := s1.ListKeyAuditEvents(ctx, a.ID, k.ID)
+		if err != nil || len(evs) != 1 || evs[0].Action != domain.AuditAllowedIPsChanged {
+			t.Fatalf("audit: %+v %v", evs, err)
+		}
+		if err := s1.SetKeyAllowedIPs(ctx, a.ID, k.ID, nil, domain.AuditEvent{ID: domain.NewID(domain.PrefixEvent, t0), AccountID: a.ID, KeyID: k.ID,
+			Action: domain.AuditAllowedIPsChanged, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, _ := s2.KeyByPrefix(ctx, k.Prefix); len(got.AllowedIPs) != 0 {
+			t.Fatalf("cleared list reads %q", got.AllowedIPs.Strings())
+		}
+	})
+}
