@@ -27,16 +27,19 @@ import (
 // is touched once per millisecond at most (a run ends, or the oldest leaves
 // the window).
 //
-// For the i-th decision (from 1):
-// KEYS[2i-1] runs: list of "ms:count", every run but the newest.
-// KEYS[2i] meta: "total:head:tail:tailCount:runs", where head is the oldest
+// KEYS[1] is the key epoch's mirror (Mirror). For the i-th decision (from 1):
+// KEYS[2i] runs: list of "ms:count", every run but the newest.
+// KEYS[2i+1] meta: "total:head:tail:tailCount:runs", where head is the oldest
 // counted millisecond (-1 when none), tail the newest run's millisecond
-// (-1 when none) and runs the length of KEYS[2i-1].
-// ARGV[1] window ms; ARGV[2i] limit; ARGV[2i+1] now in ms, 0 for Redis's
-// clock (tests set it).
+// (-1 when none) and runs the length of KEYS[2i].
+// ARGV[1] window ms; ARGV[3i-1] limit; ARGV[3i] now in ms, 0 for Redis's
+// clock (tests set it); ARGV[3i+1] the key epoch under which the caller
+// holds the key, -1 for none (a decision that depends on no key).
 // Returns five integers per decision, in order: allowed, total, oldest ms or
 // -1, free-at ms, now ms; allowed is -1 when that decision failed (its
-// keys hold something else), which fails that call alone.
+// keys hold something else), which fails that call alone. When the epoch
+// given differs from the mirror (greater, smaller, or no mirror), nothing
+// is recorded: allowed is -2 and total is the mirror (-1 when absent).
 //
 // Both keys expire when idle; a list that outlived its meta is stale and is
 // dropped, and one that expired first held only runs that had left the
@@ -46,6 +49,13 @@ var allowScript = redis.NewScript(allowSource)
 const allowSource = `
 local window = tonumber(ARGV[1])
 local clock
+local mirror
+local function currentMirror()
+  if mirror == nil then
+    mirror = tonumber(redis.call('GET', KEYS[1]) or '-1') or -1
+  end
+  return mirror
+end
 local function decide(runsKey, metaKey, limit, now)
   if now == 0 then
     if not clock then
@@ -138,8 +148,14 @@ local function decide(runsKey, metaKey, limit, now)
   return allowed, total, oldest, freeAt, now
 end
 local out = {}
-for i = 1, #KEYS / 2 do
-  local ok, allowed, total, oldest, freeAt, now = pcall(decide, KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]))
+for i = 1, (#KEYS - 1) / 2 do
+  local epoch = tonumber(ARGV[3 * i + 1])
+  local ok, allowed, total, oldest, freeAt, now
+  if epoch >= 0 and currentMirror() ~= epoch then
+    ok, allowed, total, oldest, freeAt, now = true, -2, currentMirror(), 0, 0, 0
+  else
+    ok, allowed, total, oldest, freeAt, now = pcall(decide, KEYS[2 * i], KEYS[2 * i + 1], tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]))
+  end
   if not ok then
     -- This key's window could not be read or written (a key of another
     -- type in its place): the others are still decided.
@@ -290,6 +306,10 @@ type Redis struct {
 	// testNowMS, set by tests only, replaces Redis's clock.
 	testNowMS func() int64
 
+	// mirrorKey is the key epoch's mirror (UseMirror) the script compares
+	// held epochs with.
+	mirrorKey string
+
 	fallbacks atomic.Int64
 	mu        sync.Mutex
 	down      bool          // decisions go to the fallback until the probe sees Redis again
@@ -314,6 +334,10 @@ type allowCall struct {
 	keys  []string
 	limit int
 	nowMS int64 // 0: Redis's clock
+	// epoch is the key epoch to compare with the mirror (AllowAt), when
+	// checkEpoch.
+	epoch      int64
+	checkEpoch bool
 	vals  []int64
 	err   error
 	done  chan struct{}
@@ -327,7 +351,7 @@ func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second,
+	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	for range batchWorkers {
 		r.workers.Add(1)
@@ -364,19 +388,62 @@ var errDown = errors.New("redis unavailable")
 // Fallbacks counts the decisions made in process because Redis failed.
 func (r *Redis) Fallbacks() int64 { return r.fallbacks.Load() }
 
+// noMirror is the mirror key of a limiter given none (UseMirror): no
+// writer raises it, so every held epoch compared with it is stale.
+const noMirror = "agentapi:key-epoch:none"
+
+// UseMirror makes AllowAt compare held epochs with m. Call it before the
+// limiter is used.
+func (r *Redis) UseMirror(m *Mirror) { r.mirrorKey = m.Key() }
+
+// Verdict says what AllowAt learned of the epoch it was given.
+type Verdict struct {
+	// Checked: Redis compared the epoch with the mirror. False when the
+	// decision was made in the fallback (Redis away): nothing vouches for
+	// the held key then.
+	Checked bool
+	// Current: the mirror equals the epoch, and the decision was made.
+	// Checked and not Current: nothing was recorded, and Mirror is what
+	// Redis holds (-1 for none).
+	Current bool
+	Mirror  int64
+}
+
+// EpochLimiter decides a key's request and, in the same round trip,
+// whether the epoch under which the caller holds the key is still the
+// mirror's (Redis.AllowAt).
+type EpochLimiter interface {
+	Limiter
+	AllowAt(ctx context.Context, key string, limit int, epoch int64) (Result, Verdict, error)
+	// Down reports that decisions are made in the fallback for now.
+	Down() bool
+}
+
+// Down reports that Redis is marked unavailable and decisions go to the
+// fallback until the probe sees it again.
+func (r *Redis) Down() bool { return r.skipRedis() }
+
 // Allow decides in Redis, or in the fallback while Redis is unavailable.
-// It waits for its batch, which is bounded by the limiter's timeout, not
-// by ctx: the call is pooled, and only its one answer from the worker
-// frees it for reuse, so the caller stays for that answer; ctx is
-// consulted once it arrives.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
+	res, _, err := r.AllowAt(ctx, key, limit, -1)
+	return res, err
+}
+
+// AllowAt is Allow for a key held under epoch (≥ 0; -1 for none): in the
+// same script call, Redis compares epoch with the mirror and decides only
+// when they are equal (Verdict). It waits for its batch, which is bounded
+// by the limiter's timeout, not by ctx: the call is pooled, and only its
+// one answer from the worker frees it for reuse, so the caller stays for
+// that answer; ctx is consulted once it arrives.
+func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64) (Result, Verdict, error) {
 	if r.skipRedis() {
 		r.fallbacks.Add(1)
-		return r.fallback.Allow(ctx, key, limit)
+		res, err := r.fallback.Allow(ctx, key, limit)
+		return res, Verdict{}, err
 	}
 	c := callPool.Get().(*allowCall)
 	c.keys[0], c.keys[1] = windowKeys(key)
-	c.limit, c.nowMS = limit, 0
+	c.limit, c.nowMS, c.epoch, c.checkEpoch = limit, 0, epoch, epoch >= 0
 	if r.testNowMS != nil {
 		c.nowMS = r.testNowMS()
 	}
@@ -385,7 +452,8 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 		r.sendMu.RUnlock()
 		callPool.Put(c)
 		r.fallbacks.Add(1)
-		return r.fallback.Allow(ctx, key, limit)
+		res, err := r.fallback.Allow(ctx, key, limit)
+		return res, Verdict{}, err
 	}
 	r.calls <- c
 	r.sendMu.RUnlock()
@@ -399,12 +467,16 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 		// key's window is unusable and Redis logs why, so the limiter
 		// stays up for every other key).
 		if ctx.Err() != nil && !errors.Is(err, errClosed) && !errors.Is(err, errDown) && !errors.Is(err, errWindow) {
-			return Result{}, ctx.Err() // the caller went away
+			return Result{}, Verdict{}, ctx.Err() // the caller went away
 		}
 		r.fallbacks.Add(1)
-		return r.fallback.Allow(ctx, key, limit)
+		res, err := r.fallback.Allow(ctx, key, limit)
+		return res, Verdict{}, err
 	}
-	return scriptResult(vals, limit), nil
+	if vals[0] == -2 {
+		return Result{}, Verdict{Checked: true, Mirror: vals[1]}, nil
+	}
+	return scriptResult(vals, limit), Verdict{Checked: true, Current: true, Mirror: epoch}, nil
 }
 
 // scriptResult reads one decision's five values from the script.
@@ -419,8 +491,8 @@ func scriptResult(vals []int64, limit int) Result {
 func (r *Redis) work() {
 	defer r.workers.Done()
 	batch := make([]*allowCall, 0, maxBatch)
-	keys := make([]string, 0, 2*maxBatch)
-	args := make([]any, 0, 1+2*maxBatch)
+	keys := make([]string, 0, 1+2*maxBatch)
+	args := make([]any, 0, 1+3*maxBatch)
 	for {
 		select {
 		case c := <-r.calls:
@@ -467,10 +539,14 @@ func (r *Redis) work() {
 // decide answers a batch with one script call, setting each call's vals
 // or err; keys and args are scratch space, returned for reuse.
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
-	keys, args = keys[:0], append(args[:0], windowMS)
+	keys, args = append(keys[:0], r.mirrorKey), append(args[:0], windowMS)
 	for _, c := range batch {
 		keys = append(keys, c.keys[0], c.keys[1])
-		args = append(args, c.limit, c.nowMS)
+		epoch := int64(-1)
+		if c.checkEpoch {
+			epoch = c.epoch
+		}
+		args = append(args, c.limit, c.nowMS, epoch)
 	}
 	vals, err := r.send(keys, args)
 	if err == nil && len(vals) != 5*len(batch) {
@@ -630,7 +706,7 @@ func (r *Redis) pingUntilUp() bool {
 			return false
 		case <-t.C:
 		}
-		if _, err := r.send([]string{runs, meta}, []any{windowMS, maxProbeLimit, 0}); err != nil {
+		if _, err := r.send([]string{r.mirrorKey, runs, meta}, []any{windowMS, maxProbeLimit, 0, -1}); err != nil {
 			continue
 		}
 		// Redis decides again: first it learns what this instance
