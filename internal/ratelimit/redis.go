@@ -338,9 +338,9 @@ type allowCall struct {
 	// checkEpoch.
 	epoch      int64
 	checkEpoch bool
-	vals  []int64
-	err   error
-	done  chan struct{}
+	vals       []int64
+	err        error
+	done       chan struct{}
 }
 
 var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string, 2), done: make(chan struct{}, 1)} }}
