@@ -52,6 +52,9 @@ type keyCache struct {
 	entries map[string]cachedKey
 
 	hits, misses, checks, reads atomic.Uint64
+
+	// notifier raises the epoch's mirror after a bump (epochmirror.go).
+	notifier EpochNotifier
 }
 
 type cachedKey struct {
@@ -170,7 +173,11 @@ type KeyLookup struct {
 	Key           domain.APIKey
 	AccountActive bool
 	fromMemory    bool
+	epoch         int64
 }
+
+// Epoch is the key epoch under which the lookup's key was read.
+func (l KeyLookup) Epoch() int64 { return l.epoch }
 
 // LookupKey is KeyByPrefix for authentication: a key it returns that is
 // then refused goes through EqualiseRefusal.
@@ -183,7 +190,7 @@ func (s *Store) LookupKey(ctx context.Context, prefix string) (KeyLookup, error)
 	epoch := m.epoch
 	if e, ok := c.get(epoch, prefix); ok {
 		c.hits.Add(1)
-		return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true}, nil
+		return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, nil
 	}
 	c.misses.Add(1)
 	k, active, err := s.readKeyByPrefix(ctx, prefix)
@@ -193,7 +200,7 @@ func (s *Store) LookupKey(ctx context.Context, prefix string) (KeyLookup, error)
 	// Keyed by the stored prefix, not the caller's string, which may be a
 	// slice of a whole request header.
 	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
-	return KeyLookup{Key: k, AccountActive: active}, nil
+	return KeyLookup{Key: k, AccountActive: active, epoch: epoch}, nil
 }
 
 // EqualiseRefusal gives the refusal of a key found by LookupKey the cost of
@@ -232,17 +239,20 @@ func (s *Store) check(ctx context.Context) (mark, error) {
 
 const (
 	keyEpochSQL     = `SELECT epoch FROM key_epoch WHERE id = 1`
-	bumpKeyEpochSQL = `UPDATE key_epoch SET epoch = epoch + 1 WHERE id = 1`
+	bumpKeyEpochSQL = `UPDATE key_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch`
 )
 
 // bumpKeyEpoch makes every instance drop the keys it holds; it runs in the
 // transaction of each write that can change what a held key says: a key's
 // revocation or rate limit, an account's active flag. Any new write of that
-// kind must call it.
+// kind must call it. The transaction must be run by inTx, which tells
+// the EpochNotifier the new epoch once it commits.
 func bumpKeyEpoch(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, bumpKeyEpochSQL); err != nil {
+	var epoch int64
+	if err := tx.QueryRowContext(ctx, bumpKeyEpochSQL).Scan(&epoch); err != nil {
 		return fmt.Errorf("bump key epoch: %w", err)
 	}
+	bumped.Store(tx, epoch)
 	return nil
 }
 

@@ -39,12 +39,14 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
+	defer bumped.Delete(tx) // a bump rolled back (epochmirror.go)
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.afterCommit(ctx, tx)
 	return nil
 }
 
