@@ -661,14 +661,20 @@ type auditRow struct {
 	RelatedID, RelatedName    string
 }
 
-var actionLabels = map[string]string{
-	"created":             "created",
-	"rotated":             "rotated",
-	"revoked":             "revoked",
-	"expired_in_use":      "expired in use",
-	"rate_limit_changed":  "rate limit changed",
-	"renamed":             "renamed",
-	"description_changed": "description changed",
+var actionLabels = map[domain.AuditAction]string{
+	domain.AuditCreated:            "created",
+	domain.AuditRotated:            "rotated",
+	domain.AuditRevoked:            "revoked",
+	domain.AuditExpiredInUse:       "expired in use",
+	domain.AuditRateLimitChanged:   "rate limit changed",
+	domain.AuditRenamed:            "renamed",
+	domain.AuditDescriptionChanged: "description changed",
+	domain.AuditAllowedIPsChanged:  "allowed addresses changed",
+	domain.AuditUserInvited:        "user invited",
+	domain.AuditUserRoleChanged:    "role changed",
+	domain.AuditUserDeactivated:    "user deactivated",
+	domain.AuditUserReactivated:    "user reactivated",
+	domain.AuditUserPasswordReset:  "password reset",
 }
 
 // keyIDInDetail finds a key id in an event's detail.
@@ -694,7 +700,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 	for _, it := range items {
 		label := actionLabels[it.Action]
 		if label == "" {
-			label = it.Action
+			label = string(it.Action)
 		}
 		row := auditRow{At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
 			KeyID: it.KeyID, KeyName: it.KeyName, KeyPrefix: it.KeyPrefix}

@@ -216,7 +216,8 @@ type Question struct {
 }
 
 // AuditAction is what an audit event records. Events are written with
-// these constants only (internal/keys), never a free string.
+// these constants only (internal/keys, internal/accounts), never a free
+// string.
 type AuditAction string
 
 // The audit trail's actions.
@@ -229,22 +230,33 @@ const (
 	AuditExpiredInUse       AuditAction = "expired_in_use"
 	AuditRateLimitChanged   AuditAction = "rate_limit_changed"
 	AuditAllowedIPsChanged  AuditAction = "allowed_ips_changed"
+
+	// A user's events (internal/accounts): they name no key.
+	AuditUserInvited       AuditAction = "user_invited"
+	AuditUserRoleChanged   AuditAction = "user_role_changed"
+	AuditUserDeactivated   AuditAction = "user_deactivated"
+	AuditUserReactivated   AuditAction = "user_reactivated"
+	AuditUserPasswordReset AuditAction = "user_password_reset"
 )
 
-// AuditActions lists every AuditAction.
-var AuditActions = []AuditAction{
-	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
-	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged,
+// UserAuditActions lists the AuditActions of users, not keys.
+var UserAuditActions = []AuditAction{
+	AuditUserInvited, AuditUserRoleChanged, AuditUserDeactivated, AuditUserReactivated, AuditUserPasswordReset,
 }
 
-// AuditEvent records something that happened to a key, for the console.
+// AuditActions lists every AuditAction.
+var AuditActions = append([]AuditAction{
+	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
+	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged,
+}, UserAuditActions...)
+
+// AuditEvent records something that happened to a key or a user, for the
+// console. KeyID is "" for a user's event.
 type AuditEvent struct {
 	ID        string
 	AccountID string
 	KeyID     string
-	// Action is an AuditAction; it is read back as text (the console keys
-	// its labels by string), so it is written as string(domain.AuditX).
-	Action    string
+	Action    AuditAction
 	ActorID   string // user id; empty for support tooling or the system
 	Actor     string // display form: the user's email, "support" or "system"
 	Detail    string

@@ -118,7 +118,7 @@ func (a *Authenticator) expiredInUse(ctx context.Context, k domain.APIKey, now t
 	}
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: string(domain.AuditExpiredInUse), Actor: "system", Detail: "a request used the key after it expired",
+		Action: domain.AuditExpiredInUse, Actor: "system", Detail: "a request used the key after it expired",
 		CreatedAt: now.Truncate(time.Millisecond),
 	}
 	a.background.Add(1)

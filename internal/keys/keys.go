@@ -145,7 +145,7 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		k.Hash = h[:]
 		evs := []domain.AuditEvent{{
 			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-			Action: string(action), ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
+			Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
 		}}
 		if p.rotatedFrom != "" {
 			// The old key's own history says so too: its page is where a
@@ -156,7 +156,7 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 			}
 			evs = append(evs, domain.AuditEvent{
 				ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
-				Action: string(domain.AuditRotated), ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
+				Action: domain.AuditRotated, ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
 			})
 		}
 		if p.retireAt != nil {
@@ -400,7 +400,7 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: string(action), ActorID: actor.id(), Actor: actor.label(), Detail: strings.Join(details, "; "), CreatedAt: now,
+		Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: strings.Join(details, "; "), CreatedAt: now,
 	}
 	err = s.store.UpdateKeyText(ctx, accountID, keyID, name, desc, ev)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -434,7 +434,7 @@ func (s *Service) Revoke(ctx context.Context, actor Actor, accountID, keyID stri
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: string(domain.AuditRevoked), ActorID: actor.id(), Actor: actor.label(), CreatedAt: now,
+		Action: domain.AuditRevoked, ActorID: actor.id(), Actor: actor.label(), CreatedAt: now,
 	}
 	err := s.store.RevokeKey(ctx, accountID, keyID, actor.id(), now, ev)
 	if errors.Is(err, domain.ErrNotFound) {
@@ -463,7 +463,7 @@ func (s *Service) SetRateLimit(ctx context.Context, keyID string, n int) error {
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: string(domain.AuditRateLimitChanged), Actor: "support",
+		Action: domain.AuditRateLimitChanged, Actor: "support",
 		Detail: fmt.Sprintf("%d → %d requests a minute", k.RateLimitPerMinute, n), CreatedAt: now,
 	}
 	if err := s.store.SetKeyRateLimit(ctx, keyID, n, ev); err != nil {

@@ -169,7 +169,7 @@ func TestRotateAndRevoke(t *testing.T) {
 	events, _ := w.st.ListAuditEvents(ctx, w.account.ID, 10)
 	var actions []string
 	for _, e := range events {
-		actions = append(actions, e.Action+" by "+e.Actor)
+		actions = append(actions, string(e.Action)+" by "+e.Actor)
 	}
 	// The rotation is in both keys' histories: one event each.
 	want := []string{"revoked by owner@acme.test", "rotated by owner@acme.test", "rotated by owner@acme.test", "created by owner@acme.test"}

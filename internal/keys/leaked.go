@@ -64,7 +64,7 @@ func (s *Service) RevokeLeaked(ctx context.Context, token, url string) (Leak, er
 	now := s.now().UTC().Truncate(time.Millisecond)
 	ev := domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: string(domain.AuditRevoked), Actor: LeakActor, Detail: leakDetail + cleanURL(url), CreatedAt: now,
+		Action: domain.AuditRevoked, Actor: LeakActor, Detail: leakDetail + cleanURL(url), CreatedAt: now,
 	}
 	if err := s.store.RevokeKey(ctx, k.AccountID, k.ID, "", now, ev); err != nil {
 		return Leak{}, fmt.Errorf("revoke key: %w", err)
@@ -104,7 +104,7 @@ const maxLeakedShown = 20
 // RecentLeaks returns the account's keys revoked as leaked since `since`,
 // newest first, at most 20: what the console's banner names.
 func (s *Service) RecentLeaks(ctx context.Context, accountID string, since time.Time) ([]LeakedRevocation, error) {
-	evs, err := s.store.ListAuditEventsByActor(ctx, accountID, "revoked", LeakActor, since, maxLeakedShown)
+	evs, err := s.store.ListAuditEventsByActor(ctx, accountID, domain.AuditRevoked, LeakActor, since, maxLeakedShown)
 	if err != nil {
 		return nil, fmt.Errorf("leaked keys: %w", err)
 	}

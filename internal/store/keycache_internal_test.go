@@ -179,7 +179,7 @@ func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
 	if err := other.CreateAccount(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	ev := func(action string) domain.AuditEvent {
+	ev := func(action domain.AuditAction) domain.AuditEvent {
 		return domain.AuditEvent{ID: domain.NewID(domain.PrefixEvent, now), AccountID: a.ID, Action: action, CreatedAt: now}
 	}
 	for round := range 3 {

@@ -12,8 +12,8 @@ import (
 // actor (a display name, such as the leak reporter's) at or after since,
 // newest first, at most limit: read through audit_events_account by the
 // time range, so it costs the window's events, not the account's trail.
-func (s *Store) ListAuditEventsByActor(ctx context.Context, accountID, action, actor string, since time.Time, limit int) ([]domain.AuditEvent, error) {
-	if !storable(accountID, action, actor) || limit <= 0 {
+func (s *Store) ListAuditEventsByActor(ctx context.Context, accountID string, action domain.AuditAction, actor string, since time.Time, limit int) ([]domain.AuditEvent, error) {
+	if !storable(accountID, string(action), actor) || limit <= 0 {
 		return nil, nil
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT id, account_id, key_id, action, actor_id, actor, detail, created_at

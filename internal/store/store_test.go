@@ -65,7 +65,7 @@ func newKey(t *testing.T, s *store.Store, accountID string, agentIDs ...string) 
 	return k
 }
 
-func event(accountID, keyID, action string, at time.Time) domain.AuditEvent {
+func event(accountID, keyID string, action domain.AuditAction, at time.Time) domain.AuditEvent {
 	return domain.AuditEvent{
 		ID: domain.NewID(domain.PrefixEvent, at), AccountID: accountID, KeyID: keyID,
 		Action: action, ActorID: "usr_1", Actor: "a@example.com", CreatedAt: at,
@@ -498,7 +498,7 @@ func TestRevokeKey(t *testing.T) {
 		}
 		var actions []string
 		for _, ev := range evs {
-			actions = append(actions, ev.Action)
+			actions = append(actions, string(ev.Action))
 		}
 		if !slices.Equal(actions, []string{"revoked", "created"}) {
 			t.Fatalf("events newest first: %v", actions)
@@ -513,7 +513,7 @@ func TestAuditEvents(t *testing.T) {
 		var evs []domain.AuditEvent
 		for i := range 5 {
 			// Pairs share a millisecond: ties are broken by id.
-			ev := event(acct.ID, "key_x", fmt.Sprint("a", i), t0.Add(time.Duration(i/2)*time.Second))
+			ev := event(acct.ID, "key_x", domain.AuditAction(fmt.Sprint("a", i)), t0.Add(time.Duration(i/2)*time.Second))
 			ev.Detail = "detail"
 			if err := s.AddAuditEvent(ctx, ev); err != nil {
 				t.Fatal(err)
