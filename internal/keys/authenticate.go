@@ -11,6 +11,7 @@ import (
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/metrics"
+	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -72,41 +73,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string, now time
 	if err != nil {
 		return domain.APIKey{}, &Refused{Reason: "malformed"}
 	}
-	start := time.Now()
-	l, err := a.store.LookupKey(ctx, cred.Prefix)
-	a.metrics.Store("key_by_prefix", time.Since(start))
-	if errors.Is(err, domain.ErrNotFound) {
-		credential.Equal(credential.DummyHash[:], token)
-		return domain.APIKey{}, &Refused{Reason: "unknown"}
-	}
+	l, err := a.lookup(ctx, cred.Prefix, token)
 	if err != nil {
-		return domain.APIKey{}, fmt.Errorf("look up key: %w", err)
+		return domain.APIKey{}, err
 	}
-	k := l.Key
-	reason := ""
-	switch {
-	case !credential.Equal(k.Hash, token):
-		reason = "wrong_secret"
-	case k.Env != cred.Env:
-		reason = "env_mismatch"
-	case !l.AccountActive:
-		reason = "account_inactive"
-	default:
-		switch k.Status(now) {
-		case domain.KeyRevoked:
-			reason = "revoked"
-		case domain.KeyExpired:
-			a.expiredInUse(ctx, k, now)
-			reason = "expired"
-		}
-	}
-	if reason == "" {
-		return k, nil
-	}
-	if err := a.store.EqualiseRefusal(ctx, l); err != nil {
-		return domain.APIKey{}, fmt.Errorf("look up key: %w", err)
-	}
-	return domain.APIKey{}, &Refused{Reason: reason}
+	return a.check(ctx, l, token, cred, now, false)
 }
 
 // expiredInUse puts the first use of an expired key into the account's
@@ -131,4 +102,185 @@ func (a *Authenticator) expiredInUse(ctx context.Context, k domain.APIKey, now t
 			a.expired.Delete(k.ID)
 		}
 	}()
+}
+
+// LimitFailed is a rate-limit decision that failed for a key that was
+// identified (Admit): the answer is a 500, not a refusal.
+type LimitFailed struct{ Err error }
+
+func (e *LimitFailed) Error() string { return "rate limit: " + e.Err.Error() }
+func (e *LimitFailed) Unwrap() error { return e.Err }
+
+// staleRetries bounds how often Admit re-reads the store when the mirror
+// disagrees with it; past it the decision is made without the comparison,
+// for the key the store has just vouched for.
+const staleRetries = 2
+
+// Admit authenticates the credential (Authenticate) and decides its rate
+// limit in lim. On a Mirrored store with a limiter that compares epochs
+// (ratelimit.EpochLimiter), a key held in memory is used without asking
+// the store: the decision's script compares the epoch it is held under
+// with the mirror in Redis and decides only when they agree, so while
+// nothing changes a request costs one Redis round trip and no store round
+// trip. When they disagree nothing is recorded: Admit re-reads the store,
+// raises the mirror if Redis had lost it (or went back), and decides again.
+// A key refused from memory is refused only after the store confirms it.
+// Redis away: the store is checked per request, as without it.
+//
+// gate (nil: none) is what the caller checks of an authenticated key
+// before the limit is decided (the IP allowlist); its error is returned as
+// it is, once the store confirms a key held in memory.
+func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
+	if gate == nil {
+		gate = func(domain.APIKey) error { return nil }
+	}
+	el, ok := lim.(ratelimit.EpochLimiter)
+	if !ok || !a.store.Mirrored() {
+		k, err := a.Authenticate(ctx, token, now)
+		if err == nil {
+			err = gate(k)
+		}
+		if err != nil {
+			return domain.APIKey{}, ratelimit.Result{}, err
+		}
+		res, err := lim.Allow(ctx, k.ID, k.RateLimitPerMinute)
+		if err != nil {
+			return k, ratelimit.Result{}, &LimitFailed{Err: err}
+		}
+		return k, res, nil
+	}
+	cred, err := credential.Parse(token)
+	if err != nil {
+		return domain.APIKey{}, ratelimit.Result{}, &Refused{Reason: "malformed"}
+	}
+	l, held := a.store.HeldKey(cred.Prefix)
+	if held && el.Down() {
+		held = false // nothing can vouch for the held key: ask the store
+	}
+	for attempt := 0; ; attempt++ {
+		if !held {
+			if l, err = a.lookup(ctx, cred.Prefix, token); err != nil {
+				return domain.APIKey{}, ratelimit.Result{}, err
+			}
+		}
+		k, err := a.check(ctx, l, token, cred, now, held)
+		if err == nil {
+			err = gate(k)
+		}
+		if err != nil {
+			if held {
+				held = false // a refusal from memory: the store confirms it
+				continue
+			}
+			return domain.APIKey{}, ratelimit.Result{}, err
+		}
+		epoch := l.Epoch()
+		if attempt > staleRetries {
+			epoch = -1
+		}
+		res, v, err := el.AllowAt(ctx, k.ID, k.RateLimitPerMinute, epoch)
+		switch {
+		case err != nil:
+			return k, ratelimit.Result{}, &LimitFailed{Err: err}
+		case v.Current:
+			return k, res, nil
+		case !v.Checked:
+			if !held {
+				return k, res, nil // read from the store for this request
+			}
+			// Redis went away during the call: the store must vouch for
+			// the key (the decision made in process stands).
+			l, err = a.lookup(ctx, cred.Prefix, token)
+			if err != nil {
+				return domain.APIKey{}, ratelimit.Result{}, err
+			}
+			if k, err = a.check(ctx, l, token, cred, now, false); err == nil {
+				err = gate(k)
+			}
+			if err != nil {
+				return domain.APIKey{}, ratelimit.Result{}, err
+			}
+			return k, res, nil
+		}
+		// Stale: the mirror differs from the epoch the key is held under.
+		if err := a.syncMirror(ctx, v.Mirror); err != nil {
+			return domain.APIKey{}, ratelimit.Result{}, err
+		}
+		held = false
+	}
+}
+
+// errFromMemory marks a refusal decided on a key held in memory, which
+// Admit confirms against the store before giving it.
+var errFromMemory = errors.New("refused from memory")
+
+// lookup reads the key from the store (LookupKey), refusing an unknown
+// prefix as Authenticate does.
+func (a *Authenticator) lookup(ctx context.Context, prefix, token string) (store.KeyLookup, error) {
+	start := time.Now()
+	l, err := a.store.LookupKey(ctx, prefix)
+	a.metrics.Store("key_by_prefix", time.Since(start))
+	if errors.Is(err, domain.ErrNotFound) {
+		credential.Equal(credential.DummyHash[:], token)
+		return store.KeyLookup{}, &Refused{Reason: "unknown"}
+	}
+	if err != nil {
+		return store.KeyLookup{}, fmt.Errorf("look up key: %w", err)
+	}
+	return l, nil
+}
+
+// check applies Authenticate's rules to a looked-up key. fromMemory: a
+// refusal is errFromMemory, for the caller to confirm.
+func (a *Authenticator) check(ctx context.Context, l store.KeyLookup, token string, cred credential.Credential, now time.Time, fromMemory bool) (domain.APIKey, error) {
+	k := l.Key
+	reason := refusal(k, l.AccountActive, token, cred, now)
+	if reason == "" {
+		return k, nil
+	}
+	if fromMemory {
+		return domain.APIKey{}, errFromMemory
+	}
+	if reason == "expired" {
+		a.expiredInUse(ctx, k, now)
+	}
+	if err := a.store.EqualiseRefusal(ctx, l); err != nil {
+		return domain.APIKey{}, fmt.Errorf("look up key: %w", err)
+	}
+	return domain.APIKey{}, &Refused{Reason: reason}
+}
+
+// refusal is why k may not be used at now, "" when it may.
+func refusal(k domain.APIKey, accountActive bool, token string, cred credential.Credential, now time.Time) string {
+	switch {
+	case !credential.Equal(k.Hash, token):
+		return "wrong_secret"
+	case k.Env != cred.Env:
+		return "env_mismatch"
+	case !accountActive:
+		return "account_inactive"
+	}
+	switch k.Status(now) {
+	case domain.KeyRevoked:
+		return "revoked"
+	case domain.KeyExpired:
+		return "expired"
+	}
+	return ""
+}
+
+// syncMirror reads the store's epoch after the mirror was found to
+// differ, and raises the mirror when it is behind (Redis lost it, or went
+// back to an older copy). The next lookup shares this read.
+func (a *Authenticator) syncMirror(ctx context.Context, mirror int64) error {
+	epoch, err := a.store.CurrentKeyEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("look up key: %w", err)
+	}
+	if mirror < epoch {
+		if err := a.store.RaiseMirror(ctx, epoch); err != nil {
+			a.log.Warn("key epoch mirror behind the store and not raised", "err", err)
+		}
+	}
+	return nil
 }

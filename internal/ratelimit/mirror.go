@@ -138,3 +138,8 @@ func (m *Mirror) repairOnce(ctx context.Context, current func(context.Context) (
 	}
 	return raiseScript.Run(cctx, m.client, []string{m.key}, epoch).Err()
 }
+
+// MirrorSecret is the name of the server secret (store.Secret) whose bytes
+// name a database's mirror (MirrorKey): every instance and operator
+// command on that database reads the same.
+const MirrorSecret = "key-epoch-mirror"
