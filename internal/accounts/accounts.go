@@ -1,8 +1,10 @@
 // Package accounts owns accounts and their users: creating an account,
 // switching it on and off and its features, creating and inviting users
-// with the email rule applied in one order, deactivating them, and the
-// first start's account and Owner. The operator CLI and serve's first start
-// go through Service (the console will too); the password hash comes from
+// with the email rule applied in one order, changing their role,
+// deactivating and reactivating them and issuing one-time passwords (each
+// recorded in the audit trail; an account keeps at least one active Owner),
+// and the first start's account and Owner. The operator CLI, the console and
+// serve's first start go through Service; the password hash comes from
 // whatever the caller passes, so the console can keep its capped gate.
 package accounts
 
@@ -153,9 +155,15 @@ type NewUser struct {
 // account, and creates an active user; duplicate_value (with the holder's
 // id) when the email is taken, in any account.
 func (s *Service) CreateUser(ctx context.Context, u NewUser) (domain.User, error) {
+	return s.createUser(ctx, u, nil)
+}
+
+// createUser is CreateUser, storing with the user the events evs makes of
+// it.
+func (s *Service) createUser(ctx context.Context, u NewUser, evs func(domain.User) []domain.AuditEvent) (domain.User, error) {
 	role, ok := domain.ParseRole(u.Role)
 	if !ok {
-		return domain.User{}, domain.Errorf(domain.CodeInvalidValue, "role must be owner, admin or agent")
+		return domain.User{}, fieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
 	}
 	email, err := CheckEmail(u.Email)
 	if err != nil {
@@ -180,7 +188,11 @@ func (s *Service) CreateUser(ctx context.Context, u NewUser) (domain.User, error
 		ID: domain.NewID(domain.PrefixUser, now), AccountID: u.AccountID, Email: email,
 		Role: role, PasswordHash: hash, MustChangePassword: u.MustChangePassword, Active: true, CreatedAt: now,
 	}
-	err = s.store.CreateUser(ctx, user)
+	var events []domain.AuditEvent
+	if evs != nil {
+		events = evs(user)
+	}
+	err = s.store.CreateUser(ctx, user, events...)
 	var dup *domain.DuplicateError
 	if errors.As(err, &dup) {
 		msg := fmt.Sprintf("a user with email %s already exists (%s)", email, dup.ExistingID)
@@ -195,12 +207,18 @@ func (s *Service) CreateUser(ctx context.Context, u NewUser) (domain.User, error
 
 // Invite creates a user with a one-time password, returned once, which
 // they must replace at first sign-in: there is no mail, so whoever invites
-// hands it over.
-func (s *Service) Invite(ctx context.Context, accountID, email, role string) (domain.User, string, error) {
+// hands it over. The invitation joins the account's audit trail, by by
+// (nil: the system, at first start).
+func (s *Service) Invite(ctx context.Context, by *domain.User, accountID, email, role string) (domain.User, string, error) {
+	if err := checkOwner(by, accountID); err != nil {
+		return domain.User{}, "", err
+	}
 	oneTime := rand.Text()
-	u, err := s.CreateUser(ctx, NewUser{
+	u, err := s.createUser(ctx, NewUser{
 		AccountID: accountID, Email: email, Role: role, MustChangePassword: true,
 		Password: func() (string, error) { return oneTime, nil },
+	}, func(u domain.User) []domain.AuditEvent {
+		return []domain.AuditEvent{s.event(by, system, u, domain.AuditUserInvited, u.Email+" as "+string(u.Role))}
 	})
 	if err != nil {
 		return domain.User{}, "", err
@@ -208,35 +226,182 @@ func (s *Service) Invite(ctx context.Context, accountID, email, role string) (do
 	return u, oneTime, nil
 }
 
-// DeactivateUser stops a user of the account from signing in and ends
-// their sessions; not_found unless the user is in the account.
-func (s *Service) DeactivateUser(ctx context.Context, accountID, userID string) error {
-	err := s.store.DeactivateUser(ctx, accountID, userID)
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Errorf(domain.CodeNotFound, "no user %q in account %s", userID, accountID)
+// Who changed a user, when not a signed-in user: the operator CLI, or the
+// first start.
+const (
+	support = "support"
+	system  = "system"
+)
+
+// event is an audit event of u's account, by by (else nobody, shown as
+// what), naming no key.
+func (s *Service) event(by *domain.User, what string, u domain.User, action domain.AuditAction, detail string) domain.AuditEvent {
+	now := s.stamp()
+	ev := domain.AuditEvent{ID: domain.NewID(domain.PrefixEvent, now), AccountID: u.AccountID,
+		Action: action, Actor: what, Detail: detail, CreatedAt: now}
+	if by != nil {
+		ev.ActorID, ev.Actor = by.ID, by.Email
 	}
-	if err != nil {
-		return fmt.Errorf("deactivate user: %w", err)
+	return ev
+}
+
+// fieldErr is a domain error on one form field.
+func fieldErr(code domain.Code, field, msg string) error {
+	return &domain.Error{Code: code, Message: msg, Fields: []domain.FieldError{{Field: field, Code: code, Message: msg}}}
+}
+
+// checkOwner lets an active Owner of the account (or the CLI: by nil)
+// manage its users; anyone else gets access_denied.
+func checkOwner(by *domain.User, accountID string) error {
+	if by != nil && (!by.Active || by.Role != domain.RoleOwner || by.AccountID != accountID) {
+		return domain.Errorf(domain.CodeAccessDenied, "only the account's Owners manage its users")
 	}
 	return nil
+}
+
+// mayChange lets an Owner (or the CLI) make a change another Owner must
+// make to them: what, to a user who is not by.
+func mayChange(by *domain.User, accountID, userID, what string) error {
+	if err := checkOwner(by, accountID); err != nil {
+		return err
+	}
+	if by != nil && by.ID == userID {
+		return domain.Errorf(domain.CodeInconsistentState, "you cannot %s yourself; another Owner can", what)
+	}
+	return nil
+}
+
+func noUser(accountID, userID string) error {
+	return domain.Errorf(domain.CodeNotFound, "no user %q in account %s", userID, accountID)
+}
+
+// update applies ch to a user of the account, recording action with
+// detail(before) by by (nil: support), and returns the user as they were.
+// A change that would leave no active Owner is inconsistent_state on field.
+func (s *Service) update(ctx context.Context, by *domain.User, accountID, userID string, ch store.UserChange,
+	action domain.AuditAction, detail func(before domain.User) string, field string) (domain.User, error) {
+	before, err := s.store.UpdateUser(ctx, accountID, userID, ch, func(before domain.User) domain.AuditEvent {
+		return s.event(by, support, before, action, detail(before))
+	})
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return before, noUser(accountID, userID)
+	case errors.Is(err, store.ErrLastOwner):
+		return before, fieldErr(domain.CodeInconsistentState, field,
+			"an account keeps at least one active Owner: make another user Owner first")
+	case err != nil:
+		return before, fmt.Errorf("update user: %w", err)
+	}
+	return before, nil
+}
+
+// SetRole gives a user of the account another role (owner, admin or
+// agent); the account keeps at least one active Owner. It returns the
+// user as they were.
+func (s *Service) SetRole(ctx context.Context, by *domain.User, accountID, userID, role string) (domain.User, error) {
+	r, ok := domain.ParseRole(role)
+	if !ok {
+		return domain.User{}, fieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
+	}
+	if err := mayChange(by, accountID, userID, "change the role of"); err != nil {
+		return domain.User{}, err
+	}
+	return s.update(ctx, by, accountID, userID, store.UserChange{Role: r}, domain.AuditUserRoleChanged,
+		func(u domain.User) string { return fmt.Sprintf("%s: %s → %s", u.Email, u.Role, r) }, "role")
+}
+
+// DeactivateUser stops a user of the account from signing in and ends
+// their sessions; not_found unless the user is in the account, and the
+// account keeps at least one active Owner.
+func (s *Service) DeactivateUser(ctx context.Context, by *domain.User, accountID, userID string) error {
+	if err := mayChange(by, accountID, userID, "deactivate"); err != nil {
+		return err
+	}
+	off := false
+	_, err := s.update(ctx, by, accountID, userID, store.UserChange{Active: &off}, domain.AuditUserDeactivated,
+		func(u domain.User) string { return u.Email }, "")
+	return err
+}
+
+// ReactivateUser lets a deactivated user of the account sign in again,
+// with the role and password they had.
+func (s *Service) ReactivateUser(ctx context.Context, by *domain.User, accountID, userID string) error {
+	if err := checkOwner(by, accountID); err != nil {
+		return err
+	}
+	on := true
+	_, err := s.update(ctx, by, accountID, userID, store.UserChange{Active: &on}, domain.AuditUserReactivated,
+		func(u domain.User) string { return u.Email }, "")
+	return err
+}
+
+// ResetPassword gives an active user of the account a new one-time
+// password, returned once, which they must replace at next sign-in (as an
+// invitation's); their sessions end and the old password stops working.
+func (s *Service) ResetPassword(ctx context.Context, by *domain.User, accountID, userID string) (domain.User, string, error) {
+	if err := mayChange(by, accountID, userID, "reset the password of"); err != nil {
+		return domain.User{}, "", err
+	}
+	u, err := s.store.GetUser(ctx, userID)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && u.AccountID != accountID) {
+		return domain.User{}, "", noUser(accountID, userID)
+	}
+	if err != nil {
+		return domain.User{}, "", fmt.Errorf("get user: %w", err)
+	}
+	if !u.Active {
+		return domain.User{}, "", domain.Errorf(domain.CodeInconsistentState, "%s is deactivated: reactivate them first", u.Email)
+	}
+	oneTime := rand.Text()
+	hash, err := s.hash(ctx, oneTime)
+	if err != nil {
+		return domain.User{}, "", fmt.Errorf("hash password: %w", err)
+	}
+	u, err = s.update(ctx, by, accountID, userID, store.UserChange{PasswordHash: hash}, domain.AuditUserPasswordReset,
+		func(u domain.User) string { return u.Email + ": new one-time password" }, "")
+	if err != nil {
+		return domain.User{}, "", err
+	}
+	return u, oneTime, nil
+}
+
+// ResetPasswordByEmail is ResetPassword for the operator CLI, which names
+// the user by email; not_found unless that user is in the account.
+func (s *Service) ResetPasswordByEmail(ctx context.Context, accountID, email string) (domain.User, string, error) {
+	e, err := CheckEmail(email)
+	if err != nil {
+		return domain.User{}, "", err
+	}
+	u, err := s.store.GetUserByEmail(ctx, e)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && u.AccountID != accountID) {
+		return domain.User{}, "", domain.Errorf(domain.CodeNotFound, "no user %s in account %s", e, accountID)
+	}
+	if err != nil {
+		return domain.User{}, "", fmt.Errorf("get user: %w", err)
+	}
+	return s.ResetPassword(ctx, nil, accountID, u.ID)
 }
 
 // FirstOwnerEmail signs in to the console on a fresh install.
 const FirstOwnerEmail = "owner@localhost"
 
 // First is what the first start created: the account, its Owner, and the
-// Owner's one-time password, which exists only here.
+// Owner's one-time password, which exists only here. NoAccount is a
+// PostgreSQL store without any account, where nothing is created.
 type First struct {
-	Account  domain.Account
-	Owner    domain.User
-	Password string
+	Account   domain.Account
+	Owner     domain.User
+	Password  string
+	NoAccount bool
 }
 
-// Bootstrap makes a fresh database usable: when it has no account it
-// creates one and its Owner (FirstOwnerEmail) with a one-time password.
+// Bootstrap makes a fresh SQLite database usable: when it has no account
+// it creates one and its Owner (FirstOwnerEmail) with a one-time password.
 // Instances starting together on one empty database agree on a single
 // winner; the others, and any start on a database with accounts, get
-// false.
+// false. A PostgreSQL store is production's: no one-time password may
+// reach its logs, so nothing is created there (operators use the CLI) and
+// an empty one is reported as First.NoAccount.
 func (s *Service) Bootstrap(ctx context.Context) (First, bool, error) {
 	n, err := s.store.CountAccounts(ctx)
 	if err != nil {
@@ -244,6 +409,9 @@ func (s *Service) Bootstrap(ctx context.Context) (First, bool, error) {
 	}
 	if n > 0 {
 		return First{}, false, nil
+	}
+	if s.store.Engine() == store.EnginePostgres {
+		return First{NoAccount: true}, false, nil
 	}
 	won, err := s.store.Claim(ctx, "bootstrap")
 	if err != nil || !won {
@@ -253,7 +421,7 @@ func (s *Service) Bootstrap(ctx context.Context) (First, bool, error) {
 	if err != nil {
 		return First{}, false, fmt.Errorf("create first account: %w", err)
 	}
-	owner, pw, err := s.Invite(ctx, acct.ID, FirstOwnerEmail, string(domain.RoleOwner))
+	owner, pw, err := s.Invite(ctx, nil, acct.ID, FirstOwnerEmail, string(domain.RoleOwner))
 	if err != nil {
 		return First{}, false, fmt.Errorf("create first owner: %w", err)
 	}

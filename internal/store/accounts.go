@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -150,8 +151,8 @@ func scanUser(row interface{ Scan(...any) error }) (domain.User, error) {
 }
 
 // CreateUser returns *domain.DuplicateError (with the existing user's id) when
-// the normalized email is taken.
-func (s *Store) CreateUser(ctx context.Context, u domain.User) error {
+// the normalized email is taken. evs (an invitation's) are stored with it.
+func (s *Store) CreateUser(ctx context.Context, u domain.User, evs ...domain.AuditEvent) error {
 	email := domain.NormalizeEmail(u.Email)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
@@ -159,6 +160,11 @@ func (s *Store) CreateUser(ctx context.Context, u domain.User) error {
 			u.ID, u.AccountID, email, string(u.Role), u.PasswordHash, u.MustChangePassword, u.Active, toMS(u.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("insert user: %w", err)
+		}
+		for _, ev := range evs {
+			if err := insertAuditEvent(ctx, tx, ev); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -228,26 +234,132 @@ func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User,
 }
 
 // DeactivateUser marks a user of accountID inactive and deletes every
-// session of theirs in one transaction. ErrNotFound unless the user exists in
-// that account.
+// session of theirs in one transaction, unrecorded (UpdateUser with an
+// event records it). ErrNotFound unless the user exists in that account;
+// ErrLastOwner for the account's last active Owner.
 func (s *Store) DeactivateUser(ctx context.Context, accountID, id string) error {
+	off := false
+	_, err := s.UpdateUser(ctx, accountID, id, UserChange{Active: &off}, nil)
+	return err
+}
+
+// ErrLastOwner is a change UpdateUser refused: it would leave the account
+// without an active Owner.
+var ErrLastOwner = errors.New("store: the account's last active owner")
+
+// UserChange is what UpdateUser changes; a zero field keeps its value.
+type UserChange struct {
+	Role domain.Role
+	// Active activates or deactivates the user; deactivating ends every
+	// session of theirs.
+	Active *bool
+	// PasswordHash is a new one-time password's: the user must choose
+	// their own at next sign-in, and every session of theirs ends.
+	PasswordHash string
+}
+
+// UpdateUser changes a user of accountID in one transaction: it locks the
+// account's row (changes to one account's users run one after another on
+// both engines), reads the user, applies ch, refuses with ErrLastOwner a
+// change that leaves the account no active Owner, and stores the audit
+// event that event (when not nil) makes of the user as they were. A change
+// that changes nothing writes nothing. It returns the user as they were;
+// ErrNotFound unless the user is in the account.
+func (s *Store) UpdateUser(ctx context.Context, accountID, id string, ch UserChange, event func(before domain.User) domain.AuditEvent) (domain.User, error) {
 	if !storable(accountID, id) {
-		return domain.ErrNotFound
+		return domain.User{}, domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE users SET active = $1 WHERE id = $2 AND account_id = $3`,
-			false, id, accountID)
-		if err != nil {
-			return fmt.Errorf("deactivate user: %w", err)
-		}
-		if err := checkAffected(res); err != nil {
+	var before domain.User
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if before, err = lockUser(ctx, s.d, tx, accountID, id); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE user_id = $1`, id); err != nil {
-			return fmt.Errorf("delete user sessions: %w", err)
+		set, args := userChangeSet(before, ch)
+		if len(set) == 0 {
+			return nil
 		}
-		return nil
+		args = append(args, id)
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET `+strings.Join(set, ", ")+
+			fmt.Sprintf(` WHERE id = $%d`, len(args)), args...); err != nil {
+			return fmt.Errorf("update user: %w", err)
+		}
+		if err := keepAnOwner(ctx, tx, before, ch); err != nil {
+			return err
+		}
+		if ch.PasswordHash != "" || (ch.Active != nil && !*ch.Active) {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE user_id = $1`, id); err != nil {
+				return fmt.Errorf("delete user sessions: %w", err)
+			}
+		}
+		if event == nil {
+			return nil
+		}
+		return insertAuditEvent(ctx, tx, event(before))
 	})
+	return before, err
+}
+
+// lockUser locks the account's row, then reads its user id.
+func lockUser(ctx context.Context, d dialect, tx *sql.Tx, accountID, id string) (domain.User, error) {
+	var locked string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE id = $1`+d.forUpdate, accountID).Scan(&locked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.User{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.User{}, fmt.Errorf("lock account: %w", err)
+	}
+	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND account_id = $2`, id, accountID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.User{}, domain.ErrNotFound
+	}
+	if err != nil {
+		return domain.User{}, fmt.Errorf("get user: %w", err)
+	}
+	return u, nil
+}
+
+// userChangeSet is the SET list and its arguments for what ch changes of u.
+func userChangeSet(u domain.User, ch UserChange) ([]string, []any) {
+	var (
+		set  []string
+		args []any
+	)
+	add := func(col string, v any) {
+		args = append(args, v)
+		set = append(set, fmt.Sprintf("%s = $%d", col, len(args)))
+	}
+	if ch.Role != "" && ch.Role != u.Role {
+		add("role", string(ch.Role))
+	}
+	if ch.Active != nil && *ch.Active != u.Active {
+		add("active", *ch.Active)
+	}
+	if ch.PasswordHash != "" {
+		add("password_hash", ch.PasswordHash)
+		add("must_change_password", true)
+	}
+	return set, args
+}
+
+// keepAnOwner refuses, with ErrLastOwner, a change that took the Owner
+// role or activity from u when no other active Owner remains.
+func keepAnOwner(ctx context.Context, tx *sql.Tx, u domain.User, ch UserChange) error {
+	wasOwner := u.Active && u.Role == domain.RoleOwner
+	stillOwner := (ch.Role == "" || ch.Role == domain.RoleOwner) && (ch.Active == nil || *ch.Active)
+	if !wasOwner || stillOwner {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE account_id = $1 AND role = $2 AND active = $3`,
+		u.AccountID, string(domain.RoleOwner), true).Scan(&n); err != nil {
+		return fmt.Errorf("count owners: %w", err)
+	}
+	if n == 0 {
+		return ErrLastOwner
+	}
+	return nil
 }
 
 // ChangePassword stores a password the user chose (so must_change_password

@@ -264,7 +264,7 @@ func TestUsers(t *testing.T) {
 
 		u2 := domain.User{
 			ID: domain.NewID(domain.PrefixUser, t0.Add(time.Second)), AccountID: a.ID, Email: "bob@example.com",
-			Role: domain.RoleAgent, PasswordHash: "h", Active: true, CreatedAt: t0.Add(time.Second),
+			Role: domain.RoleOwner, PasswordHash: "h", Active: true, CreatedAt: t0.Add(time.Second),
 		}
 		if err := s.CreateUser(ctx, u2); err != nil {
 			t.Fatal(err)
@@ -287,6 +287,13 @@ func TestUsers(t *testing.T) {
 		got, _ = s.GetUser(ctx, u.ID)
 		if got.Active || got.PasswordHash != "h1" {
 			t.Fatalf("after deactivation: %+v", got)
+		}
+		// Bob is now the account's last active Owner.
+		if err := s.DeactivateUser(ctx, a.ID, u2.ID); !errors.Is(err, store.ErrLastOwner) {
+			t.Fatalf("deactivate the last Owner: %v", err)
+		}
+		if got, _ := s.GetUser(ctx, u2.ID); !got.Active {
+			t.Fatal("the last Owner was deactivated")
 		}
 	})
 }
