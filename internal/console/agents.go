@@ -4,17 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 // The AI agents pages are open to every user of the account: agent-role
 // users (support staff working beside the AI agents) see them read-only;
-// Owners and Admins may also edit an agent's instructions.
+// Owners and Admins may also create, rename, enable and disable agents and
+// edit their instructions. Every change goes through agents.Service, the
+// API's rules: the name rule and its uniqueness, updated_at moving forward.
 
 // MaxInstructionsLength is the API's limit (PATCH /v1/ai-agents/{id}),
 // in Unicode code points.
@@ -32,33 +36,84 @@ type agentRow struct {
 }
 
 type agentsPage struct {
-	Agents []agentRow
+	Agents  []agentRow
+	Pager   pager
+	CanEdit bool
+	// Name and Instructions are the creation form's, as posted; Error is
+	// what to fix in it and Field its field.
+	Name, Instructions string
+	Error, Field       string
+	Max                int
+}
+
+// actor is the session's user as agents.Service sees them: the whole
+// account, no key.
+func actor(s *session) agents.Actor { return agents.Actor{AccountID: s.user.AccountID} }
+
+// agentsPage is a page of the account's agents with their counters (one
+// statement, store.AgentPage), searched by name, and the creation form.
+func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
+	lp, err := readList(r)
+	if err != nil {
+		return agentsPage{}, err
+	}
+	items, next, err := c.store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	if err != nil {
+		return agentsPage{}, err
+	}
+	p := agentsPage{Pager: pagerOf("/console/agents", url.Values{"q": {lp.Search}}, lp, next),
+		CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
+	for _, it := range items {
+		p.Agents = append(p.Agents, agentRow{ID: it.ID, Name: it.Name, Enabled: it.Enabled, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, Stats: it.Stats})
+	}
+	return p, nil
 }
 
 func (c *Console) handleAgents(w http.ResponseWriter, r *http.Request, s *session) error {
-	as, err := c.store.ListAgents(r.Context(), store.AgentQuery{AccountID: s.user.AccountID})
+	p, err := c.agentsPage(r, s)
 	if err != nil {
 		return err
-	}
-	p := agentsPage{}
-	for _, a := range as {
-		st, err := c.store.AgentStats(r.Context(), s.user.AccountID, a.ID)
-		if err != nil {
-			return err
-		}
-		p.Agents = append(p.Agents, agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st})
 	}
 	c.render(w, r, s, http.StatusOK, "agents", "AI agents", p)
 	return nil
 }
 
+// showAgents is the agents page again with the creation form as posted
+// and what to fix.
+func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	p, err := c.agentsPage(r, s)
+	if err != nil {
+		return err
+	}
+	p.Name, p.Instructions, p.Error, p.Field = r.PostForm.Get("name"), postedInstructions(r), e.Message, e.Field
+	c.render(w, r, s, e.Status, "agents", "AI agents", p)
+	return nil
+}
+
+// handleCreateAgent makes an enabled agent and shows its page.
+func (c *Console) handleCreateAgent(w http.ResponseWriter, r *http.Request, s *session) error {
+	name, text := r.PostForm.Get("name"), postedInstructions(r)
+	if msg := checkInstructions(text); msg != "" {
+		return fieldError("instructions", msg)
+	}
+	ag, err := c.agents.Create(r.Context(), actor(s), agents.Fields{Name: &name, Instructions: &text})
+	if err != nil {
+		return err
+	}
+	c.log.Info("console agent created", "agent_id", ag.ID, "user_id", s.user.ID)
+	return seeOther("/console/agents/" + ag.ID + "?done=agent-created")
+}
+
 type agentPage struct {
 	Agent        agentRow
 	Instructions string
-	Recent       []domain.Question
-	CanEdit      bool
-	Max          int
-	Error        string
+	// Name is the rename form's name: the agent's, or as posted.
+	Name    string
+	Recent  []domain.Question
+	CanEdit bool
+	Max     int
+	// Error is what to fix in the form of Field ("name" or "instructions").
+	Error, Field string
 }
 
 func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentPage, error) {
@@ -72,7 +127,7 @@ func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentP
 	}
 	return agentPage{
 		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
-		Instructions: a.Instructions, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength,
+		Instructions: a.Instructions, Name: a.Name, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength,
 	}, nil
 }
 
@@ -98,14 +153,23 @@ func (c *Console) loadAgentPage(r *http.Request, s *session, id string) (domain.
 	return a, p, err
 }
 
-// showAgentForm is the agent's page again with the instructions as posted
-// and what to fix.
+// showAgentForm is the agent's page again with the form as posted (the
+// rename's name or the instructions, by the error's field) and what to fix.
 func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	p.Instructions, p.Error = postedInstructions(r), e.Message
+	if _, ok := r.PostForm["name"]; ok {
+		p.Name = r.PostForm.Get("name")
+	}
+	if _, ok := r.PostForm["instructions"]; ok {
+		p.Instructions = postedInstructions(r)
+	}
+	p.Error, p.Field = e.Message, e.Field
+	if p.Field == "" {
+		p.Field = "form"
+	}
 	c.render(w, r, s, e.Status, "agent", a.Name, p)
 	return nil
 }
@@ -116,47 +180,58 @@ func postedInstructions(r *http.Request) string {
 	return strings.ReplaceAll(r.PostForm.Get("instructions"), "\r\n", "\n")
 }
 
-// checkInstructions applies the API's PATCH rules to instructions.
-// It returns what is wrong, or "".
+// checkInstructions is what the console says about instructions before
+// the service's rules: a form is not JSON, so nothing checked its UTF-8
+// yet, and the console counts the characters for the user. It returns what
+// is wrong, or "".
 func checkInstructions(s string) string {
-	if !utf8.ValidString(s) { // a form is not JSON: nothing checked this yet
+	if !utf8.ValidString(s) {
 		return "Instructions must be valid text."
 	}
-	switch domain.CheckText(s, MaxInstructionsLength) {
-	case domain.TextTooLong:
-		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", MaxInstructionsLength, utf8.RuneCountInString(s))
-	case domain.TextControl:
-		return "Instructions must not contain control characters other than line breaks and tabs."
+	if n := utf8.RuneCountInString(s); n > MaxInstructionsLength {
+		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", MaxInstructionsLength, n)
 	}
 	return ""
 }
 
 func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *session) error {
-	id := r.PathValue("id")
-	text := postedInstructions(r)
+	id, text := r.PathValue("id"), postedInstructions(r)
 	if msg := checkInstructions(text); msg != "" {
 		return fieldError("instructions", msg)
 	}
-	now := c.now().UTC().Truncate(time.Millisecond)
-	_, err := c.store.UpdateAgent(r.Context(), s.user.AccountID, id, func(a *domain.Agent) (bool, error) {
-		if a.Instructions == text {
-			return false, nil
-		}
-		a.Instructions = text
-		// updated_at moves on every real change, and always forward.
-		if !now.After(a.UpdatedAt) {
-			now = a.UpdatedAt.Add(time.Millisecond)
-		}
-		a.UpdatedAt = now
-		return true, nil
-	})
-	if errors.Is(err, domain.ErrNotFound) {
-		return errNotFound
-	}
-	if err != nil {
+	if _, err := c.agents.Update(r.Context(), actor(s), id, agents.Fields{Instructions: &text}); err != nil {
 		return err
 	}
 	c.log.Info("console agent instructions updated", "agent_id", id, "user_id", s.user.ID)
-	http.Redirect(w, r, "/console/agents/"+id+"?done=instructions", http.StatusSeeOther)
-	return nil
+	return seeOther("/console/agents/" + id + "?done=instructions")
+}
+
+func (c *Console) handleRenameAgent(w http.ResponseWriter, r *http.Request, s *session) error {
+	id, name := r.PathValue("id"), r.PostForm.Get("name")
+	if _, err := c.agents.Update(r.Context(), actor(s), id, agents.Fields{Name: &name}); err != nil {
+		return err
+	}
+	c.log.Info("console agent renamed", "agent_id", id, "user_id", s.user.ID)
+	return seeOther("/console/agents/" + id + "?done=agent-renamed")
+}
+
+// handleSetAgentEnabled enables (enabled=true) or disables (false) an agent.
+func (c *Console) handleSetAgentEnabled(w http.ResponseWriter, r *http.Request, s *session) error {
+	id := r.PathValue("id")
+	var enabled bool
+	switch r.PostForm.Get("enabled") {
+	case "true":
+		enabled = true
+	case "false":
+	default:
+		return &pageError{Status: http.StatusBadRequest, Message: "Choose whether the AI agent is enabled."}
+	}
+	if _, err := c.agents.SetEnabled(r.Context(), actor(s), id, enabled); err != nil {
+		return err
+	}
+	c.log.Info("console agent enabled set", "agent_id", id, "enabled", enabled, "user_id", s.user.ID)
+	if enabled {
+		return seeOther("/console/agents/" + id + "?done=agent-enabled")
+	}
+	return seeOther("/console/agents/" + id + "?done=agent-disabled")
 }

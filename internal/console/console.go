@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/password"
@@ -79,6 +80,7 @@ type Config struct {
 type Console struct {
 	store      *store.Store
 	keys       *keys.Service
+	agents     *agents.Service
 	limiter    ratelimit.Limiter
 	log        *slog.Logger
 	now        func() time.Time
@@ -114,6 +116,8 @@ func New(cfg Config) *Console {
 	if c.sessionTTL <= 0 {
 		c.sessionTTL = DefaultSessionTTL
 	}
+	// The API's agent rules, on the same store and clock.
+	c.agents = agents.New(c.store, c.now)
 	c.pages = parsePages()
 	mux := http.NewServeMux()
 	c.routes(mux)
@@ -178,8 +182,11 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/users/{id}/deactivate", owner(c.handleDeactivate))
 
 	mux.Handle("GET /console/agents", signedIn(c.handleAgents))
+	mux.Handle("POST /console/agents", manager(form(c.handleCreateAgent, c.showAgents)))
 	mux.Handle("GET /console/agents/{id}", signedIn(c.handleAgent))
 	mux.Handle("POST /console/agents/{id}", manager(form(c.handleUpdateAgent, c.showAgentForm)))
+	mux.Handle("POST /console/agents/{id}/name", manager(form(c.handleRenameAgent, c.showAgentForm)))
+	mux.Handle("POST /console/agents/{id}/enabled", manager(c.handleSetAgentEnabled))
 
 	// Everything else, including other methods on the paths above, is a
 	// plain 404: the console reveals no route a user may not use.

@@ -81,11 +81,15 @@ func parsePages() map[string]pageTemplate {
 // notices are the fixed messages a redirect may ask for with ?done=; the
 // query never carries text of its own into the page.
 var notices = map[string]string{
-	"password":     "Your password is changed. Other sessions of yours were signed out.",
-	"revoked":      "The key is revoked. Requests with it are refused from now on.",
-	"edited":       "The key's name and description are saved.",
-	"deactivated":  "The user is deactivated and signed out everywhere.",
-	"instructions": "The instructions are saved.",
+	"password":       "Your password is changed. Other sessions of yours were signed out.",
+	"revoked":        "The key is revoked. Requests with it are refused from now on.",
+	"edited":         "The key's name and description are saved.",
+	"deactivated":    "The user is deactivated and signed out everywhere.",
+	"instructions":   "The instructions are saved.",
+	"agent-created":  "The AI agent is created and enabled.",
+	"agent-renamed":  "The AI agent is renamed.",
+	"agent-enabled":  "The AI agent is enabled: it answers questions again.",
+	"agent-disabled": "The AI agent is disabled: questions to it are refused until it is enabled.",
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) {
