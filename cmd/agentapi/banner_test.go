@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -29,7 +30,7 @@ func TestREADMEShowsTheRealBanner(t *testing.T) {
 
 	var out bytes.Buffer
 	st := storetest.Open(t, store.EngineSQLite)
-	if err := bootstrap(context.Background(), env{stdout: &out, stderr: &out}, st, "http://127.0.0.1:8080", "agentapi.db"); err != nil {
+	if err := bootstrap(context.Background(), env{stdout: &out, stderr: &out}, slog.New(slog.DiscardHandler), st, "http://127.0.0.1:8080", "agentapi.db"); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()

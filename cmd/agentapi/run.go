@@ -25,6 +25,7 @@ Usage:
   agentapi account deactivate ID | account activate ID
   agentapi account feature (--enable|--disable) ai-answers ID
   agentapi user create --account ID --email EMAIL --role owner|admin|agent   (password on stdin)
+  agentapi user reset-password --account ID --email EMAIL   (prints a one-time password)
   agentapi key create --account ID --as EMAIL --name NAME [--description TEXT]
                       (--preset NAME | --scopes a,b) [--agents ID,ID] [--expires-at RFC3339]
                       [--rate-limit N] [--env live|test] [--json]

@@ -213,7 +213,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	base := "http://" + ln.Addr().String()
-	if err := bootstrap(ctx, e, st, base, c.db); err != nil {
+	if err := bootstrap(ctx, e, log, st, base, c.db); err != nil {
 		ln.Close()
 		return err
 	}
@@ -299,11 +299,16 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 }
 
 // bootstrap makes a fresh database usable (accounts.Service.Bootstrap):
-// on the very first start it creates an account and its Owner with a
-// one-time password, and prints what to do next. Only the password's hash
-// is stored.
-func bootstrap(ctx context.Context, e env, st *store.Store, base, db string) error {
+// on the very first start on SQLite it creates an account and its Owner
+// with a one-time password, and prints what to do next. Only the
+// password's hash is stored. PostgreSQL is production's: there it creates
+// nothing and logs how to create an account with the CLI.
+func bootstrap(ctx context.Context, e env, log *slog.Logger, st *store.Store, base, db string) error {
 	first, created, err := accounts.New(st, accounts.Hash, nil).Bootstrap(ctx)
+	if first.NoAccount {
+		log.Warn(`the database has no account yet: create one with "agentapi account create --name NAME", ` +
+			`then its Owner with "agentapi user create --account ID --email EMAIL --role owner" (password on standard input)`)
+	}
 	if err != nil || !created {
 		return err
 	}

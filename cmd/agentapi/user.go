@@ -11,14 +11,23 @@ import (
 )
 
 func userCmd(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 || args[0] != "create" {
-		return fmt.Errorf("%w: user needs a subcommand: create", errUsage)
+	if len(args) > 0 {
+		switch args[0] {
+		case "create":
+			return userCreate(ctx, e, args[1:])
+		case "reset-password":
+			return userResetPassword(ctx, e, args[1:])
+		}
 	}
+	return fmt.Errorf("%w: user needs a subcommand: create, reset-password", errUsage)
+}
+
+func userCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("user create")
 	account := fs.String("account", "", "the account id")
 	email := fs.String("email", "", "the user's email, used to sign in")
 	role := fs.String("role", "", "owner, admin or agent")
-	if _, err := parse(fs, args[1:]); err != nil {
+	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "account", "email", "role"); err != nil {
@@ -37,6 +46,34 @@ func userCmd(ctx context.Context, e env, args []string) error {
 	}
 	if _, err := fmt.Fprintln(e.stdout, u.ID); err != nil {
 		return fmt.Errorf("user %s was created, but its id could not be written: %w", u.ID, err)
+	}
+	return nil
+}
+
+// userResetPassword gives a user a new one-time password, printed once,
+// which they replace at next sign-in: how support lets in a user (an
+// Owner too) who lost theirs. Their console sessions end.
+func userResetPassword(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("user reset-password")
+	account := fs.String("account", "", "the account id")
+	email := fs.String("email", "", "the user's email")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "account", "email"); err != nil {
+		return err
+	}
+	st, err := openExisting(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	u, pw, err := accounts.New(st, accounts.Hash, nil).ResetPasswordByEmail(ctx, *account, *email)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(e.stdout, pw); err != nil {
+		return fmt.Errorf("the password of user %s was reset, but the new one could not be written (reset it again): %w", u.ID, err)
 	}
 	return nil
 }
