@@ -100,6 +100,7 @@ type CreateParams struct {
 	Description string
 	Scopes      []domain.Scope
 	AgentIDs    []string
+	AllowedIPs  domain.AllowList // empty: any address
 	ExpiresAt   *time.Time
 	RateLimit   int // 0: the default
 	Env         domain.Env
@@ -272,15 +273,19 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 	if len(agents) > MaxAgents {
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key may be restricted to at most %d AI agents", MaxAgents)
 	}
+	allowed, err := domain.NewAllowList(p.AllowedIPs.Strings())
+	if err != nil {
+		return domain.APIKey{}, err
+	}
 	return domain.APIKey{
 		AccountID: p.AccountID, Name: name, Description: desc, Env: env,
-		Scopes: domain.NormalizeScopes(set), AgentIDs: agents, RateLimitPerMinute: limit,
+		Scopes: domain.NormalizeScopes(set), AgentIDs: agents, AllowedIPs: allowed, RateLimitPerMinute: limit,
 		ExpiresAt: expires, CreatedAt: now, RotatedFrom: p.rotatedFrom,
 	}, nil
 }
 
-// Rotate creates a second key with the same scopes, restriction, rate limit,
-// env and expiry policy as keyID. oldStopsIn says when keyID stops working:
+// Rotate creates a second key with the same scopes, restriction, IP
+// allowlist, rate limit, env and expiry policy as keyID. oldStopsIn says when keyID stops working:
 // nil leaves it active until it is revoked by hand, so traffic can move
 // first; otherwise its expires_at becomes now plus that (0: at once), in the
 // same transaction, unless it expires sooner already. A key that expired
@@ -305,7 +310,7 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 	}
 	p := CreateParams{
 		AccountID: accountID, Name: name, Description: textOnly(old.Description),
-		Scopes: old.Scopes, AgentIDs: old.AgentIDs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
+		Scopes: old.Scopes, AgentIDs: old.AgentIDs, AllowedIPs: old.AllowedIPs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
 	}
 	if old.ExpiresAt != nil {
 		e := s.now().Add(old.ExpiresAt.Sub(old.CreatedAt))

@@ -1,0 +1,60 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// SetAllowedIPs replaces a key's IP allowlist (empty: any address) and
+// records it in the audit trail and the key's history: "allowed_ips_changed"
+// with the old and the new list. Setting the list the key has records
+// nothing. A revoked key's list cannot change: it is used from nowhere.
+// The change applies on the key's next request on every instance, as a
+// revocation does (the store bumps the key epoch).
+func (s *Service) SetAllowedIPs(ctx context.Context, actor Actor, accountID, keyID string, list domain.AllowList) (domain.APIKey, error) {
+	if actor.User != nil && actor.User.AccountID != accountID {
+		return domain.APIKey{}, domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), accountID)
+	}
+	list, err := domain.NewAllowList(list.Strings())
+	if err != nil {
+		return domain.APIKey{}, err
+	}
+	k, err := s.Get(ctx, accountID, keyID)
+	if err != nil {
+		return k, err
+	}
+	if k.RevokedAt != nil {
+		return k, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; its IP allowlist cannot change", keyID)
+	}
+	if slices.Equal(k.AllowedIPs, list) {
+		return k, nil
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	ev := domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
+		Action: domain.AuditAllowedIPsChanged, ActorID: actor.id(), Actor: actor.label(),
+		Detail: describeAllowList(k.AllowedIPs) + " → " + describeAllowList(list), CreatedAt: now,
+	}
+	err = s.store.SetKeyAllowedIPs(ctx, accountID, keyID, list, ev)
+	if errors.Is(err, domain.ErrNotFound) {
+		return k, domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
+	}
+	if err != nil {
+		return k, fmt.Errorf("set allowed ips: %w", err)
+	}
+	k.AllowedIPs = list
+	return k, nil
+}
+
+// describeAllowList is a list as the audit trail shows it.
+func describeAllowList(l domain.AllowList) string {
+	if len(l) == 0 {
+		return "any address"
+	}
+	return l.String()
+}
