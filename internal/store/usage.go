@@ -1,0 +1,332 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Usage and request logs (migration 0009): what internal/usage buffers and
+// writes in batches, the sweep that keeps them within their retention, and
+// the console's reads.
+
+// Usage classes: every status is counted in one of them.
+const (
+	Class2xx = "2xx" // below 400: success (v1 answers no 1xx or 3xx of its own)
+	Class4xx = "4xx" // 400–499 other than 429
+	Class429 = "429"
+	Class5xx = "5xx"
+)
+
+// UsageClasses lists the classes in the order charts stack them.
+var UsageClasses = []string{Class2xx, Class4xx, Class429, Class5xx}
+
+// UsageClass is status's class.
+func UsageClass(status int) string {
+	switch {
+	case status == 429:
+		return Class429
+	case status >= 500:
+		return Class5xx
+	case status >= 400:
+		return Class4xx
+	}
+	return Class2xx
+}
+
+// Retention (docs/console.md).
+const (
+	LogRetention        = 7 * 24 * time.Hour
+	LogsPerAccount      = 100_000
+	MinuteGrainKept     = 48 * time.Hour
+	HourGrainKept       = 90 * 24 * time.Hour
+	maxLogRowsPerInsert = 400 // 12 arguments each: far below both engines' limits
+)
+
+// RequestLog is one /v1 request that identified a key. It holds no body,
+// query string or header.
+type RequestLog struct {
+	ID        string // the request id
+	AccountID string
+	KeyID     string
+	At        time.Time
+	Method    string
+	Route     string // the matched pattern, or "unmatched"
+	Path      string // escaped, without the query string
+	Status    int
+	ErrorCode string // "" on success
+	Duration  time.Duration
+	Client    string
+}
+
+// UsageCount is how many requests of one class a key made in one minute.
+type UsageCount struct {
+	AccountID string
+	KeyID     string
+	Minute    time.Time // truncated to the minute
+	Class     string
+	Count     int64
+}
+
+// WriteUsage stores a batch: the logs (a request id already stored is
+// skipped) and the counts, each added to what is stored. One transaction,
+// so a failed batch can be retried whole without counting twice.
+func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []UsageCount) error {
+	if len(logs) == 0 && len(counts) == 0 {
+		return nil
+	}
+	// One order for every instance, so that two flushing at once cannot
+	// deadlock on PostgreSQL's row locks.
+	counts = slices.Clone(counts)
+	slices.SortFunc(counts, func(a, b UsageCount) int {
+		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
+	})
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for len(logs) > 0 {
+			n := min(len(logs), maxLogRowsPerInsert)
+			if err := insertLogs(ctx, tx, logs[:n]); err != nil {
+				return err
+			}
+			logs = logs[n:]
+		}
+		return addCounts(ctx, tx, counts)
+	})
+}
+
+func insertLogs(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {
+	var b builder
+	b.add(`INSERT INTO request_logs (id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client) VALUES `)
+	for i, l := range logs {
+		if i > 0 {
+			b.add(", ")
+		}
+		b.add("(" + b.arg(l.ID) + ", " + b.arg(l.AccountID) + ", " + b.arg(l.KeyID) + ", " + b.arg(toMS(l.At)) + ", " +
+			b.arg(l.Method) + ", " + b.arg(l.Route) + ", " + b.arg(l.Path) + ", " + b.arg(l.Status) + ", " +
+			b.arg(UsageClass(l.Status)) + ", " + b.arg(l.ErrorCode) + ", " + b.arg(l.Duration.Microseconds()) + ", " + b.arg(l.Client) + ")")
+	}
+	b.add(` ON CONFLICT (id) DO NOTHING`)
+	if _, err := tx.ExecContext(ctx, b.b.String(), b.args...); err != nil {
+		return fmt.Errorf("insert request logs: %w", err)
+	}
+	return nil
+}
+
+func addCounts(ctx context.Context, tx *sql.Tx, counts []UsageCount) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage_minute (key_id, minute, class, account_id, count) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key_id, minute, class) DO UPDATE SET count = usage_minute.count + excluded.count`)
+	if err != nil {
+		return fmt.Errorf("prepare usage: %w", err)
+	}
+	defer stmt.Close()
+	for _, c := range counts {
+		if _, err := stmt.ExecContext(ctx, c.KeyID, toMS(c.Minute.Truncate(time.Minute)), c.Class, c.AccountID, c.Count); err != nil {
+			return fmt.Errorf("add usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// SweepUsage enforces retention as of now: logs older than LogRetention go,
+// and so does every log of an account beyond its newest LogsPerAccount;
+// minute counts older than MinuteGrainKept are added to their hour and
+// removed; hour counts older than HourGrainKept go. Instances may sweep at
+// the same time: on PostgreSQL a transaction-scoped advisory lock makes
+// them take turns, so a minute is never rolled up twice.
+func (s *Store) SweepUsage(ctx context.Context, now time.Time) error {
+	return s.sweepUsage(ctx, now, LogsPerAccount)
+}
+
+func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if s.engine == EnginePostgres {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, usageSweepLock); err != nil {
+				return fmt.Errorf("take sweep lock: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM request_logs WHERE at < $1`, toMS(now.Add(-LogRetention))); err != nil {
+			return fmt.Errorf("sweep request logs: %w", err)
+		}
+		if err := capLogs(ctx, tx, perAccount); err != nil {
+			return err
+		}
+		return rollUp(ctx, tx, now)
+	})
+}
+
+// usageSweepLock is the sweep's advisory lock key ("usage" in ASCII).
+const usageSweepLock int64 = 0x7573616765
+
+// capLogs removes, in each account over LogsPerAccount, the logs older than
+// its LogsPerAccount-th newest.
+func capLogs(ctx context.Context, tx *sql.Tx, perAccount int) error {
+	rows, err := tx.QueryContext(ctx, `SELECT account_id FROM request_logs GROUP BY account_id HAVING COUNT(*) > $1`, perAccount)
+	if err != nil {
+		return fmt.Errorf("count request logs: %w", err)
+	}
+	var over []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan account: %w", err)
+		}
+		over = append(over, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count request logs: %w", err)
+	}
+	for _, acct := range over {
+		var at int64
+		var id string
+		err := tx.QueryRowContext(ctx, `SELECT at, id FROM request_logs WHERE account_id = $1 ORDER BY at DESC, id DESC LIMIT 1 OFFSET $2`,
+			acct, perAccount-1).Scan(&at, &id)
+		if err != nil {
+			return fmt.Errorf("find oldest kept log: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM request_logs WHERE account_id = $1 AND (at, id) < ($2, $3)`, acct, at, id); err != nil {
+			return fmt.Errorf("cap request logs: %w", err)
+		}
+	}
+	return nil
+}
+
+func rollUp(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	cut := toMS(now.Add(-MinuteGrainKept).Truncate(time.Hour))
+	hour := time.Hour.Milliseconds()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_hour (key_id, hour, class, account_id, count)
+		SELECT key_id, (minute / $2) * $2, class, MIN(account_id), SUM(count) FROM usage_minute WHERE minute < $1
+		GROUP BY key_id, (minute / $2) * $2, class
+		ON CONFLICT (key_id, hour, class) DO UPDATE SET count = usage_hour.count + excluded.count`, cut, hour); err != nil {
+		return fmt.Errorf("roll usage up: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM usage_minute WHERE minute < $1`, cut); err != nil {
+		return fmt.Errorf("sweep usage minutes: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM usage_hour WHERE hour < $1`, toMS(now.Add(-HourGrainKept))); err != nil {
+		return fmt.Errorf("sweep usage hours: %w", err)
+	}
+	return nil
+}
+
+// UsageBucket is a key's count of one class in the bucket starting at Start.
+type UsageBucket struct {
+	Start time.Time
+	Class string
+	Count int64
+}
+
+// KeyUsage returns a key's counts in [from, to), summed per bucket of width
+// (a whole number of minutes; buckets start at multiples of width since the
+// Unix epoch, so an hour or a UTC day). Minute and hour grain are both read:
+// a bucket older than 48 hours comes from the hours.
+func (s *Store) KeyUsage(ctx context.Context, keyID string, from, to time.Time, width time.Duration) ([]UsageBucket, error) {
+	if !storable(keyID) {
+		return nil, nil
+	}
+	w := width.Milliseconds()
+	rows, err := s.queryRead(ctx, `SELECT b, class, SUM(n) FROM (
+			SELECT (minute / $4) * $4 AS b, class, count AS n FROM usage_minute WHERE key_id = $1 AND minute >= $2 AND minute < $3
+			UNION ALL
+			SELECT (hour / $4) * $4 AS b, class, count AS n FROM usage_hour WHERE key_id = $1 AND hour >= $2 AND hour < $3
+		) u GROUP BY b, class ORDER BY b, class`, keyID, toMS(from), toMS(to), w)
+	if err != nil {
+		return nil, fmt.Errorf("key usage: %w", err)
+	}
+	defer rows.Close()
+	var out []UsageBucket
+	for rows.Next() {
+		var b UsageBucket
+		var ms int64
+		if err := rows.Scan(&ms, &b.Class, &b.Count); err != nil {
+			return nil, fmt.Errorf("scan usage: %w", err)
+		}
+		b.Start = fromMS(ms)
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// AccountKeyRequests returns, per key of the account, its requests since
+// since (which should be within the minute grain's 48 hours).
+func (s *Store) AccountKeyRequests(ctx context.Context, accountID string, since time.Time) (map[string]int64, error) {
+	out := map[string]int64{}
+	if !storable(accountID) {
+		return out, nil
+	}
+	rows, err := s.queryRead(ctx, `SELECT key_id, SUM(count) FROM usage_minute WHERE account_id = $1 AND minute >= $2 GROUP BY key_id`,
+		accountID, toMS(since.Truncate(time.Minute)))
+	if err != nil {
+		return nil, fmt.Errorf("account usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("scan usage: %w", err)
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+// RequestLogQuery selects a page of an account's request logs, newest first.
+type RequestLogQuery struct {
+	AccountID string
+	KeyID     string // "" for every key
+	Class     string // one of UsageClasses, or ""
+	Status    int    // an exact status, or 0
+	Route     string // an exact route pattern, or ""
+	RequestID string // the one request with this id, or ""
+	From, To  time.Time
+	After     Cursor
+	Limit     int
+}
+
+// RequestLogPage returns up to q.Limit logs and the cursor of the next page.
+// Each filter is a range scan of one of migration 0009's indexes.
+func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]RequestLog, Cursor, error) {
+	if !storable(q.AccountID, q.KeyID, q.Class, q.Route, q.RequestID) || q.Limit <= 0 {
+		return nil, Cursor{}, nil
+	}
+	if q.Status != 0 {
+		q.Class = UsageClass(q.Status) // the class index, then the status
+	}
+	var b builder
+	b.add(`SELECT id, account_id, key_id, at, method, route, path, status, error_code, duration_us, client FROM request_logs WHERE account_id = ` + b.arg(q.AccountID))
+	for _, f := range []struct{ col, v string }{{"id", q.RequestID}, {"key_id", q.KeyID}, {"class", q.Class}, {"route", q.Route}} {
+		if f.v != "" {
+			b.add(` AND ` + f.col + ` = ` + b.arg(f.v))
+		}
+	}
+	if q.Status != 0 {
+		b.add(` AND status = ` + b.arg(q.Status))
+	}
+	if !q.From.IsZero() {
+		b.add(` AND at >= ` + b.arg(toMS(q.From)))
+	}
+	if !q.To.IsZero() {
+		b.add(` AND at < ` + b.arg(toMS(q.To)))
+	}
+	if !q.After.IsZero() {
+		b.add(` AND (at, id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
+	}
+	b.add(` ORDER BY at DESC, id DESC LIMIT ` + b.arg(q.Limit+1))
+	return page(ctx, s, "request log", &b, q.Limit, scanRequestLog,
+		func(l RequestLog) Cursor { return Cursor{CreatedAt: l.At, ID: l.ID} })
+}
+
+func scanRequestLog(rows *sql.Rows) (RequestLog, error) {
+	var l RequestLog
+	var at, us int64
+	err := rows.Scan(&l.ID, &l.AccountID, &l.KeyID, &at, &l.Method, &l.Route, &l.Path, &l.Status, &l.ErrorCode, &us, &l.Client)
+	l.At, l.Duration = fromMS(at), time.Duration(us)*time.Microsecond
+	return l, err
+}

@@ -1,0 +1,12 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// SweepUsageKeeping is SweepUsage keeping perAccount logs per account
+// instead of LogsPerAccount, so a test need not write 100,000 rows.
+func (s *Store) SweepUsageKeeping(ctx context.Context, now time.Time, perAccount int) error {
+	return s.sweepUsage(ctx, now, perAccount)
+}

@@ -1,0 +1,206 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+func usageLog(acct, key string, i int, at time.Time, status int, route string) store.RequestLog {
+	return store.RequestLog{ID: fmt.Sprintf("req_%s_%04d", key, i), AccountID: acct, KeyID: key, At: at,
+		Method: "GET", Route: route, Path: "/v1/me", Status: status, Duration: 1500 * time.Microsecond, Client: "192.0.2.1"}
+}
+
+// Two writers (two instances) add their counts to the same minute: the
+// totals are their sums; the chart's buckets and the Developers page's
+// 24-hour totals read them back.
+func TestUsageCountsAdd(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 22, 12, 30, 0, 0, time.UTC)
+		m := now.Truncate(time.Minute)
+		a := []store.UsageCount{{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: store.Class2xx, Count: 3},
+			{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: store.Class429, Count: 2}}
+		b := []store.UsageCount{{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: store.Class2xx, Count: 4},
+			{AccountID: "acc_1", KeyID: "key_1", Minute: m.Add(-90 * time.Minute), Class: store.Class5xx, Count: 1},
+			{AccountID: "acc_1", KeyID: "key_2", Minute: m, Class: store.Class4xx, Count: 5}}
+		for _, batch := range [][]store.UsageCount{a, b} {
+			if err := s.WriteUsage(ctx, nil, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.KeyUsage(ctx, "key_1", now.Add(-24*time.Hour), now.Add(time.Hour), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprint([]store.UsageBucket{
+			{Start: time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC), Class: store.Class5xx, Count: 1},
+			{Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Class: store.Class2xx, Count: 7},
+			{Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Class: store.Class429, Count: 2},
+		})
+		if fmt.Sprint(got) != want {
+			t.Errorf("buckets = %v, want %v", got, want)
+		}
+		per, err := s.AccountKeyRequests(ctx, "acc_1", now.Add(-24*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if per["key_1"] != 10 || per["key_2"] != 5 || len(per) != 2 {
+			t.Errorf("per key = %v", per)
+		}
+	})
+}
+
+// The Logs page: newest first in pages that hold every row once, each
+// filter, the search by request id, another account's rows never; a
+// request id written twice (a retried batch) is stored once.
+func TestRequestLogPage(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		statuses := []int{200, 404, 429, 500, 201}
+		var logs []store.RequestLog
+		for i := range 25 {
+			key := []string{"key_a", "key_b"}[i%2]
+			route := []string{"GET /v1/me", "GET /v1/agents"}[i%3%2]
+			logs = append(logs, usageLog("acc_1", key, i, t0.Add(time.Duration(i/2)*time.Second), statuses[i%5], route))
+		}
+		logs = append(logs, usageLog("acc_2", "key_c", 0, t0, 200, "GET /v1/me"))
+		if err := s.WriteUsage(ctx, logs, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteUsage(ctx, logs[:3], nil); err != nil {
+			t.Fatalf("a retried batch: %v", err)
+		}
+		all := func(q store.RequestLogQuery) []store.RequestLog {
+			t.Helper()
+			q.AccountID, q.Limit = "acc_1", 4
+			var out []store.RequestLog
+			for range 20 {
+				page, next, err := s.RequestLogPage(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, page...)
+				if next.IsZero() {
+					return out
+				}
+				q.After = next
+			}
+			t.Fatal("no last page")
+			return nil
+		}
+		got := all(store.RequestLogQuery{})
+		if len(got) != 25 {
+			t.Fatalf("%d logs, want 25", len(got))
+		}
+		seen := map[string]bool{}
+		for i, l := range got {
+			if seen[l.ID] || l.AccountID != "acc_1" {
+				t.Fatalf("row %d: %+v (seen %v)", i, l, seen[l.ID])
+			}
+			seen[l.ID] = true
+			if i > 0 && (l.At.After(got[i-1].At) || l.At.Equal(got[i-1].At) && l.ID > got[i-1].ID) {
+				t.Fatalf("not newest first at %d", i)
+			}
+		}
+		if got[0].Duration != 1500*time.Microsecond || got[0].Client != "192.0.2.1" {
+			t.Errorf("read back %+v", got[0])
+		}
+		count := func(q store.RequestLogQuery, want int, keep func(store.RequestLog) bool) {
+			t.Helper()
+			rows := all(q)
+			n := 0
+			for _, l := range logs[:25] {
+				if keep(l) {
+					n++
+				}
+			}
+			if len(rows) != want || n != want {
+				t.Errorf("%+v: %d rows (%d expected by filter), want %d", q, len(rows), n, want)
+			}
+			for _, l := range rows {
+				if !keep(l) {
+					t.Errorf("%+v: row %+v", q, l)
+				}
+			}
+		}
+		count(store.RequestLogQuery{KeyID: "key_b"}, 12, func(l store.RequestLog) bool { return l.KeyID == "key_b" })
+		count(store.RequestLogQuery{Class: store.Class4xx}, 5, func(l store.RequestLog) bool { return l.Status == 404 })
+		count(store.RequestLogQuery{Status: 429}, 5, func(l store.RequestLog) bool { return l.Status == 429 })
+		count(store.RequestLogQuery{Class: store.Class2xx}, 10, func(l store.RequestLog) bool { return l.Status < 300 })
+		count(store.RequestLogQuery{Route: "GET /v1/agents"}, 8, func(l store.RequestLog) bool { return l.Route == "GET /v1/agents" })
+		from, to := t0.Add(3*time.Second), t0.Add(5*time.Second)
+		count(store.RequestLogQuery{From: from, To: to}, 4, func(l store.RequestLog) bool { return !l.At.Before(from) && l.At.Before(to) })
+		count(store.RequestLogQuery{RequestID: logs[7].ID}, 1, func(l store.RequestLog) bool { return l.ID == logs[7].ID })
+		if rows := all(store.RequestLogQuery{RequestID: "req_key_c_0000"}); len(rows) != 0 {
+			t.Errorf("another account's request found: %v", rows)
+		}
+	})
+}
+
+// The sweep: logs older than 7 days go, and each account keeps only its
+// newest logs; minutes older than 48 hours are added to their hour (to
+// what an earlier sweep put there), hours older than 90 days go.
+func TestSweepUsage(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		var logs []store.RequestLog
+		for i := range 6 {
+			logs = append(logs, usageLog("acc_1", "key_a", i, now.Add(-time.Duration(i)*time.Hour), 200, "GET /v1/me"))
+		}
+		logs = append(logs, usageLog("acc_2", "key_b", 0, now.Add(-7*24*time.Hour-time.Millisecond), 200, "GET /v1/me"),
+			usageLog("acc_2", "key_b", 1, now.Add(-7*24*time.Hour+time.Millisecond), 200, "GET /v1/me"))
+		old := now.Add(-50 * time.Hour).Truncate(time.Hour)
+		counts := []store.UsageCount{
+			{AccountID: "acc_1", KeyID: "key_a", Minute: old, Class: store.Class2xx, Count: 2},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: old.Add(59 * time.Minute), Class: store.Class2xx, Count: 3},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: now.Add(-47 * time.Hour), Class: store.Class2xx, Count: 4},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: now.Add(-91 * 24 * time.Hour), Class: store.Class5xx, Count: 9},
+		}
+		if err := s.WriteUsage(ctx, logs, counts); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SweepUsageKeeping(ctx, now, 4); err != nil {
+			t.Fatal(err)
+		}
+		// A late flush of the same old minute, swept again: added.
+		if err := s.WriteUsage(ctx, nil, counts[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SweepUsageKeeping(ctx, now, 4); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(acct string) (out []string) {
+			page, _, err := s.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, Limit: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range page {
+				out = append(out, l.ID)
+			}
+			return out
+		}
+		if got := fmt.Sprint(ids("acc_1")); got != "[req_key_a_0000 req_key_a_0001 req_key_a_0002 req_key_a_0003]" {
+			t.Errorf("acc_1 kept %s", got)
+		}
+		if got := fmt.Sprint(ids("acc_2")); got != "[req_key_b_0001]" {
+			t.Errorf("acc_2 kept %s", got)
+		}
+		got, err := s.KeyUsage(ctx, "key_a", now.Add(-100*24*time.Hour), now, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprint([]store.UsageBucket{
+			{Start: old, Class: store.Class2xx, Count: 7},
+			{Start: now.Add(-47 * time.Hour), Class: store.Class2xx, Count: 4},
+		})
+		if fmt.Sprint(got) != want {
+			t.Errorf("after the sweep %v, want %v", got, want)
+		}
+	})
+}

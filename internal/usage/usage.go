@@ -1,0 +1,179 @@
+// Package usage records the /v1 requests that identified a key: one request
+// log each and a count per key, minute and class (docs/console.md, Usage and
+// request logs). Requests only append to memory; a loop writes what is
+// buffered in batches, beside the last_used_at write-behind
+// (internal/keys/touch.go), and a graceful stop flushes the rest. The store
+// adds each instance's counts to what is stored, so totals are exact across
+// instances.
+package usage
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// Buffer bounds: while the store is away, a recorder keeps at most this many
+// logs and counts, drops the oldest logs and any new count beyond, and
+// counts what it dropped (Dropped).
+const (
+	DefaultMaxLogs   = 50_000
+	DefaultMaxCounts = 50_000
+)
+
+// Store is what a Recorder writes through (store.Store).
+type Store interface {
+	WriteUsage(ctx context.Context, logs []store.RequestLog, counts []store.UsageCount) error
+	SweepUsage(ctx context.Context, now time.Time) error
+}
+
+type countKey struct {
+	accountID, keyID, class string
+	minute                  int64 // Unix milliseconds
+}
+
+// Recorder buffers requests and writes them in batches. It is safe for
+// concurrent use.
+type Recorder struct {
+	st        Store
+	log       *slog.Logger
+	interval  time.Duration
+	sweepEach time.Duration
+	maxLogs   int
+	maxCounts int
+	dropped   atomic.Uint64
+
+	mu     sync.Mutex
+	logs   []store.RequestLog
+	counts map[countKey]int64
+}
+
+// Options tune a Recorder; zero fields take the defaults.
+type Options struct {
+	Interval   time.Duration // between flushes; default 1 s
+	SweepEvery time.Duration // between retention sweeps; default 10 min
+	MaxLogs    int
+	MaxCounts  int
+}
+
+// New returns a Recorder writing to st.
+func New(st Store, log *slog.Logger, o Options) *Recorder {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.SweepEvery <= 0 {
+		o.SweepEvery = 10 * time.Minute
+	}
+	if o.MaxLogs <= 0 {
+		o.MaxLogs = DefaultMaxLogs
+	}
+	if o.MaxCounts <= 0 {
+		o.MaxCounts = DefaultMaxCounts
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Recorder{st: st, log: log, interval: o.Interval, sweepEach: o.SweepEvery,
+		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, counts: map[countKey]int64{}}
+}
+
+// Record notes one request. It never touches the store.
+func (r *Recorder) Record(l store.RequestLog) {
+	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: store.UsageClass(l.Status),
+		minute: l.At.Truncate(time.Minute).UnixMilli()}
+	r.mu.Lock()
+	r.addCount(k, 1)
+	if len(r.logs) >= r.maxLogs {
+		r.logs = r.logs[1:]
+		r.dropped.Add(1)
+	}
+	r.logs = append(r.logs, l)
+	r.mu.Unlock()
+}
+
+// addCount adds n to k, or drops it when the buffer is full; r.mu is held.
+func (r *Recorder) addCount(k countKey, n int64) {
+	if _, ok := r.counts[k]; !ok && len(r.counts) >= r.maxCounts {
+		r.dropped.Add(uint64(n))
+		return
+	}
+	r.counts[k] += n
+}
+
+// Dropped is how many logs and counted requests were dropped because the
+// buffer was full (the store away for long).
+func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
+
+// Pending is how many logs wait to be written.
+func (r *Recorder) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.logs)
+}
+
+// Run flushes every interval and sweeps every SweepEvery until ctx ends; it
+// does not flush on exit (the caller calls Flush after the server drained).
+func (r *Recorder) Run(ctx context.Context) {
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	sweep := time.NewTicker(r.sweepEach)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := r.Flush(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("usage flush", "err", err)
+			}
+		case <-sweep.C:
+			if err := r.st.SweepUsage(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				r.log.Warn("usage sweep", "err", err)
+			}
+		}
+	}
+}
+
+// Flush writes what is buffered. On failure the batch goes back to the
+// buffer (bounded as ever), so nothing is lost while the store is briefly
+// away; the store writes a batch in one transaction, so a retry never
+// counts twice.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	logs, counts := r.logs, r.counts
+	if len(logs) == 0 && len(counts) == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	r.logs, r.counts = nil, make(map[countKey]int64, len(counts))
+	r.mu.Unlock()
+	batch := make([]store.UsageCount, 0, len(counts))
+	for k, n := range counts {
+		batch = append(batch, store.UsageCount{AccountID: k.accountID, KeyID: k.keyID, Class: k.class,
+			Minute: time.UnixMilli(k.minute).UTC(), Count: n})
+	}
+	if err := r.st.WriteUsage(ctx, logs, batch); err != nil {
+		r.restore(logs, counts)
+		return err
+	}
+	return nil
+}
+
+// restore puts a failed batch back before what came in meanwhile.
+func (r *Recorder) restore(logs []store.RequestLog, counts map[countKey]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, n := range counts {
+		r.addCount(k, n)
+	}
+	all := append(logs, r.logs...)
+	if over := len(all) - r.maxLogs; over > 0 {
+		all = all[over:]
+		r.dropped.Add(uint64(over))
+	}
+	r.logs = all
+}

@@ -1,0 +1,126 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+type fakeStore struct {
+	mu     sync.Mutex
+	fail   bool
+	logs   []store.RequestLog
+	counts map[string]int64 // key/class/minute
+	sweeps int
+}
+
+func (f *fakeStore) WriteUsage(_ context.Context, logs []store.RequestLog, counts []store.UsageCount) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("store away")
+	}
+	if f.counts == nil {
+		f.counts = map[string]int64{}
+	}
+	f.logs = append(f.logs, logs...)
+	for _, c := range counts {
+		f.counts[c.KeyID+"/"+c.Class+"/"+c.Minute.Format("15:04")] += c.Count
+	}
+	return nil
+}
+
+func (f *fakeStore) SweepUsage(context.Context, time.Time) error {
+	f.mu.Lock()
+	f.sweeps++
+	f.mu.Unlock()
+	return nil
+}
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+
+func entry(id string, status int, at time.Time) store.RequestLog {
+	return store.RequestLog{ID: id, AccountID: "acc", KeyID: "key", At: at, Status: status}
+}
+
+// Record buffers; Flush writes logs and per-minute, per-class counts; a
+// failed flush keeps everything for the next one, which then counts each
+// request once.
+func TestFlushAndRetry(t *testing.T) {
+	st := &fakeStore{}
+	r := New(st, nil, Options{})
+	for i, s := range []int{200, 201, 404, 429, 503} {
+		r.Record(entry(string(rune('a'+i)), s, t0))
+	}
+	r.Record(entry("f", 200, t0.Add(time.Minute)))
+	st.fail = true
+	if err := r.Flush(context.Background()); err == nil {
+		t.Fatal("flush to a failing store succeeded")
+	}
+	r.Record(entry("g", 429, t0))
+	st.fail = false
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"key/2xx/12:00": 2, "key/4xx/12:00": 1, "key/429/12:00": 2, "key/5xx/12:00": 1, "key/2xx/12:01": 1}
+	if len(st.counts) != len(want) {
+		t.Errorf("counts %v, want %v", st.counts, want)
+	}
+	for k, n := range want {
+		if st.counts[k] != n {
+			t.Errorf("%s = %d, want %d", k, st.counts[k], n)
+		}
+	}
+	if len(st.logs) != 7 || st.logs[0].ID != "a" || st.logs[6].ID != "g" || r.Pending() != 0 {
+		t.Errorf("logs %v, pending %d", st.logs, r.Pending())
+	}
+}
+
+// While the store is away the buffer stays within its bounds and counts
+// what it dropped: the oldest logs, new counts beyond the cap.
+func TestBounded(t *testing.T) {
+	st := &fakeStore{fail: true}
+	r := New(st, nil, Options{MaxLogs: 3, MaxCounts: 2})
+	for i := range 5 {
+		r.Record(entry(string(rune('a'+i)), 200, t0.Add(time.Duration(i)*time.Minute)))
+		_ = r.Flush(context.Background())
+	}
+	if r.Pending() != 3 {
+		t.Errorf("pending %d, want 3", r.Pending())
+	}
+	// 2 logs and 3 counts (minutes 2, 3, 4) did not fit.
+	if r.Dropped() != 5 {
+		t.Errorf("dropped %d, want 5", r.Dropped())
+	}
+	st.fail = false
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.logs) != 3 || st.logs[0].ID != "c" || len(st.counts) != 2 {
+		t.Errorf("logs %v counts %v", st.logs, st.counts)
+	}
+}
+
+// Run flushes on its own, and stops with its context.
+func TestRunFlushes(t *testing.T) {
+	st := &fakeStore{}
+	r := New(st, nil, Options{Interval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	r.Record(entry("a", 200, t0))
+	for r.Pending() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.logs) != 1 {
+		t.Errorf("logs %v", st.logs)
+	}
+}
