@@ -259,9 +259,23 @@ func checkOwner(by *domain.User, accountID string) error {
 	return nil
 }
 
-// mayChange lets an Owner (or the CLI) make a change another Owner must
-// make to them: what, to a user who is not by.
-func mayChange(by *domain.User, accountID, userID, what string) error {
+// User returns a user of the account; not_found for anyone else.
+func (s *Service) User(ctx context.Context, accountID, userID string) (domain.User, error) {
+	u, err := s.store.GetUser(ctx, userID)
+	if errors.Is(err, domain.ErrNotFound) || (err == nil && u.AccountID != accountID) {
+		return domain.User{}, noUser(accountID, userID)
+	}
+	if err != nil {
+		return domain.User{}, fmt.Errorf("get user: %w", err)
+	}
+	return u, nil
+}
+
+// MayChange is nil when by may make the change called what to the user:
+// by is an Owner of the account (or nil, the CLI) and not that user, as
+// another Owner must deactivate them, reset their password or change
+// their role. The console asks it before it offers the change.
+func MayChange(by *domain.User, accountID, userID, what string) error {
 	if err := checkOwner(by, accountID); err != nil {
 		return err
 	}
@@ -303,7 +317,7 @@ func (s *Service) SetRole(ctx context.Context, by *domain.User, accountID, userI
 	if !ok {
 		return domain.User{}, fieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
 	}
-	if err := mayChange(by, accountID, userID, "change the role of"); err != nil {
+	if err := MayChange(by, accountID, userID, "change the role of"); err != nil {
 		return domain.User{}, err
 	}
 	return s.update(ctx, by, accountID, userID, store.UserChange{Role: r}, domain.AuditUserRoleChanged,
@@ -314,7 +328,7 @@ func (s *Service) SetRole(ctx context.Context, by *domain.User, accountID, userI
 // their sessions; not_found unless the user is in the account, and the
 // account keeps at least one active Owner.
 func (s *Service) DeactivateUser(ctx context.Context, by *domain.User, accountID, userID string) error {
-	if err := mayChange(by, accountID, userID, "deactivate"); err != nil {
+	if err := MayChange(by, accountID, userID, "deactivate"); err != nil {
 		return err
 	}
 	off := false
@@ -339,15 +353,12 @@ func (s *Service) ReactivateUser(ctx context.Context, by *domain.User, accountID
 // password, returned once, which they must replace at next sign-in (as an
 // invitation's); their sessions end and the old password stops working.
 func (s *Service) ResetPassword(ctx context.Context, by *domain.User, accountID, userID string) (domain.User, string, error) {
-	if err := mayChange(by, accountID, userID, "reset the password of"); err != nil {
+	if err := MayChange(by, accountID, userID, "reset the password of"); err != nil {
 		return domain.User{}, "", err
 	}
-	u, err := s.store.GetUser(ctx, userID)
-	if errors.Is(err, domain.ErrNotFound) || (err == nil && u.AccountID != accountID) {
-		return domain.User{}, "", noUser(accountID, userID)
-	}
+	u, err := s.User(ctx, accountID, userID)
 	if err != nil {
-		return domain.User{}, "", fmt.Errorf("get user: %w", err)
+		return domain.User{}, "", err
 	}
 	if !u.Active {
 		return domain.User{}, "", domain.Errorf(domain.CodeInconsistentState, "%s is deactivated: reactivate them first", u.Email)

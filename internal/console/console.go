@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/keys"
@@ -81,6 +82,7 @@ type Console struct {
 	store      *store.Store
 	keys       *keys.Service
 	agents     *agents.Service
+	accounts   *accounts.Service
 	limiter    ratelimit.Limiter
 	log        *slog.Logger
 	now        func() time.Time
@@ -118,6 +120,8 @@ func New(cfg Config) *Console {
 	}
 	// The API's agent rules, on the same store and clock.
 	c.agents = agents.New(c.store, c.now)
+	// Users' rules; its hashes go through the console's capped gate.
+	c.accounts = accounts.New(c.store, c.passwords.Hash, c.now)
 	c.pages = parsePages()
 	mux := http.NewServeMux()
 	c.routes(mux)
@@ -178,6 +182,11 @@ func (c *Console) routes(mux *http.ServeMux) {
 
 	mux.Handle("GET /console/users", owner(c.handleUsers))
 	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))
+	mux.Handle("GET /console/users/{id}", owner(c.handleUser))
+	mux.Handle("POST /console/users/{id}/role", owner(form(c.handleSetRole, c.showUser)))
+	// A new one-time password is the answer to the POST, shown once.
+	mux.Handle("POST /console/users/{id}/password", owner(form(c.handleResetPassword, c.showUser)))
+	mux.Handle("POST /console/users/{id}/reactivate", owner(form(c.handleReactivate, c.showUser)))
 	mux.Handle("GET /console/users/{id}/deactivate", owner(c.handleDeactivateForm))
 	mux.Handle("POST /console/users/{id}/deactivate", owner(c.handleDeactivate))
 

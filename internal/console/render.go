@@ -85,6 +85,8 @@ var notices = map[string]string{
 	"revoked":        "The key is revoked. Requests with it are refused from now on.",
 	"edited":         "The key's name and description are saved.",
 	"deactivated":    "The user is deactivated and signed out everywhere.",
+	"role":           "The role is changed. It applies from their next page.",
+	"reactivated":    "The user is reactivated: they sign in with the password they had.",
 	"instructions":   "The instructions are saved.",
 	"agent-created":  "The AI agent is created and enabled.",
 	"agent-renamed":  "The AI agent is renamed.",

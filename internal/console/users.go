@@ -1,20 +1,21 @@
 package console
 
 import (
-	"crypto/rand"
 	"errors"
 	"net/http"
-	"net/mail"
 	"net/url"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 // Users are the Owner's to manage: invite (create with a role and a
-// one-time password, as there is no mail) and deactivate.
+// one-time password, as there is no mail), change a role, deactivate and
+// reactivate, and issue a new one-time password. Every rule (an account
+// keeps an active Owner; nobody changes these of their own) is
+// accounts.Service's; these handlers decode, call it and render.
 
 type userRow struct {
 	ID, Email, Role string
@@ -22,6 +23,11 @@ type userRow struct {
 	Pending         bool // has not chosen a password yet
 	CreatedAt       time.Time
 	Self            bool
+}
+
+func rowOf(u domain.User, s *session) userRow {
+	return userRow{ID: u.ID, Email: u.Email, Role: string(u.Role), Active: u.Active,
+		Pending: u.MustChangePassword, CreatedAt: u.CreatedAt, Self: u.ID == s.user.ID}
 }
 
 type usersPage struct {
@@ -48,15 +54,19 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if role == "" {
 		role = string(domain.RoleAgent)
 	}
-	p := usersPage{Email: email, Role: role, Pager: pagerOf("/console/users", url.Values{"q": {lp.Search}}, lp, next)}
+	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerOf("/console/users", url.Values{"q": {lp.Search}}, lp, next)}
 	for _, u := range us {
-		p.Users = append(p.Users, userRow{ID: u.ID, Email: u.Email, Role: string(u.Role), Active: u.Active,
-			Pending: u.MustChangePassword, CreatedAt: u.CreatedAt, Self: u.ID == s.user.ID})
-	}
-	for _, r := range []domain.Role{domain.RoleAgent, domain.RoleAdmin, domain.RoleOwner} {
-		p.Roles = append(p.Roles, option{Value: string(r), Label: roleLabels[r], Checked: string(r) == role})
+		p.Users = append(p.Users, rowOf(u, s))
 	}
 	return p, nil
+}
+
+func roleOptions(checked string) []option {
+	var out []option
+	for _, r := range []domain.Role{domain.RoleAgent, domain.RoleAdmin, domain.RoleOwner} {
+		out = append(out, option{Value: string(r), Label: roleLabels[r], Checked: string(r) == checked})
+	}
+	return out
 }
 
 var roleLabels = map[domain.Role]string{
@@ -86,88 +96,130 @@ func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, 
 	return nil
 }
 
-type invitedPage struct {
-	Email, Role, Password string
+// oneTimePage shows a one-time password once: an invitation's (Invited)
+// or a reset's.
+type oneTimePage struct {
+	ID, Email, Role, Password string
+	Invited                   bool
 }
 
-// maxEmailLength is RFC 5321's limit on a path.
-const maxEmailLength = 254
-
 func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *session) error {
-	email := domain.NormalizeEmail(r.PostForm.Get("email"))
-	addr, err := mail.ParseAddress(email)
-	// Checked as sent too: lower-casing turns bytes that are not UTF-8
-	// into U+FFFD, which would pass as an address that was never given.
-	if err != nil || addr.Address != email || addr.Name != "" || len(email) > maxEmailLength || !utf8.ValidString(r.PostForm.Get("email")) {
-		return fieldError("email", "Give a plain email address, such as ann@example.com.")
-	}
-	role, ok := domain.ParseRole(r.PostForm.Get("role"))
-	if !ok {
-		return fieldError("role", "Choose a role.")
-	}
-	// There is no mail: the Owner hands this over, and the user must
-	// replace it at first sign-in.
-	oneTime := rand.Text()
-	hash, err := c.passwords.Hash(r.Context(), oneTime)
-	if busy(r, err) {
-		return errBusy(busyHashing)
-	}
+	u, pw, err := c.accounts.Invite(r.Context(), &s.user, s.user.AccountID, r.PostForm.Get("email"), r.PostForm.Get("role"))
 	if err != nil {
-		return err
+		return consoleUserError(r, err)
 	}
-	now := c.now().UTC().Truncate(time.Millisecond)
-	u := domain.User{
-		ID: domain.NewID(domain.PrefixUser, now), AccountID: s.user.AccountID, Email: email, Role: role,
-		PasswordHash: hash, MustChangePassword: true, Active: true, CreatedAt: now,
-	}
-	err = c.store.CreateUser(r.Context(), u)
-	var dup *domain.DuplicateError
-	if errors.As(err, &dup) {
-		return fieldError("email", "A user with this email already exists.")
-	}
-	if err != nil {
-		return err
-	}
-	c.log.Info("console user invited", "user_id", u.ID, "role", string(role), "by", s.user.ID)
-	c.render(w, r, s, http.StatusCreated, "invited", "User invited", invitedPage{Email: email, Role: string(role), Password: oneTime})
+	c.log.Info("console user invited", "user_id", u.ID, "role", string(u.Role), "by", s.user.ID)
+	c.render(w, r, s, http.StatusCreated, "invited", "User invited",
+		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw, Invited: true})
 	return nil
 }
 
-// target returns a user of the Owner's account that the Owner may
-// deactivate, or why not.
-func (c *Console) target(r *http.Request, s *session) (domain.User, error) {
-	u, err := c.store.GetUser(r.Context(), r.PathValue("id"))
-	if errors.Is(err, domain.ErrNotFound) || (err == nil && u.AccountID != s.user.AccountID) {
-		return u, errNotFound
+// consoleUserError is the console's wording of what the service refused:
+// a busy password gate is 503; a taken email does not name its holder, who
+// may be in another account.
+func consoleUserError(r *http.Request, err error) error {
+	switch {
+	case busy(r, err):
+		return errBusy(busyHashing)
+	case domain.IsCode(err, domain.CodeDuplicateValue):
+		return fieldError("email", "A user with this email already exists.")
+	case domain.IsCode(err, domain.CodeInvalidValue) && fieldOf(err) == "email":
+		return fieldError("email", "Give a plain email address, such as ann@example.com.")
+	case domain.IsCode(err, domain.CodeInvalidValue) && fieldOf(err) == "role":
+		return fieldError("role", "Choose a role.")
 	}
-	if err != nil {
-		return u, err
-	}
-	if u.ID == s.user.ID {
-		return u, &pageError{Status: http.StatusConflict, Message: "You cannot deactivate yourself. Another Owner can."}
-	}
-	return u, nil
+	return err
 }
 
-func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	u, err := c.target(r, s)
+func fieldOf(err error) string {
+	var de *domain.Error
+	if errors.As(err, &de) && len(de.Fields) > 0 {
+		return de.Fields[0].Field
+	}
+	return ""
+}
+
+// userPage is one user of the account and what an Owner may do to them.
+type userPage struct {
+	User  userRow
+	Roles []option
+	// Error is what to fix in the role form (Field "role") or why the
+	// last change was refused.
+	Error, Field string
+}
+
+// managed returns the user the path names, of the Owner's account.
+func (c *Console) managed(r *http.Request, s *session) (domain.User, error) {
+	return c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
+}
+
+func (c *Console) handleUser(w http.ResponseWriter, r *http.Request, s *session) error {
+	return c.showUser(w, r, s, nil)
+}
+
+// showUser is the user's page, with what to fix when e is not nil.
+func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	u, err := c.managed(r, s)
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+u.Email,
-		userRow{ID: u.ID, Email: u.Email, Role: string(u.Role), Active: u.Active})
+	p := userPage{User: rowOf(u, s), Roles: roleOptions(string(u.Role))}
+	status := http.StatusOK
+	if e != nil {
+		p.Error, p.Field, status = e.Message, e.Field, e.Status
+	}
+	c.render(w, r, s, status, "user", u.Email, p)
+	return nil
+}
+
+func (c *Console) handleSetRole(w http.ResponseWriter, r *http.Request, s *session) error {
+	id := r.PathValue("id")
+	if _, err := c.accounts.SetRole(r.Context(), &s.user, s.user.AccountID, id, r.PostForm.Get("role")); err != nil {
+		return consoleUserError(r, err)
+	}
+	c.log.Info("console user role changed", "user_id", id, "role", r.PostForm.Get("role"), "by", s.user.ID)
+	return seeOther("/console/users/" + id + "?done=role")
+}
+
+func (c *Console) handleReactivate(w http.ResponseWriter, r *http.Request, s *session) error {
+	id := r.PathValue("id")
+	if err := c.accounts.ReactivateUser(r.Context(), &s.user, s.user.AccountID, id); err != nil {
+		return err
+	}
+	c.log.Info("console user reactivated", "user_id", id, "by", s.user.ID)
+	return seeOther("/console/users/" + id + "?done=reactivated")
+}
+
+// handleResetPassword issues a new one-time password and shows it once
+// (like an invitation's: the answer to the POST, never stored).
+func (c *Console) handleResetPassword(w http.ResponseWriter, r *http.Request, s *session) error {
+	u, pw, err := c.accounts.ResetPassword(r.Context(), &s.user, s.user.AccountID, r.PathValue("id"))
+	if err != nil {
+		return consoleUserError(r, err)
+	}
+	c.log.Info("console user password reset", "user_id", u.ID, "by", s.user.ID)
+	c.render(w, r, s, http.StatusCreated, "invited", "New one-time password",
+		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw})
+	return nil
+}
+
+func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) error {
+	u, err := c.managed(r, s)
+	if err != nil {
+		return err
+	}
+	if err := accounts.MayChange(&s.user, s.user.AccountID, u.ID, "deactivate"); err != nil {
+		return err
+	}
+	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+u.Email, rowOf(u, s))
 	return nil
 }
 
 func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *session) error {
-	u, err := c.target(r, s)
-	if err != nil {
+	id := r.PathValue("id")
+	if err := c.accounts.DeactivateUser(r.Context(), &s.user, s.user.AccountID, id); err != nil {
 		return err
 	}
-	if err := c.store.DeactivateUser(r.Context(), s.user.AccountID, u.ID); err != nil {
-		return err
-	}
-	c.log.Info("console user deactivated", "user_id", u.ID, "by", s.user.ID)
-	http.Redirect(w, r, "/console/users?done=deactivated", http.StatusSeeOther)
-	return nil
+	c.log.Info("console user deactivated", "user_id", id, "by", s.user.ID)
+	return seeOther("/console/users?done=deactivated")
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Message is one entry of a Chat Completions conversation.
@@ -30,10 +31,17 @@ type Message struct {
 // Turn is an earlier question of a conversation and the answer it got.
 type Turn struct{ Question, Answer string }
 
+// MaxContextChars bounds the earlier turns sent with a question
+// (decisions.md, "Streaming answers"): the most recent turns whose questions
+// and answers together fit in this many characters (code points).
+const MaxContextChars = 24000
+
 // Conversation builds the messages for a question asked of an AI agent: its
-// instructions as the system message (omitted when blank), each earlier
-// turn as a user/assistant pair in order, then the new question.
+// instructions as the system message (omitted when blank), the most recent
+// earlier turns that fit in MaxContextChars as user/assistant pairs in
+// order, then the new question.
 func Conversation(instructions string, turns []Turn, question string) []Message {
+	turns = recentTurns(turns, MaxContextChars)
 	msgs := make([]Message, 0, 2*len(turns)+2)
 	if strings.TrimSpace(instructions) != "" {
 		msgs = append(msgs, Message{Role: "system", Content: instructions})
@@ -44,6 +52,20 @@ func Conversation(instructions string, turns []Turn, question string) []Message 
 			Message{Role: "assistant", Content: t.Answer})
 	}
 	return append(msgs, Message{Role: "user", Content: question})
+}
+
+// recentTurns returns the longest tail of turns whose text fits in budget
+// characters. It stops at the first turn that does not fit, so the model
+// never sees a conversation with a hole in it.
+func recentTurns(turns []Turn, budget int) []Turn {
+	used := 0
+	for i := len(turns) - 1; i >= 0; i-- {
+		used += utf8.RuneCountInString(turns[i].Question) + utf8.RuneCountInString(turns[i].Answer)
+		if used > budget {
+			return turns[i+1:]
+		}
+	}
+	return turns
 }
 
 // Config says which model to ask and how.

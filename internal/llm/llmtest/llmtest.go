@@ -1,7 +1,7 @@
 // Package llmtest is a fake Chat Completions peer for tests: a real HTTP
-// server on loopback that records what it was asked and answers as told, so
-// tests exercise the same client, wire format and failure paths as
-// production.
+// server on loopback that records what it was asked and answers as told,
+// streamed or not, so tests exercise the same client, wire format and
+// failure paths as production.
 package llmtest
 
 import (
@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/llm"
 )
@@ -33,9 +35,11 @@ type Server struct {
 	// URL is the base URL to configure the client with; it ends in /v1.
 	URL string
 
-	reply func(Request) (int, string)
-	mu    sync.Mutex
-	reqs  []Request
+	reply  func(Request) (int, string)
+	mu     sync.Mutex
+	reqs   []Request
+	stream func(Request, func(token string) bool)
+	delay  time.Duration
 }
 
 // NewServer starts a peer that answers each completion request with the
@@ -78,6 +82,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()
+	if req.Stream {
+		s.serveStream(w, req)
+		return
+	}
 	status, out := s.reply(req)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -114,6 +122,111 @@ func Answer(content string) string {
 			"index":         0,
 			"message":       map[string]string{"role": "assistant", "content": content},
 			"finish_reason": "stop",
+		}},
+	})
+	if err != nil {
+		panic(err) // only strings and numbers above: cannot happen
+	}
+	return string(b)
+}
+
+// StreamWith makes the peer answer streamed requests ("stream": true) by
+// running play, which sends the reply token by token; send returns false
+// once the client went away (play should then return). Without StreamWith,
+// a streamed request gets the reply function's answer cut into words, or
+// its status and body as they are when the status is not 200.
+func (s *Server) StreamWith(play func(req Request, send func(token string) bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stream = play
+}
+
+// SetTokenDelay makes the default streamed reply wait d between tokens.
+func (s *Server) SetTokenDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay = d
+}
+
+func (s *Server) serveStream(w http.ResponseWriter, req Request) {
+	s.mu.Lock()
+	play, delay := s.stream, s.delay
+	s.mu.Unlock()
+	if play == nil {
+		status, out := s.reply(req)
+		if status != http.StatusOK {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(out))
+			return
+		}
+		play = words(contentOf(out), delay)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	send := func(token string) bool {
+		if req.Context.Err() != nil {
+			return false
+		}
+		if _, err := io.WriteString(w, "data: "+Chunk(token)+"\n\n"); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	play(req, send)
+	if req.Context.Err() == nil {
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		_ = rc.Flush()
+	}
+}
+
+// words plays content one word (with its following space) at a time,
+// waiting delay before each but the first.
+func words(content string, delay time.Duration) func(Request, func(string) bool) {
+	return func(req Request, send func(string) bool) {
+		for i, tok := range strings.SplitAfter(content, " ") {
+			if i > 0 && delay > 0 {
+				select {
+				case <-time.After(delay):
+				case <-req.Context.Done():
+					return
+				}
+			}
+			if tok != "" && !send(tok) {
+				return
+			}
+		}
+	}
+}
+
+// contentOf is the reply text of a Chat Completions body made by Answer.
+func contentOf(body string) string {
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal([]byte(body), &out) != nil || len(out.Choices) == 0 {
+		return ""
+	}
+	return out.Choices[0].Message.Content
+}
+
+// Chunk is one streamed Chat Completions chunk (without the "data: " of
+// its event) carrying token.
+func Chunk(token string) string {
+	b, err := json.Marshal(map[string]any{
+		"id":      "chatcmpl-llmtest",
+		"object":  "chat.completion.chunk",
+		"created": 0,
+		"model":   "llmtest",
+		"choices": []any{map[string]any{
+			"index":         0,
+			"delta":         map[string]string{"content": token},
+			"finish_reason": nil,
 		}},
 	})
 	if err != nil {
