@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/agents"
+	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/questions"
 )
 
@@ -55,28 +57,58 @@ func (p *problems) optionalString(obj map[string]json.RawMessage, field string) 
 	return p.str(raw, field)
 }
 
-func handleAsk(svc *questions.Service, log *slog.Logger) http.Handler {
+func toAnswerObject(q domain.Question) answerObject {
+	return answerObject{
+		ID: q.ID, ConversationID: q.ConversationID, Question: q.Question, Answer: q.Answer,
+		CreatedAt: formatTime(q.CreatedAt), AnswerMS: q.AnswerMS,
+	}
+}
+
+// askInput is a question request's body, validated.
+type askInput struct {
+	question string
+	conv     *string
+	stream   bool
+}
+
+func decodeAsk(w http.ResponseWriter, r *http.Request) (askInput, error) {
+	var p problems
+	var in askInput
+	p.query(r)
+	obj := p.object(w, r, "question", "conversation_id", "stream")
+	in.question, _ = p.text(obj, "question", MaxQuestionLength, true)
+	if id, given := p.optionalString(obj, "conversation_id"); given {
+		in.conv = &id
+	}
+	if _, given := obj["stream"]; given {
+		in.stream, _ = p.boolean(obj, "stream")
+	}
+	return in, p.err()
+}
+
+// handleAsk answers a question: 201 with the answer, or with "stream": true
+// the answer as server-sent events once every check passed (stream.go).
+func handleAsk(svc *questions.Service, log *slog.Logger, keepAlive time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p problems
-		p.query(r)
-		obj := p.object(w, r, "question", "conversation_id")
-		question, _ := p.text(obj, "question", MaxQuestionLength, true)
-		var conv *string
-		if id, given := p.optionalString(obj, "conversation_id"); given {
-			conv = &id
-		}
-		if err := p.err(); err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		q, err := svc.Ask(r.Context(), authFrom(r.Context()).key.AccountID, r.PathValue("agent_id"), question, conv)
+		in, err := decodeAsk(w, r)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, single{Data: answerObject{
-			ID: q.ID, ConversationID: q.ConversationID, Question: q.Question, Answer: q.Answer,
-			CreatedAt: formatTime(q.CreatedAt), AnswerMS: q.AnswerMS,
-		}})
+		p, err := svc.Prepare(r.Context(), authFrom(r.Context()).key.AccountID, r.PathValue("agent_id"), in.question, in.conv)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if in.stream {
+			streamAnswer(w, r, log, p, keepAlive)
+			return
+		}
+		q, err := p.Answer(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, single{Data: toAnswerObject(q)})
 	})
 }

@@ -162,8 +162,35 @@ func (p *Pending) Answer(ctx context.Context) (domain.Question, error) {
 	return p.finish(ctx, p.svc.model.Complete)
 }
 
+// Streamer is a Model that can also stream its answer; *llm.Client is one.
+type Streamer interface {
+	Stream(ctx context.Context, msgs []llm.Message, onDelta func(string) error) (string, error)
+}
+
+// AnswerStream is Answer for a streamed question: it passes the answer's
+// text to onDelta piece by piece as the model produces it (a model that
+// cannot stream gives it in one piece), under the same bounds, and records
+// the outcome the same way. onDelta failing (the caller went away) ends the
+// model call, and the question is recorded as failed.
+func (p *Pending) AnswerStream(ctx context.Context, onDelta func(string) error) (domain.Question, error) {
+	if st, ok := p.svc.model.(Streamer); ok {
+		return p.finish(ctx, func(ctx context.Context, msgs []llm.Message) (string, error) {
+			return st.Stream(ctx, msgs, onDelta)
+		})
+	}
+	return p.finish(ctx, func(ctx context.Context, msgs []llm.Message) (string, error) {
+		answer, err := p.svc.model.Complete(ctx, msgs)
+		if err == nil {
+			if err = onDelta(answer); err != nil {
+				answer = ""
+			}
+		}
+		return answer, err
+	})
+}
+
 // finish runs one model call and records its outcome; a streamed answer
-// will pass a call that forwards the model's deltas as they come.
+// passes a call that forwards the model's deltas as they come.
 func (p *Pending) finish(ctx context.Context, call func(context.Context, []llm.Message) (string, error)) (domain.Question, error) {
 	q := p.q
 	callCtx, cancel := context.WithTimeout(ctx, Timeout)

@@ -1,0 +1,216 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/questions"
+)
+
+// DefaultStreamKeepAlive is how long a streamed answer may stay silent
+// before a ": keep-alive" comment goes out (decisions.md, "Streaming
+// answers").
+const DefaultStreamKeepAlive = 15 * time.Second
+
+// answerRecorderKey carries an AnswerRecorder in a request's context.
+type answerRecorderKey struct{}
+
+// AnswerRecorder learns how a streamed question ended, as the response the
+// same question would have had without "stream": status 201 and the body
+// {"data":<answer>} once answer.completed went out, or the error status and
+// envelope the error event carried. It is the idempotency layer's hook: it
+// stores that response, and a replay is written by writeStreamReplay.
+type AnswerRecorder func(status int, body []byte)
+
+// WithAnswerRecorder returns ctx carrying rec, for a streamed question
+// handled under it to call once, when its stream ends with an outcome (not
+// when it is refused before the stream begins: that is a plain JSON
+// response).
+func WithAnswerRecorder(ctx context.Context, rec AnswerRecorder) context.Context {
+	return context.WithValue(ctx, answerRecorderKey{}, rec)
+}
+
+func recordAnswer(ctx context.Context, status int, body []byte) {
+	if rec, ok := ctx.Value(answerRecorderKey{}).(AnswerRecorder); ok && rec != nil {
+		rec(status, body)
+	}
+}
+
+// sse writes server-sent events. Events and keep-alive comments come from
+// two goroutines, so every write holds mu; each write is flushed at once.
+type sse struct {
+	mu     sync.Mutex
+	w      io.Writer
+	rc     *http.ResponseController
+	err    error         // the first write failure: the client went away
+	active chan struct{} // a signal per event, to restart the silence timer
+}
+
+// startSSE sends the 200 and the event-stream headers (the rate-limit and
+// request id headers already set stay).
+func startSSE(w http.ResponseWriter) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx would otherwise hold events back
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w), active: make(chan struct{}, 1)}
+	_ = s.rc.Flush()
+	return s
+}
+
+// event writes one event whose data is v as JSON.
+func (s *sse) event(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.eventRaw(name, data)
+}
+
+func (s *sse) eventRaw(name string, data []byte) error {
+	var b bytes.Buffer
+	b.Grow(len(name) + len(data) + 16)
+	b.WriteString("event: ")
+	b.WriteString(name)
+	b.WriteString("\ndata: ")
+	b.Write(data) // compact JSON: no line breaks
+	b.WriteString("\n\n")
+	select {
+	case s.active <- struct{}{}:
+	default:
+	}
+	return s.write(b.Bytes())
+}
+
+func (s *sse) write(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if _, err := s.w.Write(p); err != nil {
+		s.err = err
+		return err
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.err = err
+	}
+	return s.err
+}
+
+// keepAlive sends ": keep-alive" after every interval without an event,
+// until stop is closed.
+func (s *sse) keepAlive(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.active:
+			t.Reset(interval)
+		case <-t.C:
+			if s.write([]byte(": keep-alive\n\n")) != nil {
+				return
+			}
+			t.Reset(interval)
+		}
+	}
+}
+
+type createdEvent struct {
+	ID             string `json:"id"`
+	ConversationID string `json:"conversation_id"`
+	CreatedAt      string `json:"created_at"`
+}
+
+type deltaEvent struct {
+	Delta string `json:"delta"`
+}
+
+// streamAnswer answers a prepared question as server-sent events:
+// question.created, answer.delta per piece of the model's text, then
+// answer.completed, or an error event when the answer failed after the
+// stream began.
+func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *questions.Pending, keepAlive time.Duration) {
+	s := startSSE(w)
+	stop := make(chan struct{})
+	defer close(stop)
+	go s.keepAlive(keepAlive, stop)
+	pq := p.Question()
+	_ = s.event("question.created", createdEvent{ID: pq.ID, ConversationID: pq.ConversationID, CreatedAt: formatTime(pq.CreatedAt)})
+	q, err := p.AnswerStream(r.Context(), func(delta string) error {
+		return s.event("answer.delta", deltaEvent{Delta: delta})
+	})
+	if err != nil {
+		status, body := errorEnvelope(r, log, err)
+		recordAnswer(r.Context(), status, body)
+		_ = s.eventRaw("error", body)
+		return
+	}
+	body, err := json.Marshal(single{Data: toAnswerObject(q)})
+	if err != nil { // only strings and numbers: cannot happen
+		body = []byte(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}`)
+		_ = s.eventRaw("error", body)
+		return
+	}
+	recordAnswer(r.Context(), http.StatusCreated, body)
+	_ = s.eventRaw("answer.completed", body)
+}
+
+// errorEnvelope is what writeError would send for err: its status and the
+// compact JSON envelope. An internal cause is logged with the request id.
+func errorEnvelope(r *http.Request, log *slog.Logger, err error) (int, []byte) {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		id := requestID(r.Context())
+		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
+		de = domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
+	}
+	body, _ := json.Marshal(errorBody{Error: bounded(errorFields{
+		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
+	})})
+	return statusOf(de.Code), body
+}
+
+// writeStreamReplay answers a replay of a streamed question from the
+// response AnswerRecorder got: a saved 201 becomes question.created, the
+// whole answer as one answer.delta, and answer.completed; a saved error
+// becomes the error event. It reports whether body was such a response.
+func writeStreamReplay(w http.ResponseWriter, status int, body []byte) bool {
+	var saved struct {
+		Data answerObject `json:"data"`
+	}
+	if status == http.StatusCreated && json.Unmarshal(body, &saved) != nil {
+		return false
+	}
+	s := startSSE(w)
+	if status != http.StatusCreated {
+		_ = s.eventRaw("error", compactJSON(body))
+		return true
+	}
+	a := saved.Data
+	_ = s.event("question.created", createdEvent{ID: a.ID, ConversationID: a.ConversationID, CreatedAt: a.CreatedAt})
+	_ = s.event("answer.delta", deltaEvent{Delta: a.Answer})
+	_ = s.eventRaw("answer.completed", compactJSON(body))
+	return true
+}
+
+// compactJSON drops the line breaks a data line cannot hold.
+func compactJSON(body []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, body) != nil {
+		return body
+	}
+	return b.Bytes()
+}
