@@ -47,6 +47,9 @@ type Config struct {
 	CursorKey []byte
 	// LLM answers questions; nil when no model is configured.
 	LLM *llm.Client
+	// StreamKeepAlive is the silence after which a streamed answer sends a
+	// keep-alive comment; zero means DefaultStreamKeepAlive.
+	StreamKeepAlive time.Duration
 	// Console is mounted at /console/ when set.
 	Console http.Handler
 	// Metrics receives request, auth, rate-limit and store figures; nil is fine.
@@ -75,6 +78,7 @@ type Server struct {
 	now         func() time.Time
 	cursors     *cursorSigner
 	llm         *llm.Client
+	keepAlive   time.Duration
 	metrics     *metrics.Metrics
 	authn       *keys.Authenticator
 	mux         *http.ServeMux
@@ -115,6 +119,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.keepAlive = cfg.StreamKeepAlive; s.keepAlive <= 0 {
+		s.keepAlive = DefaultStreamKeepAlive
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
