@@ -39,11 +39,13 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	preset := fs.String("preset", "", "aiagent-read, aiagent-query or full-access")
 	scopes := fs.String("scopes", "", "comma-separated scopes (instead of --preset)")
 	agents := fs.String("agents", "", "comma-separated AI agent ids the key is restricted to")
+	allowedIPs := fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any)")
 	expires := fs.String("expires-at", "", "RFC 3339 time at which the key expires")
 	rate := fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute")
 	envName := fs.String("env", "live", "credential environment: live or test")
 	asJSON := fs.Bool("json", false, "print one JSON object with id, prefix and credential")
-	if _, err := parse(fs, args); err != nil {
+	_, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
 	if err := required(fs, "account", "as", "name"); err != nil {
@@ -74,6 +76,9 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 			p.AgentIDs = strings.Split(*agents, ",")
 		}
 	})
+	if p.AllowedIPs, err = allowedIPsFlag(fs, *allowedIPs); err != nil {
+		return err
+	}
 	if *expires != "" {
 		t, err := time.Parse(time.RFC3339Nano, *expires)
 		if err != nil {
@@ -111,6 +116,25 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 		}
 		return nil
 	})
+}
+
+// allowedIPsFlag reads --allowed-ips; a bad entry, more than 50, or the
+// flag given with nothing in it (a shell variable that was not set must not
+// leave the key usable from anywhere) is a usage error (exit 2).
+func allowedIPsFlag(fs *flag.FlagSet, value string) (domain.AllowList, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "allowed-ips" })
+	if !given {
+		return nil, nil
+	}
+	l, err := domain.ParseAllowList(value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --allowed-ips: %s", errUsage, oneLine(err))
+	}
+	if len(l) == 0 {
+		return nil, fmt.Errorf("%w: --allowed-ips is empty; leave the flag out to allow any address", errUsage)
+	}
+	return l, nil
 }
 
 // asManager opens the store and runs fn as the account's Owner or Admin
@@ -176,6 +200,7 @@ type keyLine struct {
 	ExpiresAt          *string        `json:"expires_at"`
 	Env                domain.Env     `json:"env"`
 	AgentIDs           []string       `json:"agent_ids"`
+	AllowedIPs         []string       `json:"allowed_ips"`
 	Status             string         `json:"status"`
 	// AccountActive is false while the account is deactivated: its keys
 	// are refused (401) whatever their own status says.
@@ -216,7 +241,7 @@ func keyList(ctx context.Context, e env, args []string) error {
 		if err := enc.Encode(keyLine{
 			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
 			RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt),
-			Env: k.Env, AgentIDs: agents, Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
+			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
 		}); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
