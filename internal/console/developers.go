@@ -21,6 +21,7 @@ type keyRow struct {
 	ID, Name, Description, Prefix, Env string
 	Scopes                             []string
 	Agents                             []string // names; empty: every agent
+	AllowedIPs                         []string // empty: any address
 	CreatedBy                          string
 	CreatedAt                          time.Time
 	LastUsedAt, ExpiresAt, RevokedAt   *time.Time
@@ -67,6 +68,7 @@ func (d directory) row(k domain.APIKey, now time.Time) keyRow {
 		ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Env: string(k.Env),
 		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
 		Status: string(k.Status(now)), RateLimit: k.RateLimitPerMinute, RotatedFrom: k.RotatedFrom,
+		AllowedIPs: k.AllowedIPs.Strings(),
 	}
 	for _, s := range k.Scopes {
 		r.Scopes = append(r.Scopes, string(s))
@@ -181,6 +183,7 @@ type newKeyPage struct {
 	Expiry      []option
 	ExpiresAt   string
 	Env         []option
+	AllowedIPs  string
 	// Error is what to fix; Field the form field at fault ("" when the
 	// message is about the whole form).
 	Error, Field string
@@ -189,6 +192,7 @@ type newKeyPage struct {
 // keyForm is what the create form posted.
 type keyForm struct {
 	name, description, preset, expiry, expiresAt, env string
+	allowedIPs                                        string
 	scopes, agents                                    []string
 	// op is the button that sent the form: "" or "create" creates the key;
 	// "search-agents" and "more-agents" only re-show the form with the
@@ -200,7 +204,7 @@ func readKeyForm(r *http.Request) keyForm {
 	f := r.PostForm
 	return keyForm{
 		name: f.Get("name"), description: f.Get("description"), preset: f.Get("preset"),
-		expiry: f.Get("expiry"), expiresAt: f.Get("expires_at"), env: f.Get("env"),
+		expiry: f.Get("expiry"), expiresAt: f.Get("expires_at"), env: f.Get("env"), allowedIPs: f.Get("allowed_ips"),
 		scopes: f["scope"], agents: f["agent"],
 		op: f.Get("op"), agentSearch: strings.TrimSpace(f.Get("agent_q")), agentAfter: f.Get("agent_after"),
 	}
@@ -259,7 +263,7 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 		f.expiry = "never"
 	}
 	preset, ticked := f.scopeChoice()
-	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt}
+	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt, AllowedIPs: f.allowedIPs}
 	for _, pr := range domain.Presets {
 		scopes := make([]string, len(pr.Scopes))
 		for i, s := range pr.Scopes {
@@ -394,6 +398,11 @@ func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, err
 		return p, fieldError("env", "Choose live or test.")
 	}
 	p.Env = env
+	allowed, err := allowListField(f.allowedIPs)
+	if err != nil {
+		return p, err
+	}
+	p.AllowedIPs = allowed
 	switch f.expiry {
 	case "", "never":
 	case "custom":
@@ -588,7 +597,22 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 type editKeyPage struct {
 	Key               keyRow
 	Name, Description string
+	AllowedIPs        string
 	Error, Field      string
+}
+
+// allowListField reads the allowlist box (addresses and prefixes separated
+// by commas, spaces or lines); a bad entry is the box's error.
+func allowListField(s string) (domain.AllowList, error) {
+	l, err := domain.ParseAllowList(s)
+	if de := (*domain.Error)(nil); errors.As(err, &de) {
+		msg := capitalize(de.Message)
+		if !strings.HasSuffix(msg, "?") {
+			msg += "."
+		}
+		return nil, fieldError("allowed_ips", msg)
+	}
+	return l, err
 }
 
 func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -604,10 +628,11 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	p := editKeyPage{Key: d.row(k, c.now()), Name: k.Name, Description: k.Description}
+	p := editKeyPage{Key: d.row(k, c.now()), Name: k.Name, Description: k.Description, AllowedIPs: strings.Join(k.AllowedIPs.Strings(), "\n")}
 	status := http.StatusOK
 	if e != nil {
 		p.Name, p.Description = r.PostForm.Get("name"), r.PostForm.Get("description")
+		p.AllowedIPs = r.PostForm.Get("allowed_ips")
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
 	c.render(w, r, s, status, "editkey", "Edit "+k.Name, p)
@@ -617,8 +642,21 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	if _, err := c.keys.Rename(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description")); err != nil {
+	// The list is read first, so that a bad entry changes nothing.
+	allowed, err := allowListField(r.PostForm.Get("allowed_ips"))
+	if err != nil {
 		return err
+	}
+	k, err := c.keys.Rename(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description"))
+	if err != nil {
+		return err
+	}
+	// A revoked key keeps its list (the service refuses a change); leaving
+	// the box as it was is no change.
+	if !slices.Equal(k.AllowedIPs, allowed) {
+		if _, err := c.keys.SetAllowedIPs(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, allowed); err != nil {
+			return err
+		}
 	}
 	c.log.Info("console key edited", "key_id", id, "user_id", u.ID)
 	return seeOther("/console/developers/keys/" + url.PathEscape(id) + "?done=edited")
