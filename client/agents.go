@@ -194,12 +194,12 @@ type NewAgent struct {
 // folding (ΟΔΟΣ and οδος collide); a taken name is 409
 // duplicate_value with Error.ExistingID, unless AdoptExisting.
 //
-// A create is retried after a transport error or 5xx like any call: if the
-// first attempt did create the agent, the retry meets 409 duplicate_value,
-// which AdoptExisting resolves.
+// A create is retried after a transport error or 5xx like any call, with
+// the same Idempotency-Key: if the first attempt did create the agent, the
+// retry gets that attempt's answer (Idempotent-Replayed), not a second agent.
 func (c *Client) CreateAgent(ctx context.Context, a NewAgent) (Agent, error) {
 	var out Agent
-	r, err := c.do(ctx, call{method: http.MethodPost, path: "/ai-agents", body: a})
+	r, err := c.do(ctx, call{method: http.MethodPost, path: "/ai-agents", body: a, idempotent: true})
 	if err != nil {
 		var e *Error
 		if a.AdoptExisting && errors.As(err, &e) && e.Code == CodeDuplicateValue && e.ExistingID != "" {
@@ -228,12 +228,12 @@ func agentPath(id, suffix string) (string, error) {
 }
 
 // agentCall runs a call on one agent and decodes its data into v.
-func (c *Client) agentCall(ctx context.Context, method, id, suffix string, body any, noTransportRetry bool, v any) error {
+func (c *Client) agentCall(ctx context.Context, method, id, suffix string, body any, v any) error {
 	p, err := agentPath(id, suffix)
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, call{method: method, path: p, body: body, noTransportRetry: noTransportRetry})
+	r, err := c.do(ctx, call{method: method, path: p, body: body})
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (c *Client) agentCall(ctx context.Context, method, id, suffix string, body 
 // GetAgent fetches one agent (GET /ai-agents/{id}; aiagents:read).
 func (c *Client) GetAgent(ctx context.Context, id string) (Agent, error) {
 	var a Agent
-	err := c.agentCall(ctx, http.MethodGet, id, "", nil, false, &a)
+	err := c.agentCall(ctx, http.MethodGet, id, "", nil, &a)
 	return a, err
 }
 
@@ -258,7 +258,7 @@ type AgentUpdate struct {
 // duplicate_value with ExistingID.
 func (c *Client) UpdateAgent(ctx context.Context, id string, u AgentUpdate) (Agent, error) {
 	var a Agent
-	err := c.agentCall(ctx, http.MethodPatch, id, "", u, false, &a)
+	err := c.agentCall(ctx, http.MethodPatch, id, "", u, &a)
 	return a, err
 }
 
@@ -269,7 +269,7 @@ func (c *Client) SetEnabled(ctx context.Context, id string, enabled bool) (Agent
 	body := struct {
 		Enabled bool `json:"enabled"`
 	}{enabled}
-	err := c.agentCall(ctx, http.MethodPut, id, "/enabled", body, false, &a)
+	err := c.agentCall(ctx, http.MethodPut, id, "/enabled", body, &a)
 	return a, err
 }
 
@@ -287,7 +287,7 @@ func (c *Client) DisableAgent(ctx context.Context, id string) (Agent, error) {
 // /ai-agents/{id}/stats; aiagents:read).
 func (c *Client) AgentStats(ctx context.Context, id string) (Stats, error) {
 	var s Stats
-	err := c.agentCall(ctx, http.MethodGet, id, "/stats", nil, false, &s)
+	err := c.agentCall(ctx, http.MethodGet, id, "/stats", nil, &s)
 	return s, err
 }
 
@@ -302,16 +302,21 @@ type Question struct {
 // aiagents:query). Without the account's ai-answers feature it is 403
 // feature_not_enabled; a disabled agent is 409 immutable_state.
 //
-// Asking is not idempotent: each accepted question is answered by a
-// language model and kept in the agent's history. Ask follows the
-// contract's guidance (5xx, including a model failure, is retried with
-// backoff; 429 after Retry-After, which the server refuses before doing
-// anything), but it does not retry a transport error, or a 5xx that is not
-// the API's own answer (a gateway's 502 or 504 page), after either of which
-// the question may have been asked and answered: that error is returned,
-// and the caller decides.
+// Each call sends one random Idempotency-Key that all its attempts repeat,
+// so Ask is retried like any call (transport errors and 5xx, a gateway's
+// 502, 503 or 504 included, with backoff; 429 after Retry-After): a retry of
+// a question the server already answered gets that answer back, and the
+// model is asked once. A retry that arrives while the first attempt is
+// still being answered gets 409 inconsistent_state, which is returned.
 func (c *Client) Ask(ctx context.Context, agentID string, q Question) (Answer, error) {
 	var a Answer
-	err := c.agentCall(ctx, http.MethodPost, agentID, "/questions", q, true, &a)
-	return a, err
+	p, err := agentPath(agentID, "/questions")
+	if err != nil {
+		return a, err
+	}
+	r, err := c.do(ctx, call{method: http.MethodPost, path: p, body: q, idempotent: true})
+	if err != nil {
+		return a, err
+	}
+	return a, decodeData(r, &a)
 }

@@ -19,7 +19,13 @@
 //     n (from 1) the client sleeps a uniformly random time in
 //     [0, min(MaxDelay, BaseDelay·2^(n-1))).
 //   - A transport error (connection refused or reset, time-out of the
-//     http.Client) is retried like a 5xx, except for [Client.Ask]: see there.
+//     http.Client) is retried like a 5xx.
+//
+// [Client.CreateAgent] and [Client.Ask] send an Idempotency-Key, a random
+// one per call that every retry of the call repeats, so the server creates
+// the agent or asks the model at most once however many attempts it takes;
+// a retry that arrives while the first attempt still runs gets 409
+// inconsistent_state, which is returned.
 //   - An answer larger than 8 MiB is not the API's; it is returned as an
 //     error, not retried.
 //
@@ -45,6 +51,8 @@ package client
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,9 +288,9 @@ type call struct {
 	path   string     // relative to base, starting with /
 	query  url.Values // may be nil
 	body   any        // marshalled once; nil sends no body
-	// noTransportRetry: the operation is not idempotent and a transport
-	// error leaves its outcome unknown.
-	noTransportRetry bool
+	// idempotent: the call sends an Idempotency-Key, one random key for
+	// all its attempts, so that the server runs it at most once.
+	idempotent bool
 }
 
 // response is a successful exchange: status 2xx.
@@ -308,9 +316,13 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 	if len(cl.query) > 0 {
 		target += "?" + cl.query.Encode()
 	}
+	var key string
+	if cl.idempotent {
+		key = newIdempotencyKey()
+	}
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		resp, err := c.once(ctx, cl.method, target, body)
+		resp, err := c.once(ctx, cl.method, target, body, key)
 		if err == nil {
 			return resp, nil
 		}
@@ -356,10 +368,8 @@ func (c *Client) backoff(cl call, attempt int, err error) (time.Duration, bool) 
 		return 0, false
 	}
 	if !errors.As(err, &apiErr) {
-		// A transport error: the request may or may not have been served.
-		if cl.noTransportRetry {
-			return 0, false
-		}
+		// A transport error: the request may or may not have been served;
+		// every call that is not idempotent by nature sends a key.
 		return c.expBackoff(attempt), true
 	}
 	switch {
@@ -368,10 +378,6 @@ func (c *Client) backoff(cl call, attempt int, err error) (time.Duration, bool) 
 			return 0, false
 		}
 		return apiErr.RetryAfter, true
-	case apiErr.StatusCode >= 500 && cl.noTransportRetry && !apiErr.envelope:
-		// A gateway's 502 or 504, not the API's answer: the request may
-		// have been served behind it, as after a transport error.
-		return 0, false
 	case apiErr.StatusCode >= 500:
 		d := c.expBackoff(attempt)
 		// A 503 from a proxy may say when to come back; never sooner.
@@ -398,7 +404,7 @@ func (c *Client) expBackoff(attempt int) time.Duration {
 }
 
 // once sends one request and reads its answer.
-func (c *Client) once(ctx context.Context, method, target string, body []byte) (*response, error) {
+func (c *Client) once(ctx context.Context, method, target string, body []byte, idemKey string) (*response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -412,6 +418,9 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte) (
 	req.Header.Set("User-Agent", c.userAgent)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -430,6 +439,13 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte) (
 		return &response{status: resp.StatusCode, body: data, header: resp.Header, rateLimit: rl}, nil
 	}
 	return nil, parseError(resp.StatusCode, resp.Header, data, rl)
+}
+
+// newIdempotencyKey is 128 random bits, as 32 hex digits.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // errTooLarge is an answer over maxBody: not the API's, and not retried.

@@ -239,17 +239,15 @@ func TestTransportErrors(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 
-	// Ask is not idempotent: a dropped connection leaves its outcome
-	// unknown, so it is returned, not retried.
+	// Ask sends an Idempotency-Key, so a dropped connection is retried
+	// with the same key: the server answers a repeat from what it saved.
 	fs = newFaultServer(t, step{drop: true}, step{status: 201, body: `{"data":{"id":"qst_1"}}`})
 	c = faultClient(t, fs, key)
-	if _, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "hi"}); err == nil {
-		t.Fatal("Ask after a dropped connection succeeded")
+	if _, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "hi"}); err != nil {
+		t.Fatalf("Ask after a dropped connection: %v", err)
 	}
-	if n := len(fs.requests()); n != 1 {
-		t.Fatalf("Ask: %d requests", n)
-	}
-	// ...but a 5xx is retried, as the contract allows.
+	wantOneIdempotencyKey(t, fs.requests(), 2)
+	// A 5xx is retried too.
 	fs = newFaultServer(t, serverError("r"), step{status: 201, body: `{"data":{"id":"qst_1","conversation_id":"conv_1","question":"hi","answer":"hello","created_at":"2026-11-22T12:00:00.000Z","answer_ms":5}}`})
 	c = faultClient(t, fs, key)
 	a, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "hi"})
@@ -428,22 +426,61 @@ func TestAgentsStopsOnACursorCycle(t *testing.T) {
 	}
 }
 
-// Ask is not retried on a 5xx that is not the API's answer (a gateway's
-// page): the question may have been asked behind it. The API's own 5xx is
-// retried, as the contract says.
-func TestAskIsNotRetriedOnAGatewayError(t *testing.T) {
-	fs := newFaultServer(t, step{status: 504, body: "<html>Gateway Timeout</html>"})
+// Ask and CreateAgent are retried after a gateway's 502, 503 or 504 page
+// like any call, every attempt with the one Idempotency-Key of the call; a
+// new call has a new key.
+func TestIdempotentCallsRetryWithOneKey(t *testing.T) {
+	answer := ok(`{"data":{"id":"q_1","conversation_id":"c_1","question":"q","answer":"a","created_at":"2026-11-22T12:00:00.000Z","answer_ms":5}}`)
+	var keys []string
+	for _, gateway := range []int{502, 503, 504} {
+		fs := newFaultServer(t, step{status: gateway, body: "<html>Gateway</html>"}, step{drop: true}, answer)
+		c := faultClient(t, fs, testKey(t))
+		if a, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "q"}); err != nil || a.ID != "q_1" {
+			t.Fatalf("Ask after a gateway's %d and a dropped connection: %+v, %v", gateway, a, err)
+		}
+		keys = append(keys, wantOneIdempotencyKey(t, fs.requests(), 3))
+	}
+	fs := newFaultServer(t, step{status: 504, body: "<html>Gateway Timeout</html>"}, step{status: 201, body: `{"data":{"id":"agt_1","name":"a"}}`})
 	c := faultClient(t, fs, testKey(t))
-	_, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "q"})
-	wantAPIError(t, err, 504, client.CodeServerError)
-	if n := len(fs.requests()); n != 1 {
-		t.Fatalf("%d requests for one question after a gateway's 504", n)
+	if a, err := c.CreateAgent(context.Background(), client.NewAgent{Name: "a"}); err != nil || a.ID != "agt_1" {
+		t.Fatalf("CreateAgent after a 504: %+v, %v", a, err)
 	}
-	fs = newFaultServer(t, serverError("r1"), ok(`{"data":{"id":"q_1","conversation_id":"c_1","question":"q","answer":"a","created_at":"2026-11-22T12:00:00.000Z","answer_ms":5}}`))
+	keys = append(keys, wantOneIdempotencyKey(t, fs.requests(), 2))
+	for i := range keys {
+		for j := range i {
+			if keys[i] == keys[j] {
+				t.Fatalf("two calls sent one key %q", keys[i])
+			}
+		}
+	}
+	// Other calls send none.
+	fs = newFaultServer(t, ok(meBody))
 	c = faultClient(t, fs, testKey(t))
-	if a, err := c.Ask(context.Background(), "agt_1", client.Question{Question: "q"}); err != nil || a.ID != "q_1" || len(fs.requests()) != 2 {
-		t.Fatalf("the API's 500 is retried: %+v, %v, %d requests", a, err, len(fs.requests()))
+	if _, err := c.Me(context.Background()); err != nil {
+		t.Fatal(err)
 	}
+	if k := fs.requests()[0].header.Values("Idempotency-Key"); k != nil {
+		t.Fatalf("GET /me sent Idempotency-Key %q", k)
+	}
+}
+
+// wantOneIdempotencyKey checks that n requests came, all with one
+// Idempotency-Key of 32 hex digits, and returns it.
+func wantOneIdempotencyKey(t *testing.T, reqs []seen, n int) string {
+	t.Helper()
+	if len(reqs) != n {
+		t.Fatalf("%d requests, want %d", len(reqs), n)
+	}
+	key := reqs[0].header.Get("Idempotency-Key")
+	if len(key) != 32 || strings.Trim(key, "0123456789abcdef") != "" {
+		t.Fatalf("Idempotency-Key %q, want 32 hex digits", key)
+	}
+	for i, r := range reqs {
+		if got := r.header.Values("Idempotency-Key"); len(got) != 1 || got[0] != key {
+			t.Fatalf("attempt %d sent Idempotency-Key %q, want %q", i+1, got, key)
+		}
+	}
+	return key
 }
 
 // An answer over 8 MiB is an error, not retried: asking again would repeat
