@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/apidocs"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
@@ -135,6 +136,13 @@ func New(cfg Config) (http.Handler, error) {
 	root := http.NewServeMux()
 	root.Handle("GET /healthz", handleHealth())
 	root.Handle("GET /readyz", handleReady(s.store))
+	docs, err := apiDocs()
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	// The API reference needs no key and no session (internal/apidocs).
+	root.Handle("GET "+apidocs.Path, docs)
+	root.Handle("GET "+apidocs.StylePath, docs)
 	if cfg.SecretScanningKeys != nil {
 		root.Handle("POST /secret-scanning/github", s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now)))
 	}
