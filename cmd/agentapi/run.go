@@ -58,13 +58,14 @@ type env struct {
 	getenv         func(string) string
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	op             *operator // --redis of operator commands (operator.go)
 }
 
 // run is the whole program; main only wires it to the process. It returns
 // the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
-	err := dispatch(ctx, e, args)
+	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, op: &operator{}}
+	err := e.op.finish(dispatch(context.WithValue(ctx, operatorKey{}, e.op), e, args))
 	switch {
 	case err == nil:
 		return 0
@@ -160,6 +161,9 @@ func dispatch(ctx context.Context, e env, args []string) error {
 func (e env) flags(name string) (*flag.FlagSet, *string) {
 	fs := e.newFlagSet("agentapi " + name)
 	db := fs.String("db", e.or("AGENTAPI_DB", "agentapi.db"), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
+	if name != "serve" && e.op != nil {
+		e.op.addFlags(fs, e)
+	}
 	return fs, db
 }
 
@@ -276,7 +280,15 @@ func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 			return nil, fmt.Errorf("database file %q: %w", dsn, err)
 		}
 	}
-	return openStore(ctx, dsn)
+	st, err := openStore(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := operatorFrom(ctx).attach(ctx, st); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
 }
 
 func openStore(ctx context.Context, dsn string) (*store.Store, error) {

@@ -202,6 +202,16 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 	defer st.Close()
 	registerStoreMetrics(m, st)
+	var mirror *ratelimit.Mirror
+	if rl, ok := limiter.(*ratelimit.Redis); ok {
+		// The key epoch's mirror: every write of this process raises it
+		// after its commit, and the limiter's script checks held keys
+		// against it (docs/production.md).
+		if mirror, err = useMirror(ctx, st, rl.Client(), log); err != nil {
+			return err
+		}
+		rl.UseMirror(mirror)
+	}
 	if c.redisURL == "" && st.Engine() == store.EnginePostgres {
 		// PostgreSQL is how instances share a database; without Redis
 		// each one keeps its own windows.
@@ -227,6 +237,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
 	go toucher.Run(loopCtx)
+	if mirror != nil {
+		go mirror.Repair(loopCtx, st.CurrentKeyEpoch)
+	}
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
@@ -430,4 +443,17 @@ type onceCloseListener struct {
 func (l *onceCloseListener) Close() error {
 	l.once.Do(func() { l.err = l.Listener.Close() })
 	return l.err
+}
+
+// useMirror makes st raise the key epoch's mirror in Redis (client) after
+// every commit that bumps the epoch, and returns the mirror; serve and the
+// operator commands given --redis share it.
+func useMirror(ctx context.Context, st *store.Store, client redis.UniversalClient, log *slog.Logger) (*ratelimit.Mirror, error) {
+	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
+	if err != nil {
+		return nil, fmt.Errorf("key epoch mirror: %w", err)
+	}
+	m := ratelimit.NewMirror(client, ratelimit.MirrorKey(id), log)
+	st.SetEpochNotifier(m)
+	return m, nil
 }

@@ -729,3 +729,6 @@ const (
 	probeKey      = "agentapi-probe"
 	maxProbeLimit = 1 << 30
 )
+
+// Client is the Redis client the limiter decides with (for the mirror).
+func (r *Redis) Client() redis.UniversalClient { return r.client }

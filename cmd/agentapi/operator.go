@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// operator is what an operator command sets up beyond its own flags: the
+// Redis of --redis (AGENTAPI_REDIS_URL) and the key epoch's mirror there,
+// which every write that bumps the epoch raises after its commit
+// (store.EpochNotifier), so that instances see a revocation on their very
+// next request (docs/operator-cli.md).
+type operator struct {
+	redisURL *string
+	client   *redis.Client
+	mirror   *ratelimit.Mirror
+}
+
+type operatorKey struct{}
+
+// addFlags gives an operator command's flag set --redis.
+func (o *operator) addFlags(fs *flag.FlagSet, e env) {
+	o.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
+		"redis:// URL of the Redis the instances share; writes raise the key epoch's mirror there (env AGENTAPI_REDIS_URL)")
+}
+
+// attach makes st raise the mirror when the command was given --redis.
+func (o *operator) attach(ctx context.Context, st *store.Store) error {
+	if o == nil || o.redisURL == nil || *o.redisURL == "" {
+		return nil
+	}
+	opts, err := ratelimit.ClientOptions(*o.redisURL)
+	if err != nil {
+		return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
+	}
+	o.client = redis.NewClient(opts)
+	if o.mirror, err = useMirror(ctx, st, o.client, nil); err != nil {
+		return err
+	}
+	return nil
+}
+
+// errMirrorNotRaised is the exit-1 reason of a command whose change is
+// committed but whose raise of the mirror failed.
+var errMirrorNotRaised = fmt.Errorf("the change is saved, but the key epoch mirror in Redis could not be raised within %v: instances may accept the key as it was for up to %v, until their repair raises it",
+	ratelimit.RaiseTimeout, ratelimit.StaleBound)
+
+// finish closes the Redis client and turns a failed raise into the
+// command's error.
+func (o *operator) finish(err error) error {
+	if o == nil || o.client == nil {
+		return err
+	}
+	o.client.Close()
+	if o.mirror.Failures() > 0 {
+		return errors.Join(err, errMirrorNotRaised)
+	}
+	return err
+}
+
+// operatorFrom is the operator of the command ctx runs, nil for none.
+func operatorFrom(ctx context.Context) *operator {
+	o, _ := ctx.Value(operatorKey{}).(*operator)
+	return o
+}
