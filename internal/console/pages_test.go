@@ -230,6 +230,8 @@ func BenchmarkConsolePages(b *testing.B) {
 		{"users", "/console/users"},
 		{"key-form", "/console/developers/keys/new"},
 		{"key", "/console/developers/keys/" + keyID},
+		{"agents", "/console/agents"},
+		{"agents-search", "/console/agents?q=agent+02"},
 	} {
 		b.Run(pg.name, func(b *testing.B) {
 			start := time.Now()
