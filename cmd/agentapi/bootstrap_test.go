@@ -42,3 +42,26 @@ func TestFirstStartPerEngine(t *testing.T) {
 		})
 	}
 }
+
+// TestServeOnEmptyPostgres: the real serve process on an empty PostgreSQL
+// database prints no banner and no password, and its JSON log says how to
+// create an account.
+func TestServeOnEmptyPostgres(t *testing.T) {
+	db := storetest.PostgresURL(t)
+	s := startServer(t, nil, "--db", db)
+	if out := s.stdout.String(); strings.Contains(out, "Password") || strings.Contains(out, "owner@localhost") {
+		t.Fatalf("stdout: %q", out)
+	}
+	logs := s.stderr.String()
+	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, "agentapi account create") || strings.Contains(logs, "Password") {
+		t.Fatalf("log: %s", logs)
+	}
+	st, err := openExisting(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, err := st.CountAccounts(context.Background()); n != 0 || err != nil {
+		t.Fatalf("accounts: %d, %v", n, err)
+	}
+}
