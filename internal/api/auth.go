@@ -30,18 +30,27 @@ func authFrom(ctx context.Context) auth {
 // serveV1 runs the order of checks (docs/api.md) up to routing.
 func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+// refuseQueryCredential answers, and reports true, a request with a
+// credential in its query string.
+func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) bool {
+	if !hasQueryCredential(r.URL.RawQuery) {
+		return false
+	}
+	s.metrics.AuthFailure("query_credential")
+	if s.limitAnonymous(w, r, false) {
+		writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
+			"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
+	}
+	return true
+}
+
 	rec := ctx.Value(ctxLogAttrs).(*recorder) // New puts serveV1 under observe
 	// 1. A credential in the query string is refused before anything else.
 	rec.route = "/v1 (refused before routing)"
 	// The contract refuses it "before anything else is done": it carries
 	// the per-address limiter's headers, but past that limit it is still
 	// 403, never 429 (docs/api.md, Authentication).
-	if hasQueryCredential(r.URL.RawQuery) {
-		s.metrics.AuthFailure("query_credential")
-		if s.limitAnonymous(w, r, false) {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
-				"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
-		}
+	if s.refuseQueryCredential(w, r) {
 		return
 	}
 	// 2. Exactly one Authorization header with a Bearer token.

@@ -298,6 +298,13 @@ func openAPIProblem(x exchange) string {
 	if p := rateHeadersProblem(x); p != "" {
 		return where + ": " + p
 	}
+	preflight := isPreflight(hr) && x.status == http.StatusNoContent
+	if p := corsProblem(x.header, preflight); p != "" {
+		return where + ": " + p
+	}
+	if preflight {
+		return "" // the CORS protocol, no operation of the API (cors_test.go)
+	}
 	op, ok := matchOp(ops, hr.Method, hr.URL.Path)
 	if ok && strings.HasSuffix(op.Template, "/openapi.json") && hr.URL.RawQuery != "" {
 		ok = false // with a query string it is no endpoint

@@ -170,12 +170,19 @@ func New(cfg Config) (http.Handler, error) {
 			// No key needed, so it counts against the address's limit of
 			// requests without one, and carries its headers like every
 			// other /v1 response.
+		if isV1(r.URL.Path) {
+			setCORS(w.Header())
+			if isPreflight(r) {
+				s.servePreflight(w, r)
+				return
+			}
+		}
 			if s.limitAnonymous(w, r, true) {
 				openAPI.ServeHTTP(w, r)
 			}
 			return
 		}
-		if p := r.URL.Path; p == "/v1" || strings.HasPrefix(p, "/v1/") {
+		if isV1(r.URL.Path) {
 			s.serveV1(w, r)
 			return
 		}
