@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) agentRoute(next http.Handler) http.Handler {
 		if !a.key.AllowsAgent(id) {
 			if _, err := s.store.GetAgent(r.Context(), a.key.AccountID, id); err != nil {
 				if errors.Is(err, domain.ErrNotFound) {
-					err = agentNotFound(id)
+					err = agents.NotFound(id)
 				}
 				writeError(w, r, s.log, err)
 				return
@@ -47,11 +48,4 @@ func (s *Server) agentRoute(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func agentNotFound(id string) error {
-	if r := []rune(id); len(r) > 64 {
-		id = string(r[:64]) + "…"
-	}
-	return domain.Errorf(domain.CodeNotFound, "No AI agent %q in this account.", id)
 }
