@@ -19,6 +19,10 @@ type auth struct {
 	now time.Time
 }
 
+// errAddressNotAllowed refuses a valid key used from outside its IP
+// allowlist (decisions.md, "Keys beyond the anchors").
+var errAddressNotAllowed = domain.Errorf(domain.CodeAccessDenied, "This API key may not be used from this address.")
+
 // authFrom is the key serveV1 admitted for the request of ctx.
 func authFrom(ctx context.Context) auth {
 	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil && rec.authed {
@@ -84,6 +88,14 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 		return
 	}
 	rec.keyPfx = key.Prefix
+	// 3, continued: the key's IP allowlist, against the address
+	// --trusted-proxies yields. A refusal counts against that address's
+	// limiter, never against the key's limit.
+	if !key.AllowedIPs.AllowsAddr(s.clients.Addr(r)) {
+		s.metrics.AuthFailure("address_not_allowed")
+		s.refuseAnonymous(w, r, errAddressNotAllowed)
+		return
+	}
 	// 4. The key's rate limit; refused requests are not counted.
 	res, err := s.limiter.Allow(ctx, key.ID, key.RateLimitPerMinute)
 	if err != nil {

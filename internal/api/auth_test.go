@@ -394,6 +394,7 @@ func TestMe(t *testing.T) {
 		"id": c.Key.ID, "name": "CI key", "description": "used by CI", "prefix": c.Key.Prefix,
 		"scopes": []any{"aiagents:read", "aiagents:query"}, "rate_limit_per_minute": float64(77),
 		"last_used_at": "2026-11-22T12:00:00.000Z", "expires_at": "2027-01-02T03:04:05.000Z",
+		"allowed_ips": []any{},
 	}
 	if len(d) != len(want) {
 		t.Fatalf("key object fields %v, want exactly %v", d, want)

@@ -441,7 +441,24 @@ func appendKeyBody(dst []byte, k keyObject) []byte {
 	dst = appendOptString(dst, k.LastUsedAt)
 	dst = append(dst, `,"expires_at":`...)
 	dst = appendOptString(dst, k.ExpiresAt)
+	dst = append(dst, `,"allowed_ips":`...)
+	dst = appendStrings(dst, k.AllowedIPs)
 	return append(dst, "}}\n"...)
+}
+
+// appendStrings appends list as encoding/json does: null when nil.
+func appendStrings(dst []byte, list []string) []byte {
+	if list == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, s := range list {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
 }
 
 func appendOptString(dst []byte, s *string) []byte {

@@ -44,7 +44,8 @@ func TestAppendKeyBodyMatchesEncodingJSON(t *testing.T) {
 		for _, k := range []keyObject{
 			{ID: "key_1", Name: s, Description: s, Prefix: "abc", Scopes: []domain.Scope{"aiagents:read", domain.Scope(s)}, RateLimitPerMinute: 120, LastUsedAt: &at},
 			{ID: s, Scopes: nil, RateLimitPerMinute: -1, ExpiresAt: &s},
-			{Scopes: []domain.Scope{}, LastUsedAt: &s, ExpiresAt: &at},
+			{Scopes: []domain.Scope{}, LastUsedAt: &s, ExpiresAt: &at, AllowedIPs: []string{}},
+			{AllowedIPs: []string{"10.0.0.0/8", s, "::1"}},
 		} {
 			want := encodeStd(t, single{Data: k})
 			if got := appendKeyBody(nil, k); !bytes.Equal(got, want) {

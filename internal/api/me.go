@@ -16,6 +16,8 @@ type keyObject struct {
 	RateLimitPerMinute int            `json:"rate_limit_per_minute"`
 	LastUsedAt         *string        `json:"last_used_at"`
 	ExpiresAt          *string        `json:"expires_at"`
+	// AllowedIPs is the key's IP allowlist; [] when any address may use it.
+	AllowedIPs []string `json:"allowed_ips"`
 }
 
 func (s *Server) handleMe() http.Handler {
@@ -34,6 +36,7 @@ func (s *Server) handleMe() http.Handler {
 			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
 			Scopes: k.Scopes, RateLimitPerMinute: k.RateLimitPerMinute,
 			LastUsedAt: formatTimePtr(&now), ExpiresAt: formatTimePtr(k.ExpiresAt),
+			AllowedIPs: k.AllowedIPs.Strings(),
 		})
 		writeJSONBytes(w, http.StatusOK, *buf)
 	})
