@@ -28,6 +28,7 @@ import (
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
+	usagerec "github.com/agentapi/agentapi/internal/usage"
 )
 
 // Server timeouts (docs/configuration.md: read-header 10 s, read 30 s,
@@ -87,6 +88,7 @@ type serveConfig struct {
 	gcHeadroomMiB      int
 	clients            *clientaddr.Resolver
 	secretScanningKeys string
+	usage              bool // record requests for the console's usage and logs
 }
 
 func serve(ctx context.Context, e env, args []string) error {
@@ -104,6 +106,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	trusted := fs.String("trusted-proxies", e.getenv("AGENTAPI_TRUSTED_PROXIES"), "comma-separated IP addresses and CIDR prefixes of the proxies in front (load balancers): for a connection from one of them, the client address is read from X-Forwarded-For (env AGENTAPI_TRUSTED_PROXIES; none when empty)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
+	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
 	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
 	if err != nil {
 		return err
@@ -240,6 +243,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	if mirror != nil {
 		go mirror.Repair(loopCtx, st.CurrentKeyEpoch)
 	}
+	recorder, usageRec := startUsage(loopCtx, c.usage, st, log, m)
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
@@ -250,7 +254,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
-		SecretScanningKeys: scanKeys,
+		SecretScanningKeys: scanKeys, Usage: usageRec,
 	})
 	if err != nil {
 		ln.Close()
@@ -303,6 +307,11 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	background.Wait() // each is bounded by its own time-out
 	if err := toucher.Flush(shutCtx); err != nil {
 		return fmt.Errorf("flush last_used_at: %w", err)
+	}
+	if recorder != nil {
+		if err := recorder.Flush(shutCtx); err != nil {
+			return fmt.Errorf("flush usage: %w", err)
+		}
 	}
 	if shutErr != nil && !errors.Is(shutErr, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", shutErr)
@@ -386,6 +395,20 @@ func registerStoreMetrics(m *metrics.Metrics, st *store.Store) {
 	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return st.KeyCacheStats().Checks })
 	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return st.ListCacheStats().Hits })
 	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return st.ListCacheStats().Misses })
+}
+
+// startUsage starts the usage recorder's loop when on (internal/usage):
+// nil, nil when off. Its dropped count is a metric; nothing per key is.
+func startUsage(ctx context.Context, on bool, st *store.Store, log *slog.Logger, m *metrics.Metrics) (*usagerec.Recorder, api.UsageRecorder) {
+	if !on {
+		return nil, nil
+	}
+	rec := usagerec.New(st, log, usagerec.Options{})
+	m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentapi_usage_dropped_total",
+		Help: "Request logs and counted requests dropped because the usage buffer was full (the store away for long)."},
+		func() float64 { return float64(rec.Dropped()) }))
+	go rec.Run(ctx)
+	return rec, rec
 }
 
 // redisLog is go-redis's logger: its lines become debug records of the

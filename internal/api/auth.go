@@ -88,6 +88,7 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 		return
 	}
 	rec.keyPfx = key.Prefix
+	rec.keyID, rec.acctID = key.ID, key.AccountID
 	// 3, continued: the key's IP allowlist, against the address
 	// --trusted-proxies yields. A refusal counts against that address's
 	// limiter, never against the key's limit.

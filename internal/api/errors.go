@@ -55,6 +55,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
 		de = domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
 	}
+	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
+		rec.code = string(de.Code) // for the request log (usage.go)
+	}
 	if de.Code == domain.CodeInvalidCredentials || de.Code == domain.CodeTokenExpired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentapi"`)
 	}

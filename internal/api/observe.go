@@ -27,6 +27,9 @@ type recorder struct {
 	id      string
 	auth    auth // the authenticated key, when authed
 	authed  bool
+	// The identified key (even when its rate limit then refused the
+	// request) and the error code answered, for the usage recorder.
+	keyID, acctID, code string
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -85,6 +88,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			d := time.Since(start)
 			s.metrics.Request(rec.route, r.Method, rec.status, d)
 			s.logRequest(r, rec, d)
+			if s.usage != nil && rec.keyID != "" {
+				s.recordUsage(r, rec, start, d)
+			}
 		}()
 		next.ServeHTTP(rec, r)
 	})

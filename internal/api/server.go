@@ -65,6 +65,9 @@ type Config struct {
 	// SecretScanningKeys verify GitHub's leak reports at POST
 	// /secret-scanning/github; nil: the endpoint is off (404).
 	SecretScanningKeys *secretscan.Keys
+	// Usage records the requests that identified a key (internal/usage);
+	// nil: not recorded.
+	Usage UsageRecorder
 }
 
 // Server is the /v1 API.
@@ -82,6 +85,7 @@ type Server struct {
 	keepAlive   time.Duration
 	metrics     *metrics.Metrics
 	authn       *keys.Authenticator
+	usage       UsageRecorder
 	mux         *http.ServeMux
 }
 
@@ -116,7 +120,7 @@ func New(cfg Config) (http.Handler, error) {
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
-		authn: authn,
+		authn: authn, usage: cfg.Usage,
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -102,6 +102,8 @@ type keysPage struct {
 	Status   string
 	Statuses []option
 	Pager    pager
+	// Requests24h is each key's requests in the last 24 hours (usage.go).
+	Requests24h map[string]int64
 }
 
 // recentEvents is how many audit events the Developers page shows.
@@ -149,6 +151,9 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 		}
 	}
 	if p.Leaks, err = c.leakRows(r.Context(), s.user.AccountID, now); err != nil {
+		return err
+	}
+	if p.Requests24h, err = c.store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
 		return err
 	}
 	c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
@@ -474,6 +479,7 @@ type keyPage struct {
 	Events     []auditRow
 	Pager      pager
 	Revokeable bool
+	Usage      keyUsage // usage.go
 }
 
 func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -513,6 +519,9 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	p.Pager = pagerOf("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next)
+	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
+		return err
+	}
 	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 	"github.com/agentapi/agentapi/internal/testenv"
+	"github.com/agentapi/agentapi/internal/usage"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -60,6 +61,7 @@ type fixture struct {
 	clock   *clock
 	keys    *keys.Service
 	toucher *keys.Toucher
+	usage   *usage.Recorder // flushed by hand (usage_test.go)
 	logs    *syncBuffer
 	secrets []string // every credential and password the test saw, never to be logged
 }
@@ -93,14 +95,15 @@ func newFixtureOn(t *testing.T, st *store.Store, lim ratelimit.Limiter, opts ...
 		o(&cfg)
 	}
 	cons := console.New(cfg)
-	h, err := api.New(api.Config{
+	rec := usage.New(st, log, usage.Options{})
+	h, err := api.New(api.Config{Usage: rec,
 		Store: st, Limiter: mem, UnauthLimiter: mem, UnauthRateLimit: 10000,
 		Toucher: toucher, Log: log, Now: c.Now, CursorKey: cursorKey, Console: cons,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, st: st, h: h, clock: c, keys: ks, toucher: toucher, logs: logs}
+	f := &fixture{t: t, st: st, h: h, clock: c, keys: ks, toucher: toucher, usage: rec, logs: logs}
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(func() {

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// UsageRecorder receives every /v1 request that identified a key, once
+// answered (internal/usage.Recorder). Record must not block on the store.
+type UsageRecorder interface {
+	Record(store.RequestLog)
+}
+
+// Bounds of what a request log keeps of the request line.
+const (
+	maxLogMethod = 16
+	maxLogPath   = 512
+)
+
+// recordUsage hands the request to the usage recorder: its line and
+// outcome, never a body, query string or header. The path is the escaped
+// one (so it is plain ASCII, whatever the client sent), with any credential
+// pasted into it redacted, as in the log line.
+func (s *Server) recordUsage(r *http.Request, rec *recorder, start time.Time, d time.Duration) {
+	s.usage.Record(store.RequestLog{
+		ID: rec.id, AccountID: rec.acctID, KeyID: rec.keyID, At: start.UTC(),
+		Method: cut(logMethod(r.Method), maxLogMethod), Route: rec.route,
+		Path: cut(logPath(r.URL.EscapedPath()), maxLogPath), Status: rec.status,
+		ErrorCode: rec.code, Duration: d, Client: s.clients.Addr(r),
+	})
+}
+
+// cut keeps at most n bytes of s, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

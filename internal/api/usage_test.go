@@ -1,0 +1,75 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/usage"
+)
+
+// Every request that identified a key is recorded — with its route, status
+// and error code, a 429 included — and nothing of a body, a query string or
+// a header: a credential sent in the query string and a secret in a body
+// are found nowhere in the store. A request that identified no key is not
+// recorded.
+func TestUsageRecordsNoSecret(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		var rec *usage.Recorder
+		f := newFixture(t, engine, func(c *Config) {
+			rec = usage.New(c.Store, nil, usage.Options{})
+			c.Usage = rec
+		})
+		ctx := context.Background()
+		k := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 4 }, allAgentScopes...)
+		const bodySecret, querySecret, headerSecret = "body-secret-7f3a", "query-secret-91c2", "header-secret-5d0e"
+		f.do(req{method: "GET", path: "/v1/me?token=" + k.Credential, key: k.Credential}).wantStatus(t, 403)
+		f.do(req{method: "GET", path: "/v1/me?note=" + querySecret, key: k.Credential, headers: []string{"User-Agent: " + headerSecret}}).wantStatus(t, 400)
+		f.send("POST", "/v1/ai-agents", k.Credential, `{"name":"`+bodySecret+`"}`).wantStatus(t, 201)
+		f.get("/v1/nothing-here", k.Credential).wantStatus(t, 404)
+		f.get("/v1/me", k.Credential).wantStatus(t, 200)
+		f.get("/v1/me", k.Credential).wantStatus(t, 429)
+		f.get("/v1/me", "").wantStatus(t, 401)
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		logs, _, err := f.st.RequestLogPage(ctx, store.RequestLogQuery{AccountID: f.account.ID, Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range logs {
+			got = append(got, fmt.Sprintf("%s %s %s %d %s", l.Method, l.Route, l.Path, l.Status, l.ErrorCode))
+			if l.KeyID != k.Key.ID || !strings.HasPrefix(l.ID, "req_") || l.Client == "" || l.Duration <= 0 {
+				t.Errorf("log %+v", l)
+			}
+		}
+		// Requests in one millisecond are in request id order: compare sets.
+		slices.Sort(got)
+		want := []string{
+			"GET / /v1/nothing-here 404 not_found", // the route as the metrics name it
+			"GET /v1 (refused before routing) /v1/me 429 rate_limit_exceeded",
+			"GET GET /v1/me /v1/me 200 ",
+			"GET GET /v1/me /v1/me 400 invalid_field",
+			"POST POST /v1/ai-agents /v1/ai-agents 201 ",
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		per, err := f.st.AccountKeyRequests(ctx, f.account.ID, f.clock.Now().Add(-time.Hour))
+		if err != nil || per[k.Key.ID] != 5 {
+			t.Errorf("counted %v, %v; want 5", per, err)
+		}
+		dump := fmt.Sprintf("%+v %v", logs, per)
+		for _, secret := range []string{k.Credential, k.Credential[len(k.Credential)-38:], bodySecret, querySecret, headerSecret, "token="} {
+			if strings.Contains(dump, secret) {
+				t.Errorf("%q reached the store", secret)
+			}
+		}
+	})
+}
