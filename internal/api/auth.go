@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"path"
 	"time"
@@ -31,9 +30,6 @@ func authFrom(ctx context.Context) auth {
 	return auth{}
 }
 
-// serveV1 runs the order of checks (docs/api.md) up to routing.
-func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
 // refuseQueryCredential answers, and reports true, a request with a
 // credential in its query string.
 func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) bool {
@@ -48,6 +44,9 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 	return true
 }
 
+// serveV1 runs the order of checks (docs/api.md) up to routing.
+func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
 	rec := ctx.Value(ctxLogAttrs).(*recorder) // New puts serveV1 under observe
 	// 1. A credential in the query string is refused before anything else.
 	rec.route = "/v1 (refused before routing)"
@@ -69,16 +68,40 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 			"The Authorization header is missing or malformed; send Authorization: Bearer <API key>."))
 		return
 	}
-	// 3. The key itself.
+	// 3. The key itself and 4. its rate limit (refused requests are not
+	// counted), in one step: with Redis on PostgreSQL a key held in memory
+	// is checked and limited in one Redis round trip (keys.Admit).
 	now := s.now().UTC()
-	key, err := s.authn.Authenticate(ctx, token, now)
+	addr := s.clients.Addr(r)
+	var gated domain.APIKey
+	key, res, err := s.authn.Admit(ctx, token, now, s.limiter, func(k domain.APIKey) error {
+		// 3, continued: the key's IP allowlist, against the address
+		// --trusted-proxies yields. A refusal counts against that
+		// address's limiter, never against the key's limit.
+		if gated = k; !k.AllowedIPs.AllowsAddr(addr) {
+			return errAddressNotAllowed
+		}
+		return nil
+	})
 	var refused *keys.Refused
-	if errors.As(err, &refused) {
+	var limitFailed *keys.LimitFailed
+	switch {
+	case errors.As(err, &refused):
 		s.metrics.AuthFailure(refused.Reason)
 		s.refuseAnonymous(w, r, err)
 		return
-	}
-	if err != nil {
+	case errors.Is(err, errAddressNotAllowed):
+		rec.keyPfx = gated.Prefix
+		rec.keyID, rec.acctID = gated.ID, gated.AccountID
+		s.metrics.AuthFailure("address_not_allowed")
+		s.refuseAnonymous(w, r, errAddressNotAllowed)
+		return
+	case errors.As(err, &limitFailed):
+		rec.keyPfx = key.Prefix
+		rec.keyID, rec.acctID = key.ID, key.AccountID
+		writeError(w, r, s.log, err)
+		return
+	case err != nil:
 		// The store failed before any key was identified: the answer is
 		// the 500, with the per-address limiter's headers, as every /v1
 		// response carries rate-limit headers.
@@ -89,20 +112,6 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 	}
 	rec.keyPfx = key.Prefix
 	rec.keyID, rec.acctID = key.ID, key.AccountID
-	// 3, continued: the key's IP allowlist, against the address
-	// --trusted-proxies yields. A refusal counts against that address's
-	// limiter, never against the key's limit.
-	if !key.AllowedIPs.AllowsAddr(s.clients.Addr(r)) {
-		s.metrics.AuthFailure("address_not_allowed")
-		s.refuseAnonymous(w, r, errAddressNotAllowed)
-		return
-	}
-	// 4. The key's rate limit; refused requests are not counted.
-	res, err := s.limiter.Allow(ctx, key.ID, key.RateLimitPerMinute)
-	if err != nil {
-		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
-		return
-	}
 	setRateHeaders(w.Header(), res, now, "per-key")
 	if !res.Allowed {
 		s.metrics.RateLimited("key")
