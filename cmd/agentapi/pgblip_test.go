@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/testenv"
+)
+
+// blipCounts tallies the answers seen in one phase of TestPostgresBlip.
+type blipCounts struct {
+	meOK, meOther, created, failed500, other atomic.Int64
+	slowest                                  atomic.Int64 // ns
+}
+
+// blipLoad runs readers (GET /v1/me) and writers (POST /v1/ai-agents)
+// against base until stop closes, sending acknowledged agent ids to
+// acked and tallying answers into the phase cur points at.
+func blipLoad(t *testing.T, base, key string, cur *atomic.Pointer[blipCounts], stop <-chan struct{}, acked chan<- string) *sync.WaitGroup {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var wg sync.WaitGroup
+	do := func(method, path, body string) (int, map[string]any) {
+		var req *http.Request
+		if body != "" {
+			req, _ = http.NewRequest(method, base+path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+		} else {
+			req, _ = http.NewRequest(method, base+path, nil)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if d := int64(time.Since(start)); d > cur.Load().slowest.Load() {
+			cur.Load().slowest.Store(d)
+		}
+		if err != nil {
+			t.Errorf("%s %s: no answer: %v", method, path, err)
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Errorf("%s %s: %d, body not JSON: %v", method, path, resp.StatusCode, err)
+		}
+		return resp.StatusCode, out
+	}
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c := cur.Load()
+				if w%2 == 0 {
+					if code, _ := do("GET", "/v1/me", ""); code == 200 {
+						c.meOK.Add(1)
+					} else {
+						c.meOther.Add(1)
+					}
+					continue
+				}
+				code, body := do("POST", "/v1/ai-agents", fmt.Sprintf(`{"name":"blip-%d-%d"}`, w, i))
+				switch {
+				case code == 201:
+					c.created.Add(1)
+					acked <- body["data"].(map[string]any)["id"].(string)
+				case code == 500:
+					if e, _ := body["error"].(map[string]any); e == nil || e["code"] != "server_error" {
+						t.Errorf("500 without the error envelope: %v", body)
+					}
+					c.failed500.Add(1)
+					time.Sleep(10 * time.Millisecond)
+				default:
+					c.other.Add(1)
+					t.Errorf("create: %d %v", code, body)
+				}
+			}
+		}()
+	}
+	return &wg
+}
+
+// TestPostgresBlip cuts PostgreSQL (a proxy in front of it; the server
+// itself keeps running) for 10 s under load, with Redis up: GET /v1/me
+// keeps answering 200 for the key held in memory, creates answer 500
+// envelopes within a bound, every acknowledged create is stored, the
+// key's last_used_at written during the cut is flushed on return, and
+// everything recovers without a restart.
+func TestPostgresBlip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10 s outage")
+	}
+	dsn := storetest.PostgresURL(t)
+	redisURL := testenv.RedisURL(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr()
+
+	acct := mustCLI(t, dsn, "", "account", "create", "--name", "Blip")
+	mustCLI(t, dsn, "long enough password\n", "user", "create", "--account", acct, "--email", "blip@example.com", "--role", "owner")
+	out := mustCLI(t, dsn, "", "key", "create", "--account", acct, "--as", "blip@example.com", "--name", "k", "--preset", "full-access", "--rate-limit", "1000000", "--json")
+	var k struct{ ID, Credential string }
+	if err := json.Unmarshal([]byte(out), &k); err != nil {
+		t.Fatal(err)
+	}
+	out = mustCLI(t, dsn, "", "key", "create", "--account", acct, "--as", "blip@example.com", "--name", "quiet", "--preset", "full-access", "--json")
+	var quiet struct{ ID, Credential string }
+	if err := json.Unmarshal([]byte(out), &quiet); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, nil, "--db", viaProxy.String(), "--redis", redisURL)
+	if code, body, _ := call(t, "GET", s.base+"/v1/me", quiet.Credential, ""); code != 200 {
+		t.Fatalf("quiet key before the cut: %d %v", code, body)
+	}
+
+	var cur atomic.Pointer[blipCounts]
+	before, during, after := &blipCounts{}, &blipCounts{}, &blipCounts{}
+	cur.Store(before)
+	acked := make(chan string, 1_000_000)
+	stop := make(chan struct{})
+	wg := blipLoad(t, s.base, k.Credential, &cur, stop, acked)
+	for before.created.Load() < 50 || before.meOK.Load() < 50 {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	cutAt := time.Now()
+	proxy.Cut()
+	cur.Store(during)
+	time.Sleep(5 * time.Second)
+	// The quiet key's one use during the cut: its last_used_at must
+	// reach the store after the cut, though nothing uses it then.
+	quietUse := time.Now()
+	if code, body, _ := call(t, "GET", s.base+"/v1/me", quiet.Credential, ""); code != 200 {
+		t.Errorf("quiet key during the cut: %d %v", code, body)
+	}
+	time.Sleep(time.Until(cutAt.Add(10 * time.Second)))
+	cur.Store(after)
+	proxy.Restore()
+
+	// It recovers by itself: creates are acknowledged again.
+	deadline := time.Now().Add(30 * time.Second)
+	for after.created.Load() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery: after the cut %d created, %d failed", after.created.Load(), after.failed500.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	close(acked)
+
+	t.Logf("during the cut: /me 200 %d, other %d; creates 201 %d, 500 %d; slowest answer %v",
+		during.meOK.Load(), during.meOther.Load(), during.created.Load(), during.failed500.Load(), time.Duration(during.slowest.Load()))
+	if during.meOther.Load() != 0 || during.meOK.Load() < 100 {
+		t.Errorf("during the cut GET /v1/me: %d answered 200, %d did not; want all 200", during.meOK.Load(), during.meOther.Load())
+	}
+	if during.failed500.Load() == 0 {
+		t.Error("no create answered 500 during the cut")
+	}
+	if d := time.Duration(during.slowest.Load()); d > 5*time.Second {
+		t.Errorf("an answer during the cut took %v; want bounded", d)
+	}
+
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	ids := map[string]bool{}
+	for id := range acked {
+		ids[id] = true
+	}
+	var stored int
+	rows, err := db.QueryContext(ctx, `SELECT id FROM agents`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if ids[id] {
+			stored++
+		}
+	}
+	rows.Close()
+	if stored != len(ids) {
+		t.Fatalf("%d acknowledged creates, %d of them stored", len(ids), stored)
+	}
+
+	// last_used_at: the quiet key's use during the cut reaches the store
+	// once it is back.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		var last sql.NullInt64
+		if err := db.QueryRowContext(ctx, `SELECT last_used_at FROM api_keys WHERE id = $1`, quiet.ID).Scan(&last); err != nil {
+			t.Fatal(err)
+		}
+		if last.Valid && last.Int64 >= quietUse.Add(-time.Millisecond).UnixMilli() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last_used_at %v: the use during the cut (at %v) was not flushed", last, quietUse)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
