@@ -87,6 +87,9 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	var limitFailed *keys.LimitFailed
 	switch {
 	case errors.As(err, &refused):
+		// A key identified (its secret proven) and refused all the same
+		// is recorded for its account: its owner sees what it sent.
+		rec.keyID, rec.acctID = refused.Key.ID, refused.Key.AccountID
 		s.metrics.AuthFailure(refused.Reason)
 		s.refuseAnonymous(w, r, err)
 		return

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/credential"
+	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/usage"
@@ -70,6 +72,69 @@ func TestUsageRecordsNoSecret(t *testing.T) {
 			if strings.Contains(dump, secret) {
 				t.Errorf("%q reached the store", secret)
 			}
+		}
+	})
+}
+
+// A key identified and refused all the same — revoked, expired, of a
+// deactivated account — is recorded for its account as the 401 it was
+// answered; a known prefix with a wrong secret (a test key's text presented
+// as live is one), an unknown prefix and a malformed credential identify
+// nobody and are not recorded.
+func TestUsageRecordsRefusedKeys(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		var rec *usage.Recorder
+		f := newFixture(t, engine, func(c *Config) {
+			rec = usage.New(c.Store, nil, usage.Options{})
+			c.Usage = rec
+		})
+		ctx := context.Background()
+		good := f.keyIn(f.account, f.owner, nil, allAgentScopes...)
+		revoked := f.keyIn(f.account, f.owner, nil, allAgentScopes...)
+		if err := f.keys.Revoke(ctx, keys.Actor{User: &f.owner}, f.account.ID, revoked.Key.ID); err != nil {
+			t.Fatal(err)
+		}
+		exp := f.clock.Now().Add(time.Minute)
+		expiring := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.ExpiresAt = &exp }, allAgentScopes...)
+		testEnv := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.Env = domain.EnvTest }, allAgentScopes...)
+		other, otherOwner := f.newAccount("Other")
+		deactivated := f.keyIn(other, otherOwner, nil, allAgentScopes...)
+		if err := f.st.SetAccountActive(ctx, other.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(time.Minute)
+		forged, _ := credential.Generate(domain.EnvLive)
+		wrongSecret := rechecksum(t, strings.Replace(forged.Text, forged.Prefix, good.Key.Prefix, 1))
+		envSwapped := rechecksum(t, strings.Replace(testEnv.Credential, "agk_test_", "agk_live_", 1))
+		unknown, _ := credential.Generate(domain.EnvLive)
+		for _, c := range []string{revoked.Credential, expiring.Credential, envSwapped, deactivated.Credential,
+			wrongSecret, unknown.Text, good.Credential[:20]} {
+			f.get("/v1/me", c).wantError(t, 401, domain.CodeInvalidCredentials)
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, acct := range []string{f.account.ID, other.ID} {
+			logs, _, err := f.st.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, Limit: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range logs {
+				got[l.KeyID] = fmt.Sprintf("%s %s %s %d %s", acct, l.Method, l.Path, l.Status, l.ErrorCode)
+			}
+		}
+		want := map[string]string{}
+		for _, k := range []keys.Created{revoked, expiring} {
+			want[k.Key.ID] = f.account.ID + " GET /v1/me 401 invalid_credentials"
+		}
+		want[deactivated.Key.ID] = other.ID + " GET /v1/me 401 invalid_credentials"
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("recorded %v\nwant %v", got, want)
+		}
+		per, err := f.st.AccountKeyRequests(ctx, f.account.ID, f.clock.Now().Add(-time.Hour))
+		if err != nil || len(per) != 2 || per[revoked.Key.ID] != 1 || per[expiring.Key.ID] != 1 {
+			t.Errorf("counted %v, %v; want one each for the revoked and expired keys", per, err)
 		}
 	})
 }

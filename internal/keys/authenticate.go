@@ -49,8 +49,15 @@ func NewAuthenticator(st *store.Store, log *slog.Logger, m *metrics.Metrics, bac
 // Refused is the refusal of a credential. Every refusal gets the same
 // answer, the invalid_credentials error it unwraps to; Reason (malformed,
 // unknown, wrong_secret, env_mismatch, account_inactive, revoked, expired)
-// is for metrics only.
-type Refused struct{ Reason string }
+// is for metrics only. Key is the key the credential proved it names (its
+// secret matched) when it was refused all the same — revoked, expired,
+// env_mismatch, account_inactive — so that the request is recorded for
+// its account (internal/usage); zero otherwise: a known prefix with a
+// wrong secret identifies nobody, since prefixes are not secret.
+type Refused struct {
+	Reason string
+	Key    domain.APIKey
+}
 
 func (e *Refused) Error() string { return "API key refused: " + e.Reason }
 
@@ -247,7 +254,11 @@ func (a *Authenticator) check(ctx context.Context, l store.KeyLookup, token stri
 	if err := a.store.EqualiseRefusal(ctx, l); err != nil {
 		return domain.APIKey{}, fmt.Errorf("look up key: %w", err)
 	}
-	return domain.APIKey{}, &Refused{Reason: reason}
+	refused := &Refused{Reason: reason}
+	if reason != "wrong_secret" {
+		refused.Key = k
+	}
+	return domain.APIKey{}, refused
 }
 
 // refusal is why k may not be used at now, "" when it may.
