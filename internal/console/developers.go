@@ -595,12 +595,13 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 	if i < 0 {
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
-	created, err := c.keys.Rotate(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
+	ctx := withMirrorReport(r.Context())
+	created, err := c.keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
 	if err != nil {
 		return err
 	}
 	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
-	return c.reveal(w, r, s, created)
+	return c.reveal(w, r.WithContext(ctx), s, created)
 }
 
 type editKeyPage struct {
@@ -656,19 +657,20 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	k, err := c.keys.Rename(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description"))
+	ctx := withMirrorReport(r.Context())
+	k, err := c.keys.Rename(ctx, keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description"))
 	if err != nil {
 		return err
 	}
 	// A revoked key keeps its list (the service refuses a change); leaving
 	// the box as it was is no change.
 	if !slices.Equal(k.AllowedIPs, allowed) {
-		if _, err := c.keys.SetAllowedIPs(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id, allowed); err != nil {
+		if _, err := c.keys.SetAllowedIPs(ctx, keys.Actor{User: &u}, s.user.AccountID, id, allowed); err != nil {
 			return err
 		}
 	}
 	c.log.Info("console key edited", "key_id", id, "user_id", u.ID)
-	return seeOther("/console/developers/keys/" + url.PathEscape(id) + "?done=edited")
+	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(id)+"?done=edited"))
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -687,11 +689,12 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	if err := c.keys.Revoke(r.Context(), keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
+	ctx := withMirrorReport(r.Context())
+	if err := c.keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
 		return err
 	}
 	c.log.Info("console key revoked", "key_id", id, "user_id", u.ID)
-	http.Redirect(w, r, "/console/developers/keys/"+id+"?done=revoked", http.StatusSeeOther)
+	http.Redirect(w, r, mirrorTarget(ctx, "/console/developers/keys/"+id+"?done=revoked"), http.StatusSeeOther)
 	return nil
 }
 

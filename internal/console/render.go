@@ -24,7 +24,10 @@ type view struct {
 	CanManage bool
 	IsOwner   bool
 	Notice    string
-	Page      any
+	// Warning: a change was saved but other instances may not see it at
+	// once (mirrorWarning).
+	Warning string
+	Page    any
 }
 
 var funcs = template.FuncMap{
@@ -96,6 +99,9 @@ var notices = map[string]string{
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) {
 	v := view{Title: title, Page: data, Nav: navOf(r.URL.Path), Notice: notices[r.URL.Query().Get("done")]}
+	if r.URL.Query().Get("mirror") == "late" {
+		v.Warning = mirrorWarning
+	}
 	if s != nil {
 		u := s.user
 		v.User, v.CSRF = &u, s.csrf

@@ -83,7 +83,7 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 		Name: revealCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
 		MaxAge: int(revealTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
-	http.Redirect(w, r, path, http.StatusSeeOther)
+	http.Redirect(w, r, mirrorTarget(r.Context(), path), http.StatusSeeOther)
 	return nil
 }
 

@@ -1,0 +1,41 @@
+package console
+
+import (
+	"context"
+	"strings"
+
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// mirrorWarning is what the console says after a change that could make a
+// held key wrong (a key revoked, rotated or edited; deactivating a user
+// changes no key) was saved but the key epoch's mirror in Redis could not
+// be raised: other instances may go on accepting the old key until their
+// repair (ratelimit.StaleBound).
+const mirrorWarning = "Saved, but other instances may accept the old key for up to 1 second: Redis did not take the change in time."
+
+// mirrorLate is the query a redirect carries to ask for mirrorWarning; the
+// query never carries text of its own into the page.
+const mirrorLate = "mirror=late"
+
+type mirrorReportKey struct{}
+
+// withMirrorReport returns ctx carrying a report that the store's writes
+// under it fill when they could not raise the mirror (store.WithEpochReport).
+func withMirrorReport(ctx context.Context) context.Context {
+	ctx, rep := store.WithEpochReport(ctx)
+	return context.WithValue(ctx, mirrorReportKey{}, rep)
+}
+
+// mirrorTarget is target, asking for mirrorWarning when a write under ctx
+// (withMirrorReport) could not raise the mirror.
+func mirrorTarget(ctx context.Context, target string) string {
+	rep, _ := ctx.Value(mirrorReportKey{}).(*store.EpochReport)
+	if rep == nil || rep.Err() == nil {
+		return target
+	}
+	if strings.Contains(target, "?") {
+		return target + "&" + mirrorLate
+	}
+	return target + "?" + mirrorLate
+}
