@@ -184,10 +184,24 @@ type chatResponse struct {
 // to ctx, so a caller who goes away aborts it. Every failure of the exchange
 // is an *Error.
 func (c *Client) Complete(ctx context.Context, msgs []Message) (string, error) {
+	return c.exchange(ctx, msgs, false, func(reqCtx context.Context, resp *http.Response) (string, error) {
+		if !isJSON(resp.Header.Get("Content-Type")) {
+			drain(resp.Body)
+			return "", &Error{Kind: KindMalformed, msg: ErrMalformed.Error() + ": not JSON"}
+		}
+		return c.readAnswer(ctx, reqCtx, resp)
+	})
+}
+
+// exchange posts msgs to the model (as a streamed request when stream is
+// set) and hands a 2xx response to read, under the request's own context
+// (ctx bounded by the client's timeout); the body is closed afterwards.
+// Sending failures and other statuses are classified here, as *Error.
+func (c *Client) exchange(ctx context.Context, msgs []Message, stream bool, read func(reqCtx context.Context, resp *http.Response) (string, error)) (string, error) {
 	if len(msgs) == 0 {
 		return "", errors.New("llm: no messages to send")
 	}
-	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs})
+	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Stream: stream})
 	if err != nil {
 		return "", fmt.Errorf("llm: encode request: %w", err)
 	}
@@ -199,26 +213,29 @@ func (c *Client) Complete(ctx context.Context, msgs []Message) (string, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream, application/json")
+	}
 	req.Header.Set("User-Agent", "agentapi")
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)
 	}
-
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return "", c.exchangeError(ctx, reqCtx, err)
 	}
 	defer resp.Body.Close()
-
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		drain(resp.Body)
 		return "", &Error{Kind: KindStatus, Status: resp.StatusCode,
 			msg: "llm: provider answered status " + strconv.Itoa(resp.StatusCode)}
 	}
-	if !isJSON(resp.Header.Get("Content-Type")) {
-		drain(resp.Body)
-		return "", &Error{Kind: KindMalformed, msg: ErrMalformed.Error() + ": not JSON"}
-	}
+	return read(reqCtx, resp)
+}
+
+// readAnswer reads a JSON completion, bounded by maxResponseBytes, and
+// returns its reply.
+func (c *Client) readAnswer(ctx, reqCtx context.Context, resp *http.Response) (string, error) {
 	if resp.ContentLength > maxResponseBytes {
 		return "", &Error{Kind: KindTooLarge, msg: ErrTooLarge.Error()}
 	}

@@ -26,6 +26,11 @@ const (
 	secret = "sk-live-LEAKED-0123456789"
 )
 
+// patient is the client timeout of tests about anything but the timeout: a
+// loaded machine may take seconds to move megabytes over loopback, and a
+// hang is go test's -timeout to catch.
+const patient = time.Hour
+
 func newClient(t *testing.T, base, key string, timeout time.Duration) *llm.Client {
 	t.Helper()
 	c, err := llm.New(llm.Config{BaseURL: base, Model: "test-model", APIKey: key, Timeout: timeout})
@@ -248,8 +253,9 @@ func TestCompleteFailures(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"`)
 			w.(http.Flusher).Flush() // chunked: the client cannot know the size up front
-			for range 5 << 20 / len(secret) {
-				if _, err := io.WriteString(w, secret); err != nil {
+			piece := strings.Repeat(secret, 64<<10/len(secret))
+			for range 5 << 20 / len(piece) {
+				if _, err := io.WriteString(w, piece); err != nil {
 					return
 				}
 			}
@@ -274,7 +280,7 @@ func TestCompleteFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := peer(t, tt.h)
-			_, err := newClient(t, srv.URL+"/v1", testKey, 5*time.Second).Complete(context.Background(), msgs)
+			_, err := newClient(t, srv.URL+"/v1", testKey, patient).Complete(context.Background(), msgs)
 			e := wantKind(t, err, tt.kind)
 			if e.Status != tt.status {
 				t.Errorf("Status %d, want %d", e.Status, tt.status)
@@ -428,7 +434,7 @@ func TestCompleteConnectionRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL + "/v1"
 	srv.Close()
-	_, err := newClient(t, base, testKey, 5*time.Second).Complete(context.Background(), []llm.Message{{Role: "user", Content: "hi"}})
+	_, err := newClient(t, base, testKey, patient).Complete(context.Background(), []llm.Message{{Role: "user", Content: "hi"}})
 	wantKind(t, err, llm.KindTransport)
 	if err.Error() != "llm: provider unreachable: connection refused" {
 		t.Errorf("error %q", err)
@@ -471,7 +477,7 @@ func TestConnectionsAreReused(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newClient(t, srv.URL+"/v1", testKey, 5*time.Second)
+	c := newClient(t, srv.URL+"/v1", testKey, patient)
 	for range 9 {
 		_, _ = c.Complete(context.Background(), []llm.Message{{Role: "user", Content: "hi"}})
 	}
@@ -484,7 +490,7 @@ func TestConnectionsAreReused(t *testing.T) {
 
 func TestFakePeer(t *testing.T) {
 	fake := llmtest.NewServer(t, llmtest.Echo)
-	c := newClient(t, fake.URL, testKey, 5*time.Second)
+	c := newClient(t, fake.URL, testKey, patient)
 	msgs := llm.Conversation("Be kind.", []llm.Turn{{Question: "a", Answer: "echo: a"}}, "b")
 	reply, err := c.Complete(context.Background(), msgs)
 	if err != nil || reply != "echo: b" {
@@ -501,7 +507,7 @@ func TestFakePeer(t *testing.T) {
 
 	// A reply can fail, or play a slow model that notices the caller leaving.
 	failing := llmtest.NewServer(t, func(llmtest.Request) (int, string) { return 503, `{"error":{}}` })
-	_, err = newClient(t, failing.URL, "", 5*time.Second).Complete(context.Background(), msgs)
+	_, err = newClient(t, failing.URL, "", patient).Complete(context.Background(), msgs)
 	if e := wantKind(t, err, llm.KindStatus); e.Status != 503 {
 		t.Fatalf("status %d", e.Status)
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode"
 )
@@ -44,67 +43,30 @@ type streamChunk struct {
 // A peer that ignores "stream" and answers one JSON completion is accepted:
 // its reply is passed to onDelta in one piece.
 func (c *Client) Stream(ctx context.Context, msgs []Message, onDelta func(string) error) (string, error) {
-	if len(msgs) == 0 {
-		return "", errors.New("llm: no messages to send")
-	}
-	body, err := json.Marshal(chatRequest{Model: c.model, Messages: msgs, Stream: true})
-	if err != nil {
-		return "", fmt.Errorf("llm: encode request: %w", err)
-	}
-	reqCtx, cancel := context.WithTimeoutCause(ctx, c.timeout, errOwnDeadline)
-	defer cancel()
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return "", fmt.Errorf("llm: build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream, application/json")
-	req.Header.Set("User-Agent", "agentapi")
-	if c.auth != "" {
-		req.Header.Set("Authorization", c.auth)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "", c.exchangeError(ctx, reqCtx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		drain(resp.Body)
-		return "", &Error{Kind: KindStatus, Status: resp.StatusCode,
-			msg: "llm: provider answered status " + strconv.Itoa(resp.StatusCode)}
-	}
-	ct := resp.Header.Get("Content-Type")
-	if isJSON(ct) {
-		return c.streamFallback(ctx, reqCtx, resp, onDelta)
-	}
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "text/event-stream" {
-		drain(resp.Body)
-		return "", &Error{Kind: KindMalformed, msg: ErrMalformed.Error() + ": not an event stream"}
-	}
-	r := &streamReader{onDelta: onDelta}
-	if err := r.read(resp.Body); err != nil {
-		return "", c.streamError(ctx, reqCtx, err)
-	}
-	answer := strings.TrimSpace(r.answer.String())
-	if answer == "" {
-		return "", &Error{Kind: KindEmpty, msg: ErrEmpty.Error() + ": empty content"}
-	}
-	return answer, nil
+	return c.exchange(ctx, msgs, true, func(reqCtx context.Context, resp *http.Response) (string, error) {
+		ct := resp.Header.Get("Content-Type")
+		if isJSON(ct) {
+			return c.streamFallback(ctx, reqCtx, resp, onDelta)
+		}
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "text/event-stream" {
+			drain(resp.Body)
+			return "", &Error{Kind: KindMalformed, msg: ErrMalformed.Error() + ": not an event stream"}
+		}
+		r := &streamReader{onDelta: onDelta}
+		if err := r.read(resp.Body); err != nil {
+			return "", c.streamError(ctx, reqCtx, err)
+		}
+		answer := strings.TrimSpace(r.answer.String())
+		if answer == "" {
+			return "", &Error{Kind: KindEmpty, msg: ErrEmpty.Error() + ": empty content"}
+		}
+		return answer, nil
+	})
 }
 
 // streamFallback reads a non-streamed answer to a streamed request.
 func (c *Client) streamFallback(ctx, reqCtx context.Context, resp *http.Response, onDelta func(string) error) (string, error) {
-	if resp.ContentLength > maxResponseBytes {
-		return "", &Error{Kind: KindTooLarge, msg: ErrTooLarge.Error()}
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return "", c.exchangeError(ctx, reqCtx, err)
-	}
-	if len(data) > maxResponseBytes {
-		return "", &Error{Kind: KindTooLarge, msg: ErrTooLarge.Error()}
-	}
-	answer, err := parseResponse(data)
+	answer, err := c.readAnswer(ctx, reqCtx, resp)
 	if err != nil {
 		return "", err
 	}

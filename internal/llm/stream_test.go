@@ -52,7 +52,7 @@ func TestStreamParsesEvents(t *testing.T) {
 			": ping\n\nid: 1\r\n"+data("\n  ")+data("The ")+"data:"+llmtest.Chunk("answer")+"\r\n\r\n"+
 			data(" is 4. ")+`data: {"choices":[],"usage":{"total_tokens":3}}`+"\n\ndata: [DONE]\n\n")
 	})
-	deltas, answer, err := collect(newClient(t, srv.URL, testKey, 5*time.Second), context.Background())
+	deltas, answer, err := collect(newClient(t, srv.URL, testKey, patient), context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestStreamFailures(t *testing.T) {
 
 func TestStreamAcceptsAPlainAnswer(t *testing.T) {
 	srv := peer(t, func(w http.ResponseWriter, r *http.Request) { answer(w, " all at once ") })
-	deltas, got, err := collect(newClient(t, srv.URL, "", 5*time.Second), context.Background())
+	deltas, got, err := collect(newClient(t, srv.URL, "", patient), context.Background())
 	if err != nil || got != "all at once" || !reflect.DeepEqual(deltas, []string{"all at once"}) {
 		t.Fatalf("%q %q %v", deltas, got, err)
 	}
@@ -131,7 +131,7 @@ func TestStreamStopsWhenTheCallerStops(t *testing.T) {
 		close(aborted)
 	})
 	stop := errors.New("reader gone")
-	_, err := newClient(t, fake.URL, "", 5*time.Second).Stream(context.Background(),
+	_, err := newClient(t, fake.URL, "", patient).Stream(context.Background(),
 		[]llm.Message{{Role: "user", Content: "q"}}, func(string) error { return stop })
 	if e := wantKind(t, err, llm.KindCanceled); !errors.Is(e, stop) {
 		t.Fatalf("cause lost: %v", err)
@@ -147,7 +147,7 @@ func TestStreamCanceledByCaller(t *testing.T) {
 		cancel()
 		<-r.Context.Done()
 	})
-	_, _, err := collect(newClient(t, fake.URL, "", 5*time.Second), ctx)
+	_, _, err := collect(newClient(t, fake.URL, "", patient), ctx)
 	if e := wantKind(t, err, llm.KindCanceled); !errors.Is(e, context.Canceled) {
 		t.Fatalf("cause: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestStreamTimeout(t *testing.T) {
 func TestFakePeerStreams(t *testing.T) {
 	fake := llmtest.NewServer(t, llmtest.Echo)
 	fake.SetTokenDelay(time.Millisecond)
-	deltas, got, err := collect(newClient(t, fake.URL, "", 5*time.Second), context.Background())
+	deltas, got, err := collect(newClient(t, fake.URL, "", patient), context.Background())
 	if err != nil || got != "echo: q" || !reflect.DeepEqual(deltas, []string{"echo: ", "q"}) {
 		t.Fatalf("%q %q %v", deltas, got, err)
 	}
@@ -174,7 +174,7 @@ func TestFakePeerStreams(t *testing.T) {
 		t.Fatalf("recorded %+v", reqs)
 	}
 	failing := llmtest.NewServer(t, func(llmtest.Request) (int, string) { return 502, `{}` })
-	_, _, err = collect(newClient(t, failing.URL, "", 5*time.Second), context.Background())
+	_, _, err = collect(newClient(t, failing.URL, "", patient), context.Background())
 	if e := wantKind(t, err, llm.KindStatus); e.Status != 502 {
 		t.Fatalf("status %d", e.Status)
 	}
