@@ -1,0 +1,262 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
+)
+
+// Idempotency-Key (docs/api.md, Idempotent requests; decisions.md).
+const (
+	idempotencyHeader = "Idempotency-Key"
+	maxIdempotencyKey = 255
+	// idempotencyKeep is how long a key is kept, from its first request.
+	idempotencyKeep = 24 * time.Hour
+	// IdempotencyLease bounds how long a reservation left behind by an
+	// instance that died mid-request blocks its key (409 until then). It
+	// is well above requestTimeout, the bound of any request that is still
+	// running, so a live request never loses its key to a retry.
+	IdempotencyLease = 5 * time.Minute
+	// idemStoreTimeout bounds saving or releasing a key after the request
+	// (which may have been cancelled by then).
+	idemStoreTimeout = 5 * time.Second
+)
+
+// validIdempotencyKey: 1 to 255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) == 0 || len(k) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// idempotencyHash identifies a request: its method, path and body bytes.
+func idempotencyHash(r *http.Request, body []byte) []byte {
+	h := sha256.New()
+	io.WriteString(h, r.Method)
+	h.Write([]byte{0})
+	io.WriteString(h, r.URL.EscapedPath())
+	h.Write([]byte{0})
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// savable reports whether a response is kept for replays: the handler ran
+// to an outcome (2xx, 404, 409), not a refusal a retry may pass.
+func savable(status int) bool {
+	return status >= 200 && status < 300 || status == http.StatusNotFound || status == http.StatusConflict
+}
+
+// idempotent runs next at most once per Idempotency-Key of an account:
+// a request without the header runs as it is; the first with a key
+// reserves it in the store and runs; later ones get the saved response,
+// or 409 while the first is running, or 400 when they are another request.
+func (s *Server) idempotent(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		values := r.Header.Values(idempotencyHeader)
+		if len(values) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if len(values) > 1 || !validIdempotencyKey(values[0]) {
+			writeError(w, r, s.log, idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters."))
+			return
+		}
+		body, whole := readIdemBody(r)
+		if !whole {
+			// Too large or cut short: the handler refuses it (413 or 400),
+			// which would not be saved anyway.
+			next.ServeHTTP(w, r)
+			return
+		}
+		outcome, saved, res, err := s.store.ReserveIdempotencyKey(r.Context(), store.IdemRequest{
+			AccountID: authFrom(r.Context()).key.AccountID, Key: values[0], Hash: idempotencyHash(r, body),
+			Now: s.now(), Lease: IdempotencyLease, Keep: idempotencyKeep,
+		})
+		switch {
+		case err != nil:
+			writeError(w, r, s.log, err)
+		case outcome == store.IdemMismatch:
+			writeError(w, r, s.log, idemKeyError("This Idempotency-Key was used with another request (path or body); use a new key for a new request."))
+		case outcome == store.IdemInProgress:
+			writeError(w, r, s.log, domain.Errorf(domain.CodeInconsistentState,
+				"A request with this Idempotency-Key is still in progress; retry later."))
+		case outcome == store.IdemReplay:
+			writeReplay(w, saved)
+		default:
+			s.runIdempotent(w, r, next, res)
+		}
+	})
+}
+
+func idemKeyError(msg string) error {
+	return &domain.Error{Code: domain.CodeInvalidValue, Message: msg, Fields: []domain.FieldError{
+		{Field: idempotencyHeader, Code: domain.CodeInvalidValue, Message: msg},
+	}}
+}
+
+// readIdemBody reads the body to hash it and puts it back for the handler;
+// whole is false when it is larger than MaxBodyBytes or could not be read,
+// and then the handler reads what was read followed by the rest.
+func readIdemBody(r *http.Request) (body []byte, whole bool) {
+	body, err := readBody(io.LimitReader(r.Body, MaxBodyBytes+1), r.ContentLength)
+	rest := r.Body
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), errReader{err}, rest), rest}
+	return body, err == nil && len(body) <= MaxBodyBytes
+}
+
+// errReader returns err, or io.EOF when there is none (so the rest follows).
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// writeReplay answers with a saved response, marked as a replay; the
+// headers the request's own checks set (rate limit, request id) stay.
+func writeReplay(w http.ResponseWriter, saved store.IdemResponse) {
+	h := w.Header()
+	h.Set("Idempotent-Replayed", "true")
+	if saved.Streamed && writeStreamReplay(w, saved.Status, saved.Body) {
+		return
+	}
+	if saved.Location != "" {
+		h.Set("Location", saved.Location)
+	}
+	writeJSONBytes(w, saved.Status, saved.Body)
+}
+
+// runIdempotent runs next under a reservation and ends it: the response is
+// saved when savable, the key released otherwise. A plain response is held
+// until it is saved, so that a client that has it finds it saved; a
+// streamed one goes out as it comes and is saved from what the stream
+// handler records (AnswerRecorder).
+func (s *Server) runIdempotent(w http.ResponseWriter, r *http.Request, next http.Handler, res store.IdemReservation) {
+	rec := &idemRecorder{w: w}
+	ctx := WithAnswerRecorder(r.Context(), func(status int, body []byte) {
+		rec.streamed = &store.IdemResponse{Status: status, Body: bytes.Clone(body), Streamed: true}
+	})
+	ended := false
+	defer func() {
+		if !ended { // next panicked: let a retry run
+			s.endIdempotent(r, res, store.IdemResponse{})
+		}
+	}()
+	next.ServeHTTP(rec, r.WithContext(ctx))
+	ended = true
+	s.endIdempotent(r, res, rec.outcome())
+	rec.finish()
+}
+
+// endIdempotent saves resp under res, or releases res when resp is not
+// savable. It runs after the request, however it ended, so it does not
+// take the request's cancellation.
+func (s *Server) endIdempotent(r *http.Request, res store.IdemReservation, resp store.IdemResponse) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idemStoreTimeout)
+	defer cancel()
+	var err error
+	if savable(resp.Status) {
+		err = s.store.SaveIdempotentResponse(ctx, res, resp)
+	} else {
+		err = s.store.ReleaseIdempotencyKey(ctx, res)
+	}
+	if err != nil {
+		// The key then stays reserved until its lease ends (409 for
+		// retries until then), or was taken over already.
+		s.log.WarnContext(r.Context(), "idempotency key not ended", "request_id", requestID(r.Context()), "err", err)
+	}
+}
+
+// idemRecorder holds a handler's response until it is saved, and lets it
+// through as it comes once the handler flushes (a stream).
+type idemRecorder struct {
+	w        http.ResponseWriter
+	status   int
+	body     bytes.Buffer
+	through  bool                // flushed: writes go straight to w
+	streamed *store.IdemResponse // what a stream recorded as its outcome
+}
+
+func (rec *idemRecorder) Header() http.Header { return rec.w.Header() }
+
+func (rec *idemRecorder) WriteHeader(status int) {
+	if rec.status != 0 {
+		return
+	}
+	rec.status = status
+	if rec.through {
+		rec.w.WriteHeader(status)
+	}
+}
+
+func (rec *idemRecorder) Write(p []byte) (int, error) {
+	if rec.status == 0 {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if rec.through {
+		return rec.w.Write(p)
+	}
+	return rec.body.Write(p)
+}
+
+// Flush switches to passing through: what was held goes out first.
+func (rec *idemRecorder) Flush() {
+	if !rec.through {
+		rec.through = true
+		rec.send()
+	}
+	_ = http.NewResponseController(rec.w).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (rec *idemRecorder) Unwrap() http.ResponseWriter { return rec.w }
+
+// outcome is the response to save: a stream's recorded outcome, or what
+// was held; a stream that recorded none (it failed) saves nothing.
+func (rec *idemRecorder) outcome() store.IdemResponse {
+	switch {
+	case rec.streamed != nil:
+		return *rec.streamed
+	case rec.through:
+		return store.IdemResponse{}
+	}
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return store.IdemResponse{Status: status, Location: rec.w.Header().Get("Location"), Body: bytes.Clone(rec.body.Bytes())}
+}
+
+// finish sends what is still held.
+func (rec *idemRecorder) finish() {
+	if !rec.through {
+		rec.send()
+	}
+}
+
+func (rec *idemRecorder) send() {
+	if rec.status != 0 {
+		rec.w.WriteHeader(rec.status)
+	}
+	if rec.body.Len() > 0 {
+		_, _ = rec.w.Write(rec.body.Bytes())
+		rec.body.Reset()
+	}
+}
