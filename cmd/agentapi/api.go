@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"strings"
 	"time"
@@ -403,6 +404,7 @@ func apiAgentOne(e env, name string, args []string, fn func(*client.Client, stri
 func apiAsk(ctx context.Context, e env, args []string) error {
 	a := e.apiCommand("ask")
 	conv := a.fs.String("conversation", "", "continue this conversation (conversation_id of an earlier answer)")
+	stream := a.fs.Bool("stream", false, "print the answer's text as the model writes it, then a newline, instead of the answer object")
 	pos, err := a.parse(args, "AGENT_ID", "QUESTION...")
 	if err != nil {
 		return err
@@ -419,10 +421,49 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ans, err := c.Ask(ctx, pos[0], client.Question{Question: question, ConversationID: *conv})
+	q := client.Question{Question: question, ConversationID: *conv}
+	if *stream {
+		return printStream(e.stdout, c.AskStream(ctx, pos[0], q))
+	}
+	ans, err := c.Ask(ctx, pos[0], q)
 	if err != nil {
 		return callErr(err)
 	}
 	return printJSON(e.stdout, answerObject{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
 		Answer: ans.Answer, CreatedAt: formatTime(ans.CreatedAt), AnswerMS: ans.AnswerMS})
+}
+
+// printStream writes each piece of a streamed answer as it arrives (flushed
+// when w buffers), then a newline. A failure, before or after the first
+// piece, is the command's error, printed like any api command's; text
+// already written is ended with its newline first.
+func printStream(w io.Writer, events iter.Seq2[client.StreamEvent, error]) error {
+	flush := func() error { return nil }
+	if f, ok := w.(interface{ Flush() error }); ok {
+		flush = f.Flush
+	}
+	wrote := false
+	for ev, err := range events {
+		if err != nil {
+			if wrote {
+				_, _ = io.WriteString(w, "\n")
+				_ = flush()
+			}
+			return callErr(err)
+		}
+		if ev.Delta == "" {
+			continue
+		}
+		if _, err := io.WriteString(w, ev.Delta); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		if err := flush(); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		wrote = true
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return flush()
 }

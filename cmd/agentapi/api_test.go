@@ -29,6 +29,7 @@ type apiService struct {
 	keys    *keys.Service
 	account domain.Account
 	owner   domain.User
+	peer    *llmtest.Server // the model: echoes the question
 	logs    bytes.Buffer
 }
 
@@ -44,8 +45,8 @@ func newAPIService(t *testing.T) *apiService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peer := llmtest.NewServer(t, llmtest.Echo)
-	model, err := llm.New(llm.Config{BaseURL: peer.URL, Model: "m", APIKey: "sk-test", Timeout: 2 * time.Second})
+	s.peer = llmtest.NewServer(t, llmtest.Echo)
+	model, err := llm.New(llm.Config{BaseURL: s.peer.URL, Model: "m", APIKey: "sk-test", Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
