@@ -132,6 +132,9 @@ const staleRetries = 2
 // trip. When they disagree nothing is recorded: Admit re-reads the store,
 // raises the mirror if Redis had lost it (or went back), and decides again.
 // A key refused from memory is refused only after the store confirms it.
+// A key held under an epoch below the highest this instance has learned of
+// (store.SeenKeyEpoch) is read again whatever the mirror says: a Redis that
+// went back to exactly the held epoch is not believed.
 // Redis away: the store is checked per request, as without it.
 //
 // gate (nil: none) is what the caller checks of an authenticated key
@@ -182,6 +185,13 @@ func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, 
 			return domain.APIKey{}, ratelimit.Result{}, err
 		}
 		epoch := l.Epoch()
+		if epoch < a.store.SeenKeyEpoch() && attempt <= staleRetries {
+			// This instance knows of a later epoch than the key's: the
+			// mirror cannot vouch for it, even if Redis went back to
+			// exactly that epoch.
+			held = false
+			continue
+		}
 		if attempt > staleRetries {
 			epoch = -1
 		}

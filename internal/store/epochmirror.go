@@ -48,6 +48,13 @@ func (s *Store) HeldKey(prefix string) (KeyLookup, bool) {
 	return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, true
 }
 
+// SeenKeyEpoch is the highest key epoch this store has learned of, from
+// its reads of the epoch (lookups, CurrentKeyEpoch: the mirror's repair)
+// and its own commits. A key held under a lower epoch is stale whatever
+// the mirror says: a Redis that went back to exactly the held epoch (a
+// replica promoted with an older copy) is not believed.
+func (s *Store) SeenKeyEpoch() int64 { return s.keyCache.seen.Load() }
+
 // CurrentKeyEpoch reads the store's key epoch (a check that started after the
 // call began, shared with concurrent lookups).
 func (s *Store) CurrentKeyEpoch(ctx context.Context) (int64, error) {
@@ -78,7 +85,11 @@ var bumped sync.Map // *sql.Tx -> int64
 // second (ratelimit.StaleBound).
 func (s *Store) afterCommit(ctx context.Context, tx *sql.Tx) {
 	v, ok := bumped.LoadAndDelete(tx)
-	if !ok || s.keyCache.notifier == nil {
+	if !ok {
+		return
+	}
+	s.keyCache.noteSeen(v.(int64))
+	if s.keyCache.notifier == nil {
 		return
 	}
 	if err := s.keyCache.notifier.RaiseEpoch(ctx, v.(int64)); err != nil {

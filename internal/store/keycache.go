@@ -53,6 +53,10 @@ type keyCache struct {
 
 	hits, misses, checks, reads atomic.Uint64
 
+	// seen is the highest key epoch this store has learned of: from its
+	// checks (lookups, the mirror's repair) and its own writes (noteSeen).
+	seen atomic.Int64
+
 	// notifier raises the epoch's mirror after a bump (epochmirror.go).
 	notifier EpochNotifier
 }
@@ -110,7 +114,18 @@ func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) 
 		return mark{}, err
 	}
 	c.doneSeq, c.doneMark = n, m
+	c.noteSeen(m.epoch)
 	return m, nil
+}
+
+// noteSeen raises seen to epoch.
+func (c *keyCache) noteSeen(epoch int64) {
+	for {
+		cur := c.seen.Load()
+		if epoch <= cur || c.seen.CompareAndSwap(cur, epoch) {
+			return
+		}
+	}
 }
 
 func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
