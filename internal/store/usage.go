@@ -85,6 +85,12 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if s.engine != EnginePostgres {
+			if err := insertLogsEach(ctx, tx, logs); err != nil {
+				return err
+			}
+			return addCounts(ctx, tx, counts)
+		}
 		for len(logs) > 0 {
 			n := min(len(logs), maxLogRowsPerInsert)
 			if err := insertLogs(ctx, tx, logs[:n]); err != nil {
@@ -94,6 +100,29 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 		}
 		return addCounts(ctx, tx, counts)
 	})
+}
+
+// insertLogsEach inserts logs one row at a time through one prepared
+// statement: on SQLite a statement of many rows costs more to prepare
+// (its numbered parameters are looked up one by one) than the rows to
+// insert, and there is no round trip to save.
+func insertLogsEach(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO request_logs (id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`)
+	if err != nil {
+		return fmt.Errorf("prepare request logs: %w", err)
+	}
+	defer stmt.Close()
+	for _, l := range logs {
+		if _, err := stmt.ExecContext(ctx, l.ID, l.AccountID, l.KeyID, toMS(l.At), l.Method, l.Route, l.Path, l.Status,
+			UsageClass(l.Status), l.ErrorCode, l.Duration.Microseconds(), l.Client); err != nil {
+			return fmt.Errorf("insert request log: %w", err)
+		}
+	}
+	return nil
 }
 
 func insertLogs(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {

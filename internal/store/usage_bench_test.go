@@ -1,0 +1,48 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
+)
+
+// BenchmarkWriteUsage is the recorder's one-second batch as a /v1/me load
+// of about 1,000 requests a second makes it: 1,000 request logs of 20 keys
+// and their counts, written in one WriteUsage. µs/log is what storing a
+// request costs the store (SQLite: the service's own CPU).
+func BenchmarkWriteUsage(b *testing.B) {
+	const perBatch = 1000
+	for _, e := range storetest.Engines() {
+		b.Run(e, func(b *testing.B) { benchWriteUsage(b, storetest.Open(b, e), perBatch) })
+	}
+}
+
+func benchWriteUsage(b *testing.B, s *store.Store, perBatch int) {
+	{
+		ctx := context.Background()
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		logs := make([]store.RequestLog, perBatch)
+		counts := make([]store.UsageCount, 0, 20)
+		for k := range 20 {
+			counts = append(counts, store.UsageCount{AccountID: "acct_bench", KeyID: fmt.Sprintf("key_%02d", k),
+				Minute: at.Truncate(time.Minute), Class: store.Class2xx, Count: int64(perBatch / 20)})
+		}
+		batch := 0
+		start := time.Now()
+		for b.Loop() {
+			for i := range logs {
+				logs[i] = usageLog("acct_bench", fmt.Sprintf("key_%02d", i%20), batch*perBatch+i, at.Add(time.Duration(i)*time.Microsecond), 200, "GET /v1/me")
+			}
+			if err := s.WriteUsage(ctx, logs, counts); err != nil {
+				b.Fatal(err)
+			}
+			batch++
+			at = at.Add(time.Second)
+		}
+		b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N*perBatch), "µs/log")
+	}
+}
