@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -20,34 +21,9 @@ func (s *Server) handleSecretScanning(ks *secretscan.Keys, svc *keys.Service) ht
 		if !s.limitAnonymous(w, r, true) {
 			return
 		}
-		keyID, sig := r.Header.Get(secretscan.HeaderKeyID), r.Header.Get(secretscan.HeaderSignature)
-		if keyID == "" || sig == "" {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeInvalidCredentials,
-				"A report must be signed: send the %s and %s headers.", secretscan.HeaderKeyID, secretscan.HeaderSignature))
-			return
-		}
-		for _, v := range r.Header.Values("Content-Encoding") {
-			if c := strings.TrimSpace(v); c != "" && !strings.EqualFold(c, "identity") {
-				writeError(w, r, s.log, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed."))
-				return
-			}
-		}
-		body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			writeError(w, r, s.log, domain.Errorf(domain.CodeFileTooLarge, "The report is larger than %d bytes.", MaxBodyBytes))
-			return
-		case err != nil:
-			writeError(w, r, s.log, domain.Errorf(domain.CodeInvalidJSON, "The report could not be read."))
-			return
-		}
-		switch err := ks.Verify(keyID, sig, body); {
-		case errors.Is(err, secretscan.ErrUnknownKey):
-			writeError(w, r, s.log, domain.Errorf(domain.CodeInvalidCredentials, "No configured secret-scanning key has the identifier in %s.", secretscan.HeaderKeyID))
-			return
-		case err != nil:
-			writeError(w, r, s.log, domain.Errorf(domain.CodeInvalidCredentials, "The report's signature does not verify against the configured secret-scanning keys."))
+		body, err := readSignedReport(w, r, ks)
+		if err != nil {
+			writeError(w, r, s.log, err)
 			return
 		}
 		entries, derr := secretscan.ParseReport(body)
@@ -55,31 +31,90 @@ func (s *Server) handleSecretScanning(ks *secretscan.Keys, svc *keys.Service) ht
 			writeError(w, r, s.log, derr)
 			return
 		}
-		answers := make([]secretscan.Answer, 0, len(entries))
-		seen := make(map[string]keys.Leak, len(entries))
-		for _, e := range entries {
-			leak, ok := seen[e.Token]
-			if !ok {
-				if leak, err = svc.RevokeLeaked(r.Context(), e.Token, e.URL); err != nil {
-					// What was revoked stays revoked; GitHub sends the
-					// report again, and a replay revokes nothing twice.
-					writeError(w, r, s.log, err)
-					return
-				}
-				seen[e.Token] = leak
-				if leak.Revoked {
-					// The key's public prefix only, never the token.
-					s.log.WarnContext(r.Context(), "API key revoked: reported leaked",
-						"request_id", requestID(r.Context()), "key_prefix", leak.Key.Prefix, "key_id", leak.Key.ID,
-						"account_id", leak.Key.AccountID)
-				}
-			}
-			label := secretscan.FalsePositive
-			if leak.Ours {
-				label = secretscan.TruePositive
-			}
-			answers = append(answers, secretscan.Answer{TokenHash: secretscan.TokenHash(e.Token), TokenType: e.Type, Label: label})
+		answers, err := s.revokeReported(r.Context(), svc, entries)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
 		}
 		writeJSON(w, http.StatusOK, answers)
 	})
+}
+
+// readSignedReport returns the body of a report whose signature headers
+// are present and verify against ks, or the error to answer: headers are
+// checked first, then the encoding, the size, and last the signature.
+func readSignedReport(w http.ResponseWriter, r *http.Request, ks *secretscan.Keys) ([]byte, error) {
+	keyID, sig := r.Header.Get(secretscan.HeaderKeyID), r.Header.Get(secretscan.HeaderSignature)
+	if keyID == "" || sig == "" {
+		return nil, domain.Errorf(domain.CodeInvalidCredentials,
+			"A report must be signed: send the %s and %s headers.", secretscan.HeaderKeyID, secretscan.HeaderSignature)
+	}
+	if compressed(r.Header) {
+		return nil, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
+	}
+	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, domain.Errorf(domain.CodeFileTooLarge, "The report is larger than %d bytes.", MaxBodyBytes)
+	case err != nil:
+		return nil, domain.Errorf(domain.CodeInvalidJSON, "The report could not be read.")
+	}
+	switch err := ks.Verify(keyID, sig, body); {
+	case errors.Is(err, secretscan.ErrUnknownKey):
+		return nil, domain.Errorf(domain.CodeInvalidCredentials, "No configured secret-scanning key has the identifier in %s.", secretscan.HeaderKeyID)
+	case err != nil:
+		return nil, domain.Errorf(domain.CodeInvalidCredentials, "The report's signature does not verify against the configured secret-scanning keys.")
+	}
+	return body, nil
+}
+
+// compressed reports whether h names a Content-Encoding other than identity.
+func compressed(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		if c := strings.TrimSpace(v); c != "" && !strings.EqualFold(c, "identity") {
+			return true
+		}
+	}
+	return false
+}
+
+// revokeReported revokes every reported credential of ours that is active
+// and labels each entry, in the report's order. A token reported twice is
+// looked up once. On an error, what was revoked stays revoked; GitHub
+// sends the report again, and a replay revokes nothing twice.
+func (s *Server) revokeReported(ctx context.Context, svc *keys.Service, entries []secretscan.Entry) ([]secretscan.Answer, error) {
+	answers := make([]secretscan.Answer, 0, len(entries))
+	seen := make(map[string]keys.Leak, len(entries))
+	for _, e := range entries {
+		leak, ok := seen[e.Token]
+		if !ok {
+			var err error
+			if leak, err = s.revokeLeaked(ctx, svc, e); err != nil {
+				return nil, err
+			}
+			seen[e.Token] = leak
+		}
+		label := secretscan.FalsePositive
+		if leak.Ours {
+			label = secretscan.TruePositive
+		}
+		answers = append(answers, secretscan.Answer{TokenHash: secretscan.TokenHash(e.Token), TokenType: e.Type, Label: label})
+	}
+	return answers, nil
+}
+
+// revokeLeaked revokes e's token if it is an active key of ours and logs
+// the revocation with the key's public prefix only, never the token.
+func (s *Server) revokeLeaked(ctx context.Context, svc *keys.Service, e secretscan.Entry) (keys.Leak, error) {
+	leak, err := svc.RevokeLeaked(ctx, e.Token, e.URL)
+	if err != nil {
+		return leak, err
+	}
+	if leak.Revoked {
+		s.log.WarnContext(ctx, "API key revoked: reported leaked",
+			"request_id", requestID(ctx), "key_prefix", leak.Key.Prefix, "key_id", leak.Key.ID,
+			"account_id", leak.Key.AccountID)
+	}
+	return leak, nil
 }
