@@ -121,6 +121,11 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 		return err
 	}
 	defer floor.stop()
+	rt, err := newRoundTrips(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
 
 	// GET /me runs again at four times the connections: where a request
 	// waits on round trips (PostgreSQL, Redis), concurrency is what lets
@@ -162,6 +167,14 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 		fs, fg := a.cpuPerReq()
 		ss, sg := b.cpuPerReq()
 		cpu.add(e.name, sc.name, us(ss), us(fs), us(sg), us(fg), cc.back.perReq(b))
+		if rt != nil {
+			fig, err := rt.perRequest(ctx, cl, sc.conns, get(svc.base+sc.path, sc.key))
+			cl.CloseIdleConnections()
+			if err != nil {
+				return fmt.Errorf("%s: round trips: %w", sc.name, err)
+			}
+			t.add(e.name, sc.name+": round trips per request", "", "", "", fig)
+		}
 	}
 
 	if c.only != "" {
