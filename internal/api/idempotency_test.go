@@ -59,12 +59,12 @@ func TestIdempotencyKeyOnCreate(t *testing.T) {
 		}
 		post("k2", `{"name":"Second"}`).wantStatus(t, 201)
 		// A 409 is saved and replayed.
-		post("k3", `{"name":"Second"}`).wantError(t, 409, domain.CodeDuplicateValue)
+		post("k3", `{"name":"Second"}`).wantError(t, 409, domain.CodeDuplicateValue, "name:duplicate_value")
 		if r := post("k3", `{"name":"Second"}`); r.Code != 409 || r.Header().Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("409 replay: %d %v", r.Code, r.Header())
 		}
 		// Without a key, nothing changes: a second create is a duplicate.
-		f.send("POST", "/v1/ai-agents", key, `{"name":"Helpdesk"}`).wantError(t, 409, domain.CodeDuplicateValue)
+		f.send("POST", "/v1/ai-agents", key, `{"name":"Helpdesk"}`).wantError(t, 409, domain.CodeDuplicateValue, "name:duplicate_value")
 		if n := len(f.get("/v1/ai-agents", key).body["data"].([]any)); n != 2 {
 			t.Fatalf("%d agents, want 2", n)
 		}
