@@ -22,6 +22,9 @@ type Key struct {
 	RateLimitPerMinute int        `json:"rate_limit_per_minute"`
 	LastUsedAt         *time.Time `json:"last_used_at"`
 	ExpiresAt          *time.Time `json:"expires_at"` // nil: the key does not expire
+	// AllowedIPs is the key's IP allowlist (addresses and CIDR ranges);
+	// empty when any address may use the key.
+	AllowedIPs []string `json:"allowed_ips"`
 }
 
 // Agent is an AI agent. List items carry only ID, Name, Enabled and

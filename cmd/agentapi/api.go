@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/client"
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // The `agentapi api` commands are for API users, not operators: they call
@@ -202,74 +204,41 @@ func callErr(err error) error {
 	return apiError{e}
 }
 
-// The api commands print what the API sent, in its shapes: timestamps as
-// the server writes them (milliseconds, Z), so that they sort as strings,
-// and each object with exactly its fields.
+// The api commands print what the API sent, in its shapes (package wire,
+// which the API renders too): timestamps as the server writes them
+// (milliseconds, Z), so that they sort as strings, and each object with
+// exactly its fields.
 
-// agentItem is an agent in a list: the contract's four fields.
-type agentItem struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Enabled   bool   `json:"enabled"`
-	CreatedAt string `json:"created_at"`
+// item is an agent in a list: the contract's four fields.
+func item(a client.Agent) wire.AgentItem {
+	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt)}
 }
 
-// agentRecord is a single agent, with every field (empty instructions included).
-type agentRecord struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	Enabled      bool   `json:"enabled"`
-	CreatedAt    string `json:"created_at"`
-	Instructions string `json:"instructions"`
-	UpdatedAt    string `json:"updated_at"`
-}
-
-func item(a client.Agent) agentItem {
-	return agentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt)}
-}
-
-func record(a client.Agent) agentRecord {
-	return agentRecord{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
+// record is a single agent, with every field (empty instructions included).
+func record(a client.Agent) wire.Agent {
+	return wire.Agent{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
 		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt)}
 }
 
 // one adapts a single-agent call for apiAgentOne.
 func one(a client.Agent, err error) (any, error) { return record(a), err }
 
-type keyObject struct {
-	ID                 string   `json:"id"`
-	Name               string   `json:"name"`
-	Description        string   `json:"description"`
-	Prefix             string   `json:"prefix"`
-	Scopes             []string `json:"scopes"`
-	RateLimitPerMinute int      `json:"rate_limit_per_minute"`
-	LastUsedAt         *string  `json:"last_used_at"`
-	ExpiresAt          *string  `json:"expires_at"`
-}
-
-type statsObject struct {
-	AgentID            string  `json:"agent_id"`
-	QuestionsTotal     int64   `json:"questions_total"`
-	AnsweredTotal      int64   `json:"answered_total"`
-	FailedTotal        int64   `json:"failed_total"`
-	LastQuestionAt     *string `json:"last_question_at"`
-	AverageAnswerMS    *int64  `json:"average_answer_ms"`
-	ConversationsTotal int64   `json:"conversations_total"`
+// scopes converts the client's scopes to the wire's, nil kept nil (null).
+func scopes(list []string) []domain.Scope {
+	if list == nil {
+		return nil
+	}
+	out := make([]domain.Scope, len(list))
+	for i, s := range list {
+		out[i] = domain.Scope(s)
+	}
+	return out
 }
 
 func stats(s client.Stats, err error) (any, error) {
-	return statsObject{AgentID: s.AgentID, QuestionsTotal: s.QuestionsTotal, AnsweredTotal: s.AnsweredTotal,
+	return wire.Stats{AgentID: s.AgentID, QuestionsTotal: s.QuestionsTotal, AnsweredTotal: s.AnsweredTotal,
 		FailedTotal: s.FailedTotal, LastQuestionAt: timePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
 		ConversationsTotal: s.ConversationsTotal}, err
-}
-
-type answerObject struct {
-	ID             string `json:"id"`
-	ConversationID string `json:"conversation_id"`
-	Question       string `json:"question"`
-	Answer         string `json:"answer"`
-	CreatedAt      string `json:"created_at"`
-	AnswerMS       int64  `json:"answer_ms"`
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -292,8 +261,8 @@ func apiMe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, keyObject{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
-		Scopes: k.Scopes, RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)})
+	return printJSON(e.stdout, wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
+		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)})
 }
 
 func apiAgentsList(ctx context.Context, e env, args []string) error {
@@ -429,7 +398,7 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, answerObject{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
+	return printJSON(e.stdout, wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
 		Answer: ans.Answer, CreatedAt: formatTime(ans.CreatedAt), AnswerMS: ans.AnswerMS})
 }
 

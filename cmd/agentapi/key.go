@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 func keyCmd(ctx context.Context, e env, args []string) error {
@@ -190,18 +191,11 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 // keyLine is a key as `key list` prints it: the contract's key object, plus
 // what support needs to see. Never the credential or its hash.
 type keyLine struct {
-	ID                 string         `json:"id"`
-	Name               string         `json:"name"`
-	Description        string         `json:"description"`
-	Prefix             string         `json:"prefix"`
-	Scopes             []domain.Scope `json:"scopes"`
-	RateLimitPerMinute int            `json:"rate_limit_per_minute"`
-	LastUsedAt         *string        `json:"last_used_at"`
-	ExpiresAt          *string        `json:"expires_at"`
-	Env                domain.Env     `json:"env"`
-	AgentIDs           []string       `json:"agent_ids"`
-	AllowedIPs         []string       `json:"allowed_ips"`
-	Status             string         `json:"status"`
+	wire.Key
+	Env        domain.Env `json:"env"`
+	AgentIDs   []string   `json:"agent_ids"`
+	AllowedIPs []string   `json:"allowed_ips"`
+	Status     string     `json:"status"`
 	// AccountActive is false while the account is deactivated: its keys
 	// are refused (401) whatever their own status says.
 	AccountActive bool    `json:"account_active"`
@@ -239,8 +233,8 @@ func keyList(ctx context.Context, e env, args []string) error {
 			agents = []string{}
 		}
 		if err := enc.Encode(keyLine{
-			ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
-			RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt),
+			Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
+				RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)},
 			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
 		}); err != nil {
 			return fmt.Errorf("write: %w", err)
@@ -250,12 +244,6 @@ func keyList(ctx context.Context, e env, args []string) error {
 }
 
 // formatTime matches the API's timestamps: RFC 3339, UTC, milliseconds, Z.
-func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func formatTime(t time.Time) string { return wire.Time(t) }
 
-func timePtr(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := formatTime(*t)
-	return &s
-}
+func timePtr(t *time.Time) *string { return wire.TimePtr(t) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // Page sizes of collection listings (the contract's Limits table).
@@ -17,22 +18,10 @@ const (
 )
 
 // agentItem is an agent in a list: exactly the contract's four fields.
-type agentItem struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Enabled   bool   `json:"enabled"`
-	CreatedAt string `json:"created_at"`
-}
+type agentItem = wire.AgentItem
 
 // agentRecord is an agent in a single-agent response (docs/api.md, Resources).
-type agentRecord struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	Enabled      bool   `json:"enabled"`
-	CreatedAt    string `json:"created_at"`
-	Instructions string `json:"instructions"`
-	UpdatedAt    string `json:"updated_at"`
-}
+type agentRecord = wire.Agent
 
 func toRecord(a domain.Agent) agentRecord {
 	return agentRecord{
@@ -50,11 +39,7 @@ type collection struct {
 	Meta meta `json:"meta"`
 }
 
-type meta struct {
-	Limit   int     `json:"limit"`
-	Next    *string `json:"next"`
-	HasMore bool    `json:"has_more"`
-}
+type meta = wire.Meta
 
 // parseLimit applies the contract's rules: ASCII digits only (leading zeros
 // allowed) with a positive value, clamped to 100; anything else falls back to 30.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // MaxBodyBytes is the largest request body accepted (docs/api.md, Limits: 1 MiB).
@@ -42,19 +43,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// timeFormat is how every timestamp leaves the service: RFC 3339, UTC,
-// millisecond precision (what the store keeps), ending in Z.
-const timeFormat = "2006-01-02T15:04:05.000Z"
+// timeFormat is how every timestamp leaves the service (wire.TimeFormat).
+const timeFormat = wire.TimeFormat
 
-func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+func formatTime(t time.Time) string { return wire.Time(t) }
 
-func formatTimePtr(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := formatTime(*t)
-	return &s
-}
+func formatTimePtr(t *time.Time) *string { return wire.TimePtr(t) }
 
 // member is one attribute of a request object, in the order sent.
 type member struct {

@@ -305,6 +305,9 @@ func openAPIProblem(x exchange) string {
 	if preflight {
 		return "" // the CORS protocol, no operation of the API (cors_test.go)
 	}
+	if p := clientShapeProblem(ops, x); p != "" {
+		return where + ": " + p
+	}
 	op, ok := matchOp(ops, hr.Method, hr.URL.Path)
 	if ok && strings.HasSuffix(op.Template, "/openapi.json") && hr.URL.RawQuery != "" {
 		ok = false // with a query string it is no endpoint
@@ -334,6 +337,9 @@ func openAPIProblem(x exchange) string {
 	}
 	if p := bodyRuleProblem(op, x); p != "" {
 		return fmt.Sprintf("OpenAPI: response of %s (%s) does not match the document: %s\nbody %s", op.ID, where, p, x.resp)
+	}
+	if p := sseProblem(op, x); p != "" {
+		return fmt.Sprintf("OpenAPI: event stream of %s (%s) does not match the document: %s\nbody %s", op.ID, where, p, x.resp)
 	}
 	if x.status >= 200 && x.status < 300 {
 		if valid, errs := v.ValidateHttpRequestSync(fresh(hr.Method, hr.URL.Path)); !valid {
@@ -837,6 +843,10 @@ func TestOpenAPICoverage(t *testing.T) {
 		sw.broken.Store(true)
 		send(admin, path, o.body).wantError(t, 500, domain.CodeServerError)
 		sw.broken.Store(false)
+	}
+	// A streamed answer: the questions' 200, checked event by event.
+	if r := f.send("POST", "/v1/ai-agents/"+agent+"/questions", admin, `{"question":"Hello?","stream":true}`); r.Code != 200 {
+		t.Fatalf("streamed question: %d %s", r.Code, r.Body.String())
 	}
 	// Requests that are no operation.
 	f.get("/v1/nowhere", admin).wantError(t, 404, domain.CodeNotFound)

@@ -9,17 +9,10 @@ import (
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/questions"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
-type statsObject struct {
-	AgentID            string  `json:"agent_id"`
-	QuestionsTotal     int64   `json:"questions_total"`
-	AnsweredTotal      int64   `json:"answered_total"`
-	FailedTotal        int64   `json:"failed_total"`
-	LastQuestionAt     *string `json:"last_question_at"`
-	AverageAnswerMS    *int64  `json:"average_answer_ms"`
-	ConversationsTotal int64   `json:"conversations_total"`
-}
+type statsObject = wire.Stats
 
 func handleAgentStats(svc *agents.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,14 +32,7 @@ func handleAgentStats(svc *agents.Service, log *slog.Logger) http.Handler {
 	})
 }
 
-type answerObject struct {
-	ID             string `json:"id"`
-	ConversationID string `json:"conversation_id"`
-	Question       string `json:"question"`
-	Answer         string `json:"answer"`
-	CreatedAt      string `json:"created_at"`
-	AnswerMS       int64  `json:"answer_ms"`
-}
+type answerObject = wire.Answer
 
 // optionalString reads an optional string attribute; null counts as absent.
 func (p *problems) optionalString(obj map[string]json.RawMessage, field string) (string, bool) {
