@@ -91,50 +91,74 @@ func (p *problems) err() error {
 	if p.count == 0 && p.body == nil {
 		return nil
 	}
-	// The query's problems come first, then the body's (an attribute given
-	// twice), as the checks run.
-	all := p.fields
-	total := p.count + p.twice
+	all, total := p.entries()
+	e := &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid."}
+	lead := p.headline(e, total)
+	e.Fields = clipEntries(all, lead)
+	return e
+}
+
+// entries lists the problems in the order the checks ran: the query's
+// first, then the body's (an attribute given twice). total counts every
+// problem, kept or not.
+func (p *problems) entries() (all []domain.FieldError, total int) {
+	all = p.fields
+	total = p.count + p.twice
 	if p.body != nil && len(p.body.Fields) > 0 {
 		all = append(slices.Clip(p.fields), p.body.Fields...)
 		total = max(total, len(all))
 	}
-	e := &domain.Error{Code: domain.CodeInvalidValue, Message: "The request is not valid."}
-	var lead *domain.FieldError // the entry error.code comes from
+	return all, total
+}
+
+// headline sets e's code and message from the earliest problem in
+// precedence order, and returns the entry they come from (nil when it is
+// a body-level failure without entries).
+func (p *problems) headline(e *domain.Error, total int) *domain.FieldError {
 	for _, code := range precedence {
 		if p.body != nil && p.body.Code == code {
 			e.Code, e.Message = code, p.body.Message
 			if len(p.body.Fields) > 0 {
-				lead = &p.body.Fields[0]
+				return &p.body.Fields[0]
 			}
-			break
+			return nil
 		}
 		if f, ok := p.first(code); ok {
-			e.Code, lead = code, &f
-			e.Message = f.Message
-			if total > 1 {
-				more := "problems"
-				if total == 2 {
-					more = "problem"
-				}
-				see := "see errors"
-				if total > maxFieldErrors {
-					see = fmt.Sprintf("errors lists the first %d", maxFieldErrors)
-				}
-				e.Message = fmt.Sprintf("%s (and %d more %s; %s)", strings.TrimSuffix(f.Message, "."), total-1, more, see)
-			}
-			break
+			e.Code, e.Message = code, summary(f.Message, total)
+			return &f
 		}
 	}
-	if len(all) > maxFieldErrors {
-		all = slices.Clone(all[:maxFieldErrors])
-		// The entry that gave error.code is listed, whatever came first.
-		if lead != nil && !slices.Contains(all, *lead) {
-			all[maxFieldErrors-1] = *lead
-		}
+	return nil
+}
+
+// summary is error.message when the first of total problems says msg:
+// msg itself when it is the only one, else msg and how many more.
+func summary(msg string, total int) string {
+	if total <= 1 {
+		return msg
 	}
-	e.Fields = all
-	return e
+	more := "problems"
+	if total == 2 {
+		more = "problem"
+	}
+	see := "see errors"
+	if total > maxFieldErrors {
+		see = fmt.Sprintf("errors lists the first %d", maxFieldErrors)
+	}
+	return fmt.Sprintf("%s (and %d more %s; %s)", strings.TrimSuffix(msg, "."), total-1, more, see)
+}
+
+// clipEntries keeps the first maxFieldErrors entries of all; the entry
+// that gave error.code (lead) is listed, whatever came first.
+func clipEntries(all []domain.FieldError, lead *domain.FieldError) []domain.FieldError {
+	if len(all) <= maxFieldErrors {
+		return all
+	}
+	all = slices.Clone(all[:maxFieldErrors])
+	if lead != nil && !slices.Contains(all, *lead) {
+		all[maxFieldErrors-1] = *lead
+	}
+	return all
 }
 
 // echo is a name the client made up, as an entry names it: text JSON can
@@ -311,25 +335,6 @@ func (p *problems) str(raw json.RawMessage, field string) (string, bool) {
 // loneSurrogate reports whether the JSON string raw has a \u escape of a
 // surrogate that is not a high one followed at once by a low one.
 func loneSurrogate(raw []byte) bool {
-	hex4 := func(b []byte) (rune, bool) {
-		if len(b) < 4 {
-			return 0, false
-		}
-		var v rune
-		for _, c := range b[:4] {
-			switch {
-			case c >= '0' && c <= '9':
-				v = v<<4 | rune(c-'0')
-			case c >= 'a' && c <= 'f':
-				v = v<<4 | rune(c-'a'+10)
-			case c >= 'A' && c <= 'F':
-				v = v<<4 | rune(c-'A'+10)
-			default:
-				return 0, false
-			}
-		}
-		return v, true
-	}
 	for i := 0; i < len(raw); i++ {
 		if raw[i] != '\\' {
 			continue
@@ -343,20 +348,54 @@ func loneSurrogate(raw []byte) bool {
 			return false // not JSON; Unmarshal refused it already
 		}
 		i += 4
-		switch {
-		case v >= 0xDC00 && v <= 0xDFFF:
+		lone, pair := unpaired(v, raw[i+1:])
+		if lone {
 			return true
-		case v >= 0xD800 && v <= 0xDBFF:
-			if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
-				return true
-			}
-			if w, ok := hex4(raw[i+3:]); !ok || w < 0xDC00 || w > 0xDFFF {
-				return true
-			}
-			i += 6
 		}
+		i += pair
 	}
 	return false
+}
+
+// unpaired reports whether the \u escape of v, followed in the JSON
+// string by rest, is a lone surrogate: a low one, or a high one not
+// followed at once by a low one. pair is how many bytes of rest the low
+// half's escape takes when v is the high half of a pair.
+func unpaired(v rune, rest []byte) (lone bool, pair int) {
+	switch {
+	case v >= 0xDC00 && v <= 0xDFFF:
+		return true, 0
+	case v >= 0xD800 && v <= 0xDBFF:
+		if len(rest) < 2 || rest[0] != '\\' || rest[1] != 'u' {
+			return true, 0
+		}
+		if w, ok := hex4(rest[2:]); !ok || w < 0xDC00 || w > 0xDFFF {
+			return true, 0
+		}
+		return false, 6
+	}
+	return false, 0
+}
+
+// hex4 decodes the four hexadecimal digits that b starts with.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var v rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
 }
 
 // boolean validates a required boolean: anything but true or false, null
