@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // startInProcess runs serve through run() with args after "serve --addr
@@ -83,39 +82,6 @@ func TestServePerInstanceLimitsWarning(t *testing.T) {
 	}
 }
 
-// silentRedis accepts connections and never answers: a Redis stopped with
-// SIGSTOP, whose kernel still completes connections.
-func silentRedis(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestServeWithSilentRedis: serve starts while its Redis accepts
 // connections and never answers, and each request is answered within a
 // bound well under go-redis's 5 s read time-out (the limiter gives a
@@ -127,7 +93,7 @@ func TestServeWithSilentRedis(t *testing.T) {
 	mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
 	cred := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read")
 	start := time.Now()
-	base, log := startInProcess(t, "--db", db, "--redis", "redis://"+silentRedis(t)+"/0")
+	base, log := startInProcess(t, "--db", db, "--redis", "redis://"+testenv.SilentListener(t)+"/0")
 	t.Logf("started in %v", time.Since(start))
 	var mu sync.Mutex
 	var slowest time.Duration

@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -11,46 +10,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // hangBound is what a test allows one decision against a Redis that has
 // stopped answering: well above the limiter's 250 ms (a loaded machine,
 // the race detector) and well below go-redis's own 5 s read time-out.
 const hangBound = 2 * time.Second
-
-// silentListener accepts connections and reads them, never answering:
-// a Redis that was stopped (SIGSTOP) or whose host hangs, as the kernel
-// still completes the connection.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // freezer forwards to a real Redis until freeze: from then on it stops
 // passing bytes either way, and connects new connections to nothing,
@@ -194,7 +161,7 @@ func timedAllows(t *testing.T, l *Redis, key string, limit, n int) (slowest time
 // read time-out (5 s), with the client serve builds; the decisions fall
 // back at the full ceiling.
 func TestHangingRedisFromTheStart(t *testing.T) {
-	l := newRedis(t, clientFor(t, "redis://"+silentListener(t)+"/0"), NewMemory(nil), nil)
+	l := newRedis(t, clientFor(t, "redis://"+testenv.SilentListener(t)+"/0"), NewMemory(nil), nil)
 	slowest, admitted := timedAllows(t, l, uniqueKey(), 10, 8)
 	t.Logf("slowest decision against a silent Redis: %v", slowest)
 	if slowest > hangBound {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // newMirrored is a limiter whose script compares held epochs with a fresh
@@ -64,7 +66,7 @@ func TestMirrorOnlyMovesForwards(t *testing.T) {
 }
 
 func TestMirrorRaiseFailureIsBoundedAndCounted(t *testing.T) {
-	opts, err := ClientOptions("redis://" + silentListener(t))
+	opts, err := ClientOptions("redis://" + testenv.SilentListener(t))
 	if err != nil {
 		t.Fatal(err)
 	}
