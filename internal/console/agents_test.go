@@ -177,26 +177,7 @@ func TestAgentsPageIsPaginated(t *testing.T) {
 	seedMany(t, f.st, f.keys, a, owner, f.clock.Now(), 300)
 	b := f.browser()
 	b.signIn(owner.Email, testPassword, "/console/")
-	seen := map[string]bool{}
-	pages := 0
-	for path := "/console/agents"; path != ""; pages++ {
-		p := b.get(path)
-		wantStatus(t, path, p, http.StatusOK)
-		ids := agentRowRE.FindAllStringSubmatch(p.body, -1)
-		if len(ids) > 50 || len(ids) == 0 {
-			t.Fatalf("%s: %d agents", path, len(ids))
-		}
-		for _, m := range ids {
-			if seen[m[1]] {
-				t.Fatalf("%s: agent %s again", path, m[1])
-			}
-			seen[m[1]] = true
-		}
-		path = ""
-		if m := nextPageRE.FindStringSubmatch(p.body); m != nil {
-			path = strings.ReplaceAll(m[1], "&amp;", "&")
-		}
-	}
+	seen, pages := walkPages(t, b, "/console/agents", agentRowRE)
 	if len(seen) != 300 || pages != 6 {
 		t.Fatalf("%d agents over %d pages, want 300 over 6", len(seen), pages)
 	}

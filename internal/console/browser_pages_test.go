@@ -3,20 +3,15 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
-	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // TestBrowserListsAndForms walks the console's lists and key forms in
@@ -28,7 +23,6 @@ import (
 // the users list; at 390 the header does not overlap the page and Sign out
 // is on screen. Screenshots of each go to $AGENTAPI_ARTIFACTS_DIR.
 func TestBrowserListsAndForms(t *testing.T) {
-	chromium := testenv.Chromium(t)
 	f := newFixture(t)
 	ctx := context.Background()
 	a, owner := f.account("Acme")
@@ -60,167 +54,103 @@ func TestBrowserListsAndForms(t *testing.T) {
 	}
 	billing := f.key(a, owner, "Billing sync")
 
-	dir := os.Getenv(EnvArtifacts)
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", dir)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 150*time.Second)
-	defer cancelTimeout()
-	openings := chromedp.Events(bctx, cdppage.JavascriptDialogOpening)
-	go func() {
-		for _, err := range openings {
-			if err != nil {
-				return
-			}
-			_, _ = chromedp.Call(bctx, cdppage.HandleJavaScriptDialog, cdppage.HandleJavaScriptDialogParams{Accept: true})
-		}
-	}()
-
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b := newTab(t, f.srv.URL, 1280, 150*time.Second)
+	b.prefix = "lists"
+	// narrow: at 390 pixels the header must not overlap the page and Sign
+	// out must be on screen.
+	narrow := func(name string) {
 		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
+		layout := b.eval("narrow layout", `(function () {
+			var top = document.querySelector('.topbar').getBoundingClientRect();
+			var main = document.querySelector('.shell').getBoundingClientRect();
+			var out = document.querySelector('form[action="/console/signout"] button').getBoundingClientRect();
+			var who = document.querySelector('.brand').getBoundingClientRect();
+			if (main.top < top.bottom - 0.5) { return 'header overlaps the page: ' + top.bottom + ' > ' + main.top; }
+			if (out.right > 390 || out.left < 0 || out.width === 0) { return 'Sign out off screen: ' + out.left + '..' + out.right; }
+			if (out.top < who.bottom && out.left < who.right) { return 'Sign out overlaps the brand'; }
+			return 'ok';
+		})()`)
+		if layout != "ok" {
+			t.Errorf("%s at 390 pixels: %s", name, layout)
 		}
-	}
-	eval := func(what, expr string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
-	count := func(sel string) int {
-		t.Helper()
-		n, err := strconv.Atoi(eval("count "+sel, `String(document.querySelectorAll(`+strconv.Quote(sel)+`).length)`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	// shots saves the page at 1280 and at 390 pixels; at 390 the header
-	// must not overlap the page and Sign out must be on screen.
-	shots := func(name string) {
-		t.Helper()
-		for _, width := range []int64{1280, 390} {
-			do("viewport", chromedp.EmulateViewport(width, 900))
-			if width == 390 {
-				layout := eval("narrow layout", `(function () {
-					var top = document.querySelector('.topbar').getBoundingClientRect();
-					var main = document.querySelector('.shell').getBoundingClientRect();
-					var out = document.querySelector('form[action="/console/signout"] button').getBoundingClientRect();
-					var who = document.querySelector('.brand').getBoundingClientRect();
-					if (main.top < top.bottom - 0.5) { return 'header overlaps the page: ' + top.bottom + ' > ' + main.top; }
-					if (out.right > 390 || out.left < 0 || out.width === 0) { return 'Sign out off screen: ' + out.left + '..' + out.right; }
-					if (out.top < who.bottom && out.left < who.right) { return 'Sign out overlaps the brand'; }
-					return 'ok';
-				})()`)
-				if layout != "ok" {
-					t.Errorf("%s at 390 pixels: %s", name, layout)
-				}
-			}
-			png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-			if err != nil {
-				t.Fatalf("screenshot %s: %v", name, err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("lists-%s-%d.png", name, width)), png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		do("viewport", chromedp.EmulateViewport(1280, 900))
 	}
 	base := f.srv.URL
 
-	do("sign in", chromedp.Navigate(base+"/console/signin"), chromedp.WaitVisible(chromedp.ID("email")),
-		chromedp.SendKeys(chromedp.ID("email"), owner.Email),
-		chromedp.SendKeys(chromedp.ID("password"), testPassword),
-		chromedp.Click(chromedp.ID("signin")),
-		chromedp.WaitVisible(chromedp.ID("new-key")))
+	b.signIn(owner.Email, testPassword, "new-key")
 
 	// The keys list: one page of 50, newest first, fitting 1280 pixels.
-	do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
-	if n := count("#keys tbody tr"); n != 50 {
+	b.do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
+	if n := b.count("#keys tbody tr"); n != 50 {
 		t.Fatalf("the keys list shows %d rows, want 50", n)
 	}
-	if fits := eval("table width", `(function () { var w = document.querySelector('.tablewrap'); return String(w.scrollWidth <= w.clientWidth); })()`); fits != "true" {
-		t.Errorf("the keys table scrolls sideways at 1280 pixels: %s", eval("widths", `(function () { var w = document.querySelector(".tablewrap"); return w.scrollWidth + " > " + w.clientWidth; })()`))
+	if fits := b.eval("table width", `(function () { var w = document.querySelector('.tablewrap'); return String(w.scrollWidth <= w.clientWidth); })()`); fits != "true" {
+		t.Errorf("the keys table scrolls sideways at 1280 pixels: %s", b.eval("widths", `(function () { var w = document.querySelector(".tablewrap"); return w.scrollWidth + " > " + w.clientWidth; })()`))
 	}
-	if n := count("#keys .badge-soon"); n == 0 {
+	if n := b.count("#keys .badge-soon"); n == 0 {
 		t.Error("no key is marked as expiring soon")
 	}
-	shots("01-keys")
-	do("next page", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("first-page")))
-	if n := count("#keys tbody tr"); n != 11 {
+	b.shots("01-keys", narrow)
+	b.do("next page", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("first-page")))
+	if n := b.count("#keys tbody tr"); n != 11 {
 		t.Fatalf("the second page shows %d keys, want 11", n)
 	}
-	do("search", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys-q")),
+	b.do("search", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys-q")),
 		chromedp.SendKeys(chromedp.ID("keys-q"), "billing"),
 		chromedp.Submit(chromedp.ID("keys-q")),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key-id="`+billing.Key.ID+`"]`)))
-	if n := count("#keys tbody tr"); n != 1 {
+	if n := b.count("#keys tbody tr"); n != 1 {
 		t.Fatalf("search for billing: %d rows", n)
 	}
-	do("search by prefix", chromedp.Navigate(base+"/console/developers?q="+billing.Key.Prefix[:6]),
+	b.do("search by prefix", chromedp.Navigate(base+"/console/developers?q="+billing.Key.Prefix[:6]),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key-id="`+billing.Key.ID+`"]`)))
-	do("filter revoked", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys-status")),
+	b.do("filter revoked", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys-status")),
 		chromedp.SetValue(chromedp.ID("keys-status"), "revoked"),
 		chromedp.Submit(chromedp.ID("keys-q")),
 		chromedp.WaitReady(chromedp.CSS(`#keys-status option[value=revoked][selected]`)))
-	if n, badges := count("#keys tbody tr"), count("#keys .badge-revoked"); n != 9 || badges != 9 {
+	if n, badges := b.count("#keys tbody tr"), b.count("#keys .badge-revoked"); n != 9 || badges != 9 {
 		t.Fatalf("revoked filter: %d rows, %d revoked", n, badges)
 	}
-	shots("02-keys-revoked")
+	b.shots("02-keys-revoked", narrow)
 
 	// The key form: the agent picker is a search, a scope ticked under a
 	// preset flips it to Custom, and an error marks its field.
-	do("new key", chromedp.Navigate(base+"/console/developers/keys/new"), chromedp.WaitVisible(chromedp.ID("agent-q")))
-	if n := count(`#agent-results input[name=agent]`); n != 50 {
+	b.do("new key", chromedp.Navigate(base+"/console/developers/keys/new"), chromedp.WaitVisible(chromedp.ID("agent-q")))
+	if n := b.count(`#agent-results input[name=agent]`); n != 50 {
 		t.Fatalf("the agent picker lists %d agents, want a page of 50", n)
 	}
-	do("fill", chromedp.SendKeys(chromedp.ID("key-name"), "Warehouse <export>"),
+	b.do("fill", chromedp.SendKeys(chromedp.ID("key-name"), "Warehouse <export>"),
 		chromedp.SendKeys(chromedp.ID("agent-q"), "Agent 06"),
 		chromedp.Click(chromedp.ID("search-agents")),
 		chromedp.WaitVisible(chromedp.CSS(`#agent-results input[value="`+agents[65].ID+`"]`)))
-	if n := count(`#agent-results input[name=agent]`); n != 10 {
+	if n := b.count(`#agent-results input[name=agent]`); n != 10 {
 		t.Fatalf("search for Agent 06: %d agents", n)
 	}
-	do("pick", chromedp.Click(chromedp.CSS(`#agent-results input[value="`+agents[65].ID+`"]`)),
+	b.do("pick", chromedp.Click(chromedp.CSS(`#agent-results input[value="`+agents[65].ID+`"]`)),
 		chromedp.Click(chromedp.ID("preset-aiagent-query")),
 		chromedp.Click(chromedp.CSS(`input[name=scope][value="webhooks:manage"]`)))
-	if c := eval("custom", `String(document.getElementById('preset-custom').checked)`); c != "true" {
+	if c := b.eval("custom", `String(document.getElementById('preset-custom').checked)`); c != "true" {
 		t.Fatal("ticking a scope under a preset left the preset chosen")
 	}
-	if c := eval("preset scopes", `String(document.querySelector('input[name=scope][value="aiagents:query"]').checked)`); c != "true" {
+	if c := b.eval("preset scopes", `String(document.querySelector('input[name=scope][value="aiagents:query"]').checked)`); c != "true" {
 		t.Fatal("the preset's own scopes were not ticked when the form went Custom")
 	}
-	if n := count(".badge-reserved"); n != 7 {
+	if n := b.count(".badge-reserved"); n != 7 {
 		t.Fatalf("%d scopes marked reserved, want 7", n)
 	}
-	do("past date", chromedp.SetValue(chromedp.ID("expiry"), "custom"),
+	b.do("past date", chromedp.SetValue(chromedp.ID("expiry"), "custom"),
 		chromedp.SetValue(chromedp.ID("expires-at"), "2001-01-01T00:00"),
 		chromedp.Click(chromedp.ID("create-key")),
 		chromedp.WaitVisible(chromedp.ID("expires_at-error")))
-	if inv := eval("aria-invalid", `document.getElementById('expires-at').getAttribute('aria-invalid')`); inv != "true" {
+	if inv := b.eval("aria-invalid", `document.getElementById('expires-at').getAttribute('aria-invalid')`); inv != "true" {
 		t.Fatalf("the faulty field is not marked: %q", inv)
 	}
-	if c := eval("kept", `String(document.querySelector('input[name=agent][value="`+agents[65].ID+`"]').checked)`); c != "true" {
+	if c := b.eval("kept", `String(document.querySelector('input[name=agent][value="`+agents[65].ID+`"]').checked)`); c != "true" {
 		t.Fatal("the chosen agent was lost with the error")
 	}
-	shots("03-key-form-error")
-	do("create", chromedp.SetValue(chromedp.ID("expiry"), "never"),
+	b.shots("03-key-form-error", narrow)
+	b.do("create", chromedp.SetValue(chromedp.ID("expiry"), "never"),
 		chromedp.Click(chromedp.ID("create-key")), chromedp.WaitVisible(chromedp.ID("credential")))
-	cred, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID("credential")))
+	cred, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID("credential")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,12 +165,12 @@ func TestBrowserListsAndForms(t *testing.T) {
 	}
 
 	// Edit the key: a name of nothing visible is refused beside the field.
-	do("edit", chromedp.Navigate(base+"/console/developers/keys/"+made.ID), chromedp.WaitVisible(chromedp.ID("edit")),
+	b.do("edit", chromedp.Navigate(base+"/console/developers/keys/"+made.ID), chromedp.WaitVisible(chromedp.ID("edit")),
 		chromedp.Click(chromedp.ID("edit")), chromedp.WaitVisible(chromedp.ID("save-key")),
 		chromedp.SetValue(chromedp.ID("key-name"), "\u200b"),
 		chromedp.Click(chromedp.ID("save-key")), chromedp.WaitVisible(chromedp.ID("name-error")))
-	shots("04-edit-error")
-	do("edit again", chromedp.SetValue(chromedp.ID("key-name"), "Warehouse export"),
+	b.shots("04-edit-error", narrow)
+	b.do("edit again", chromedp.SetValue(chromedp.ID("key-name"), "Warehouse export"),
 		chromedp.SetValue(chromedp.ID("key-description"), "Moved to the new warehouse"),
 		chromedp.Click(chromedp.ID("save-key")), chromedp.WaitVisible(chromedp.ID("key-events")))
 	if got, _ := f.keys.Get(ctx, a.ID, made.ID); got.Name != "Warehouse export" || got.Description != "Moved to the new warehouse" {
@@ -248,11 +178,11 @@ func TestBrowserListsAndForms(t *testing.T) {
 	}
 
 	// Rotate it; the old key stops working in 24 hours.
-	do("rotate form", chromedp.Click(chromedp.ID("rotate")), chromedp.WaitVisible(chromedp.ID("confirm-rotate")))
-	shots("05-rotate-form")
-	do("rotate", chromedp.Click(chromedp.ID("old-expires-24h")), chromedp.Click(chromedp.ID("confirm-rotate")),
+	b.do("rotate form", chromedp.Click(chromedp.ID("rotate")), chromedp.WaitVisible(chromedp.ID("confirm-rotate")))
+	b.shots("05-rotate-form", narrow)
+	b.do("rotate", chromedp.Click(chromedp.ID("old-expires-24h")), chromedp.Click(chromedp.ID("confirm-rotate")),
 		chromedp.WaitVisible(chromedp.ID("rotation")))
-	rotated, err := chromedp.Run(bctx, chromedp.Text(chromedp.ID("credential")))
+	rotated, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID("credential")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,25 +191,25 @@ func TestBrowserListsAndForms(t *testing.T) {
 	if old.ExpiresAt == nil || !old.ExpiresAt.Equal(f.clock.Now().UTC().Truncate(time.Millisecond).Add(24*time.Hour)) {
 		t.Fatalf("old key expires %v, want in 24 hours", old.ExpiresAt)
 	}
-	shots("06-rotated")
-	do("history", chromedp.Navigate(base+"/console/developers/keys/"+made.ID), chromedp.WaitVisible(chromedp.ID("key-events")))
-	if n := count(`#key-events a[href^="/console/developers/keys/key_"]`); n != 1 {
+	b.shots("06-rotated", narrow)
+	b.do("history", chromedp.Navigate(base+"/console/developers/keys/"+made.ID), chromedp.WaitVisible(chromedp.ID("key-events")))
+	if n := b.count(`#key-events a[href^="/console/developers/keys/key_"]`); n != 1 {
 		t.Fatalf("the history links the new key %d times", n)
 	}
-	if strings.Contains(eval("history", `document.getElementById('key-events').textContent`), "key_") {
+	if strings.Contains(b.eval("history", `document.getElementById('key-events').textContent`), "key_") {
 		t.Fatal("the history shows a raw key id")
 	}
-	shots("07-key")
+	b.shots("07-key", narrow)
 
 	// The audit trail and the users, a page each.
-	do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
-	if n := count("#audit tbody tr"); n != 50 {
+	b.do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+	if n := b.count("#audit tbody tr"); n != 50 {
 		t.Fatalf("the audit trail shows %d rows, want 50", n)
 	}
-	shots("08-audit")
-	do("users", chromedp.Navigate(base+"/console/users"), chromedp.WaitVisible(chromedp.ID("users")))
-	if n := count("#users tbody tr"); n != 50 {
+	b.shots("08-audit", narrow)
+	b.do("users", chromedp.Navigate(base+"/console/users"), chromedp.WaitVisible(chromedp.ID("users")))
+	if n := b.count("#users tbody tr"); n != 50 {
 		t.Fatalf("the users list shows %d rows, want 50", n)
 	}
-	shots("09-users")
+	b.shots("09-users", narrow)
 }

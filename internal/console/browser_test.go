@@ -3,22 +3,14 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/testenv"
 )
-
-// EnvArtifacts names the directory where the browser test saves its
-// screenshots (a temporary directory when unset).
-const EnvArtifacts = "AGENTAPI_ARTIFACTS_DIR"
 
 // TestBrowserKeyLifecycle drives the console in headless Chromium against the
 // real handler (API and console) on a loopback server: an Owner signs in,
@@ -26,7 +18,6 @@ const EnvArtifacts = "AGENTAPI_ARTIFACTS_DIR"
 // revokes the old key and sees the API refuse it; an agent-role user finds
 // no Developers. Screenshots of the main pages are saved as artifacts.
 func TestBrowserKeyLifecycle(t *testing.T) {
-	chromium := testenv.Chromium(t)
 	f := newFixture(t)
 	a, owner := f.account("Acme")
 	support := f.agent(a, "Support bot")
@@ -41,92 +32,29 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := os.Getenv(EnvArtifacts)
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", dir)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1360, 900))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelTimeout()
-
-	// Accept the confirmation dialogs console.js opens, and report them.
-	dialogs := make(chan string, 8)
-	openings := chromedp.Events(bctx, cdppage.JavascriptDialogOpening)
-	go func() {
-		for ev, err := range openings {
-			if err != nil {
-				return
-			}
-			dialogs <- ev.Message
-			_, _ = chromedp.Call(bctx, cdppage.HandleJavaScriptDialog, cdppage.HandleJavaScriptDialogParams{Accept: true})
-		}
-	}()
-
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(what string, sel chromedp.ID) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	eval := func(what, expr string) string {
-		t.Helper()
-		v, err := chromedp.Run(bctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := newTab(t, f.srv.URL, 1360, 90*time.Second)
 	base := f.srv.URL
 
 	// Sign in as the Owner.
-	do("open console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("email")))
-	loc, err := chromedp.Run(bctx, chromedp.Location())
+	b.do("open console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.ID("email")))
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
 	if err != nil || !strings.HasPrefix(loc, base+"/console/signin") {
 		t.Fatalf("signed out, landed on %s (%v)", loc, err)
 	}
-	shot("01-signin")
-	do("sign in",
+	b.shot("01-signin")
+	b.do("sign in",
 		chromedp.SendKeys(chromedp.ID("email"), owner.Email),
 		chromedp.SendKeys(chromedp.ID("password"), testPassword),
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("new-key")))
 	// The stylesheet applied under the CSP.
-	if bg := eval("style", `getComputedStyle(document.querySelector('.topbar')).backgroundColor`); bg != "rgb(17, 24, 39)" {
+	if bg := b.eval("style", `getComputedStyle(document.querySelector('.topbar')).backgroundColor`); bg != "rgb(17, 24, 39)" {
 		t.Fatalf("stylesheet not applied: topbar background %q", bg)
 	}
 
 	// Create a key from a preset, restricted to one agent.
 	f.clock.Advance(time.Second)
-	do("new key form",
+	b.do("new key form",
 		chromedp.Click(chromedp.ID("new-key")),
 		chromedp.WaitVisible(chromedp.ID("key-name")),
 		chromedp.SendKeys(chromedp.ID("key-name"), "Helpdesk integration"),
@@ -134,17 +62,17 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		chromedp.Click(chromedp.ID("preset-aiagent-query")),
 		chromedp.Click(chromedp.CSS(`input[name=agent][value="`+support.ID+`"]`)),
 		chromedp.SetValue(chromedp.ID("expiry"), "90"))
-	shot("02-create-key-form")
-	do("create key", chromedp.Click(chromedp.ID("create-key")), chromedp.WaitVisible(chromedp.ID("credential")))
-	cred := text("credential", "credential")
+	b.shot("02-create-key-form")
+	b.do("create key", chromedp.Click(chromedp.ID("create-key")), chromedp.WaitVisible(chromedp.ID("credential")))
+	cred := b.text("credential", "credential")
 	if !credentialRE.MatchString(cred) {
 		t.Fatalf("credential on the page: %q", cred)
 	}
 	f.secrets = append(f.secrets, cred)
-	if h := eval("copy button", `String(document.querySelector('[data-copy]').hidden)`); h != "false" {
+	if h := b.eval("copy button", `String(document.querySelector('[data-copy]').hidden)`); h != "false" {
 		t.Fatal("the copy button stayed hidden: console.js did not run")
 	}
-	shot("03-key-created")
+	b.shot("03-key-created")
 	if got := f.apiStatus(cred); got != http.StatusOK {
 		t.Fatalf("GET /v1/me with the new key: %d", got)
 	}
@@ -162,11 +90,11 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 
 	// The create answered 303 to the credential's page; reloading it shows
 	// the key's page, never the credential again, and makes no key.
-	if loc, err := chromedp.Run(bctx, chromedp.Location()); err != nil || loc != base+"/console/developers/keys/"+k.ID+"/created" {
+	if loc, err := chromedp.Run(b.ctx, chromedp.Location()); err != nil || loc != base+"/console/developers/keys/"+k.ID+"/created" {
 		t.Fatalf("after the create, the address bar shows %s (%v)", loc, err)
 	}
-	do("reload the credential page", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("rotate")))
-	if gone := eval("credential after reload", `String(document.getElementById('credential') === null)`); gone != "true" {
+	b.do("reload the credential page", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("rotate")))
+	if gone := b.eval("credential after reload", `String(document.getElementById('credential') === null)`); gone != "true" {
 		t.Fatal("a reload shows the credential again")
 	}
 	if ks, err := f.keys.List(ctx, a.ID); err != nil || len(ks) != 1 {
@@ -174,47 +102,45 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	}
 
 	// The list, then rotation from the key's page (through the dialog).
-	do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
-	shot("04-developers")
+	b.do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
+	b.shot("04-developers")
 	f.clock.Advance(time.Second)
-	do("rotate",
+	b.do("rotate",
 		chromedp.Click(chromedp.CSS(`a[href="/console/developers/keys/`+k.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.ID("rotate")),
 		chromedp.Click(chromedp.ID("rotate")),
 		chromedp.WaitVisible(chromedp.ID("confirm-rotate")),
 		chromedp.Click(chromedp.ID("confirm-rotate")),
 		chromedp.WaitVisible(chromedp.ID("rotation")))
-	select {
-	case msg := <-dialogs:
+	if msg, ok := b.dialog(); ok {
 		if !strings.Contains(msg, "second key") {
 			t.Fatalf("rotation dialog: %q", msg)
 		}
-	default:
+	} else {
 		t.Fatal("rotation asked for no confirmation")
 	}
-	rotated := text("rotated credential", "credential")
+	rotated := b.text("rotated credential", "credential")
 	if !credentialRE.MatchString(rotated) || rotated == cred {
 		t.Fatalf("rotated credential: %q", rotated)
 	}
 	f.secrets = append(f.secrets, rotated)
-	shot("05-rotate")
+	b.shot("05-rotate")
 	if f.apiStatus(rotated) != http.StatusOK || f.apiStatus(cred) != http.StatusOK {
 		t.Fatal("both keys must work during rotation")
 	}
 
 	// Revoke the old key through its confirmation page.
 	f.clock.Advance(time.Second)
-	do("revoke",
+	b.do("revoke",
 		chromedp.Navigate(base+"/console/developers/keys/"+k.ID+"/revoke"),
 		chromedp.WaitVisible(chromedp.ID("confirm-revoke")))
-	shot("06-revoke-confirm")
-	do("confirm revoke", chromedp.Click(chromedp.ID("confirm-revoke")), chromedp.WaitVisible(chromedp.ID("lineage")))
-	select {
-	case msg := <-dialogs:
+	b.shot("06-revoke-confirm")
+	b.do("confirm revoke", chromedp.Click(chromedp.ID("confirm-revoke")), chromedp.WaitVisible(chromedp.ID("lineage")))
+	if msg, ok := b.dialog(); ok {
 		if !strings.Contains(msg, "Revoke") || !strings.Contains(msg, k.Prefix) {
 			t.Fatalf("revocation dialog: %q", msg)
 		}
-	default:
+	} else {
 		t.Fatal("revocation asked for no confirmation dialog")
 	}
 	if got := f.apiStatus(cred); got != http.StatusUnauthorized {
@@ -223,41 +149,41 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	if f.apiStatus(rotated) != http.StatusOK {
 		t.Fatal("the rotated key stopped working")
 	}
-	shot("07-key-after-revoke")
-	do("developers after revoke", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("recent-events")))
-	shot("07b-developers-after-revoke")
+	b.shot("07-key-after-revoke")
+	b.do("developers after revoke", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("recent-events")))
+	b.shot("07b-developers-after-revoke")
 
-	do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
-	audit := text("audit", "audit")
+	b.do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+	audit := b.text("audit", "audit")
 	for _, want := range []string{"created", "rotated", "revoked", owner.Email} {
 		if !strings.Contains(audit, want) {
 			t.Fatalf("audit trail lacks %q:\n%s", want, audit)
 		}
 	}
-	shot("08-audit")
+	b.shot("08-audit")
 
-	do("agents", chromedp.Navigate(base+"/console/agents"), chromedp.WaitVisible(chromedp.ID("agents")))
-	shot("09-agents")
-	do("agent", chromedp.Navigate(base+"/console/agents/"+support.ID), chromedp.WaitVisible(chromedp.ID("recent")))
-	shot("10-agent")
-	do("users", chromedp.Navigate(base+"/console/users"), chromedp.WaitVisible(chromedp.ID("users")))
-	shot("11-users")
+	b.do("agents", chromedp.Navigate(base+"/console/agents"), chromedp.WaitVisible(chromedp.ID("agents")))
+	b.shot("09-agents")
+	b.do("agent", chromedp.Navigate(base+"/console/agents/"+support.ID), chromedp.WaitVisible(chromedp.ID("recent")))
+	b.shot("10-agent")
+	b.do("users", chromedp.Navigate(base+"/console/users"), chromedp.WaitVisible(chromedp.ID("users")))
+	b.shot("11-users")
 
 	// Sign out; an agent-role user finds no Developers.
-	do("sign out and in as an agent-role user",
+	b.do("sign out and in as an agent-role user",
 		chromedp.Click(chromedp.CSS(`form[action="/console/signout"] button`)),
 		chromedp.WaitVisible(chromedp.ID("email")),
 		chromedp.SendKeys(chromedp.ID("email"), agentUser.Email),
 		chromedp.SendKeys(chromedp.ID("password"), testPassword),
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.ID("agents")))
-	if n := eval("links", `String(document.querySelectorAll('a[href^="/console/developers"], a[href^="/console/users"]').length)`); n != "0" {
+	if n := b.eval("links", `String(document.querySelectorAll('a[href^="/console/developers"], a[href^="/console/users"]').length)`); n != "0" {
 		t.Fatalf("an agent-role user sees %s Developers/Users links", n)
 	}
-	shot("12-agent-role")
-	do("developers as agent", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.CSS(".status-code")))
-	if code := eval("status", `document.querySelector('.status-code').textContent.trim()`); code != "404" {
+	b.shot("12-agent-role")
+	b.do("developers as agent", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.CSS(".status-code")))
+	if code := b.eval("status", `document.querySelector('.status-code').textContent.trim()`); code != "404" {
 		t.Fatalf("developers as an agent-role user: %q", code)
 	}
-	shot("13-agent-role-developers-404")
+	b.shot("13-agent-role-developers-404")
 }

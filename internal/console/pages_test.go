@@ -88,26 +88,7 @@ func TestListPagesHoldAtMost50(t *testing.T) {
 	b := f.browser()
 	b.signIn(owner.Email, testPassword, "/console/")
 
-	seen := map[string]bool{}
-	pages := 0
-	for path := "/console/developers"; path != ""; pages++ {
-		p := b.get(path)
-		wantStatus(t, path, p, http.StatusOK)
-		ids := keyRowRE.FindAllStringSubmatch(p.body, -1)
-		if len(ids) > 50 || len(ids) == 0 {
-			t.Fatalf("%s: %d keys", path, len(ids))
-		}
-		for _, m := range ids {
-			if seen[m[1]] {
-				t.Fatalf("%s: key %s again", path, m[1])
-			}
-			seen[m[1]] = true
-		}
-		path = ""
-		if m := nextPageRE.FindStringSubmatch(p.body); m != nil {
-			path = strings.ReplaceAll(m[1], "&amp;", "&")
-		}
-	}
+	seen, pages := walkPages(t, b, "/console/developers", keyRowRE)
 	if len(seen) != 300 || pages != 6 {
 		t.Fatalf("%d keys over %d pages, want 300 over 6", len(seen), pages)
 	}
@@ -307,4 +288,32 @@ func TestRotateAndEditFieldErrors(t *testing.T) {
 	if got, _ := f.keys.Get(context.Background(), a.ID, k.Key.ID); got.Name != "prod v2" {
 		t.Fatalf("name %q", got.Name)
 	}
+}
+
+// walkPages follows a list's "Next page" links from path and returns the
+// ids (rowRE's first group) it saw and the pages it read; each page must
+// answer 200 with 1 to 50 rows, and no id may come twice.
+func walkPages(t *testing.T, b *browser, path string, rowRE *regexp.Regexp) (map[string]bool, int) {
+	t.Helper()
+	seen := map[string]bool{}
+	pages := 0
+	for ; path != ""; pages++ {
+		p := b.get(path)
+		wantStatus(t, path, p, http.StatusOK)
+		ids := rowRE.FindAllStringSubmatch(p.body, -1)
+		if len(ids) > 50 || len(ids) == 0 {
+			t.Fatalf("%s: %d rows", path, len(ids))
+		}
+		for _, m := range ids {
+			if seen[m[1]] {
+				t.Fatalf("%s: %s again", path, m[1])
+			}
+			seen[m[1]] = true
+		}
+		path = ""
+		if m := nextPageRE.FindStringSubmatch(p.body); m != nil {
+			path = strings.ReplaceAll(m[1], "&amp;", "&")
+		}
+	}
+	return seen, pages
 }
