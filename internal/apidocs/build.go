@@ -279,34 +279,53 @@ func (bd *builder) media(content ordered) ([]mediaView, error) {
 		if err := json.Unmarshal(c.Value, &mt); err != nil {
 			return nil, err
 		}
-		v := mediaView{Type: c.Key}
-		if mt.Schema != nil {
-			t, err := bd.typeOf(mt.Schema)
-			if err != nil {
-				return nil, err
-			}
-			v.Schema = t
-			if mt.Schema.Ref == "" {
-				if v.Fields, err = bd.fields(mt.Schema); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if len(mt.Example) > 0 {
-			v.Examples = append(v.Examples, exampleView{Summary: "Example", JSON: indent(mt.Example)})
-		}
-		for _, e := range mt.Examples {
-			var ex example
-			if err := json.Unmarshal(e.Value, &ex); err != nil {
-				return nil, err
-			}
-			summary := ex.Summary
-			if summary == "" {
-				summary = e.Key
-			}
-			v.Examples = append(v.Examples, exampleView{Summary: summary, JSON: indent(ex.Value)})
+		v, err := bd.mediaOf(c.Key, &mt)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, v)
+	}
+	return out, nil
+}
+
+// mediaOf is one media type of a body: its schema, the fields of an
+// inline one, and its examples.
+func (bd *builder) mediaOf(typ string, mt *mediaType) (mediaView, error) {
+	v := mediaView{Type: typ}
+	if mt.Schema != nil {
+		t, err := bd.typeOf(mt.Schema)
+		if err != nil {
+			return v, err
+		}
+		v.Schema = t
+		if mt.Schema.Ref == "" {
+			if v.Fields, err = bd.fields(mt.Schema); err != nil {
+				return v, err
+			}
+		}
+	}
+	var err error
+	v.Examples, err = examples(mt)
+	return v, err
+}
+
+// examples are mt's example, then its named examples, each under its
+// summary, or its name when it has none.
+func examples(mt *mediaType) ([]exampleView, error) {
+	var out []exampleView
+	if len(mt.Example) > 0 {
+		out = append(out, exampleView{Summary: "Example", JSON: indent(mt.Example)})
+	}
+	for _, e := range mt.Examples {
+		var ex example
+		if err := json.Unmarshal(e.Value, &ex); err != nil {
+			return nil, err
+		}
+		summary := ex.Summary
+		if summary == "" {
+			summary = e.Key
+		}
+		out = append(out, exampleView{Summary: summary, JSON: indent(ex.Value)})
 	}
 	return out, nil
 }
@@ -363,65 +382,98 @@ func (bd *builder) fields(s *schema) ([]fieldView, error) {
 
 // typeOf spells s's type, linking the schemas it names.
 func (bd *builder) typeOf(s *schema) (template.HTML, error) {
-	if s == nil {
+	switch {
+	case s == nil:
 		return "", nil
+	case s.Ref != "":
+		return bd.refType(s.Ref)
+	case len(s.OneOf)+len(s.AnyOf)+len(s.AllOf) > 0:
+		return bd.alternatives(s)
 	}
-	if s.Ref != "" {
-		name, err := ref(s.Ref, "schemas")
+	return bd.primitive(s)
+}
+
+// refType is a link to the schema that target names.
+func (bd *builder) refType(target string) (template.HTML, error) {
+	name, err := ref(target, "schemas")
+	if err != nil {
+		return "", err
+	}
+	if !bd.schemas[name] {
+		return "", fmt.Errorf("no schema %q", name)
+	}
+	n := html.EscapeString(name)
+	return template.HTML(`<a href="#` + anchor("schema", name) + `">` + n + `</a>`), nil
+}
+
+// alternatives spells s's oneOf, anyOf and allOf types: "a or b", or
+// "a and b" when s has allOf.
+func (bd *builder) alternatives(s *schema) (template.HTML, error) {
+	var parts []string
+	for _, a := range append(append(append([]schema(nil), s.OneOf...), s.AnyOf...), s.AllOf...) {
+		t, err := bd.typeOf(&a)
 		if err != nil {
 			return "", err
 		}
-		if !bd.schemas[name] {
-			return "", fmt.Errorf("no schema %q", name)
-		}
-		n := html.EscapeString(name)
-		return template.HTML(`<a href="#` + anchor("schema", name) + `">` + n + `</a>`), nil
+		parts = append(parts, string(t))
 	}
-	var alts []schema
-	alts = append(append(append(alts, s.OneOf...), s.AnyOf...), s.AllOf...)
-	if len(alts) > 0 {
-		var parts []string
-		for _, a := range alts {
-			t, err := bd.typeOf(&a)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, string(t))
-		}
-		sep := " or "
-		if len(s.AllOf) > 0 {
-			sep = " and "
-		}
-		return template.HTML(strings.Join(parts, sep)), nil
+	sep := " or "
+	if len(s.AllOf) > 0 {
+		sep = " and "
 	}
-	var names []string
-	if len(s.Type) > 0 {
-		var one string
-		if err := json.Unmarshal(s.Type, &one); err == nil {
-			names = []string{one}
-		} else if err := json.Unmarshal(s.Type, &names); err != nil {
-			return "", fmt.Errorf("type %s", s.Type)
-		}
+	return template.HTML(strings.Join(parts, sep)), nil
+}
+
+// primitive spells s's type names ("any" when it has none), joined by "or".
+func (bd *builder) primitive(s *schema) (template.HTML, error) {
+	names, err := typeNames(s.Type)
+	if err != nil {
+		return "", err
 	}
 	var parts []string
 	for _, n := range names {
-		switch {
-		case n == "array" && s.Items != nil:
-			t, err := bd.typeOf(s.Items)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, "array of "+string(t))
-		case s.Format != "" && n != "null":
-			parts = append(parts, html.EscapeString(n+" ("+s.Format+")"))
-		default:
-			parts = append(parts, html.EscapeString(n))
+		t, err := bd.typeName(s, n)
+		if err != nil {
+			return "", err
 		}
+		parts = append(parts, t)
 	}
 	if len(parts) == 0 {
 		return "any", nil
 	}
 	return template.HTML(strings.Join(parts, " or ")), nil
+}
+
+// typeNames reads a schema's type: a name or a list of names.
+func typeNames(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var names []string
+	if err := json.Unmarshal(raw, &names); err != nil {
+		return nil, fmt.Errorf("type %s", raw)
+	}
+	return names, nil
+}
+
+// typeName spells the type name n of s, HTML-escaped: an array's items,
+// or a format in brackets.
+func (bd *builder) typeName(s *schema, n string) (string, error) {
+	switch {
+	case n == "array" && s.Items != nil:
+		t, err := bd.typeOf(s.Items)
+		if err != nil {
+			return "", err
+		}
+		return "array of " + string(t), nil
+	case s.Format != "" && n != "null":
+		return html.EscapeString(n + " (" + s.Format + ")"), nil
+	}
+	return html.EscapeString(n), nil
 }
 
 // rules are s's constraints in words.
