@@ -132,13 +132,19 @@ func TestOpenAPIExamples(t *testing.T) {
 				var code int
 				fmt.Sscan(status, &code)
 				bodies := []any{nil}
+				ctype := "application/json"
 				if content, ok := resp["content"].(map[string]any); ok {
-					h.Set("Content-Type", "application/json")
-					bodies = examplesOf(where+" response", content["application/json"].(map[string]any))
+					if _, ok := content["text/event-stream"]; ok {
+						ctype = "text/event-stream" // its example is the stream's text
+					}
+					h.Set("Content-Type", ctype)
+					bodies = examplesOf(where+" response", content[ctype].(map[string]any))
 				}
 				for _, body := range bodies {
 					var b []byte
-					if body != nil && method != "head" { // a HEAD answer has no body
+					if s, ok := body.(string); ok && ctype == "text/event-stream" {
+						b = []byte(s)
+					} else if body != nil && method != "head" { // a HEAD answer has no body
 						b, _ = json.Marshal(body)
 					}
 					req := newRequest(bodies[0])
@@ -149,6 +155,9 @@ func TestOpenAPIExamples(t *testing.T) {
 					x := exchange{req: req, status: code, header: h, resp: b}
 					if op, ok := matchOp(openAPIOps(t), req.Method, req.URL.Path); ok {
 						if p := bodyRuleProblem(op, x); p != "" {
+							t.Errorf("%s: the response example %s: %s", where, b, p)
+						}
+						if p := sseProblem(op, x); p != "" {
 							t.Errorf("%s: the response example %s: %s", where, b, p)
 						}
 					}

@@ -845,8 +845,12 @@ func TestOpenAPICoverage(t *testing.T) {
 		sw.broken.Store(false)
 	}
 	// A streamed answer: the questions' 200, checked event by event.
-	if r := f.send("POST", "/v1/ai-agents/"+agent+"/questions", admin, `{"question":"Hello?","stream":true}`); r.Code != 200 {
-		t.Fatalf("streamed question: %d %s", r.Code, r.Body.String())
+	streamed := httptest.NewRequest("POST", "http://api.test/v1/ai-agents/"+agent+"/questions", strings.NewReader(`{"question":"Hello?","stream":true}`))
+	streamed.Header.Set("Authorization", "Bearer "+admin)
+	streamed.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	if f.h.ServeHTTP(rec, streamed); rec.Code != 200 {
+		t.Fatalf("streamed question: %d %s", rec.Code, rec.Body.String())
 	}
 	// Requests that are no operation.
 	f.get("/v1/nowhere", admin).wantError(t, 404, domain.CodeNotFound)
