@@ -149,7 +149,9 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	}
-	r.logs, r.counts = nil, make(map[countKey]int64, len(counts))
+	// The next second likely holds as many: room for them at once, not
+	// grown by doubling and copying under the lock.
+	r.logs, r.counts = make([]store.RequestLog, 0, len(logs)), make(map[countKey]int64, len(counts))
 	r.mu.Unlock()
 	batch := make([]store.UsageCount, 0, len(counts))
 	for k, n := range counts {
