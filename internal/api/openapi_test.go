@@ -305,9 +305,6 @@ func openAPIProblem(x exchange) string {
 	if preflight {
 		return "" // the CORS protocol, no operation of the API (cors_test.go)
 	}
-	if p := clientShapeProblem(ops, x); p != "" {
-		return where + ": " + p
-	}
 	op, ok := matchOp(ops, hr.Method, hr.URL.Path)
 	if ok && strings.HasSuffix(op.Template, "/openapi.json") && hr.URL.RawQuery != "" {
 		ok = false // with a query string it is no endpoint
@@ -325,7 +322,7 @@ func openAPIProblem(x exchange) string {
 		if p := bodyRuleProblem(getAgent, x); p != "" {
 			return fmt.Sprintf("OpenAPI: response to %s (no documented operation) does not match the document: %s\nbody %s", where, p, x.resp)
 		}
-		return ""
+		return clientShapeProblem(ops, x, where)
 	}
 	sawPair(op.ID, x.status)
 	if !slices.Contains(op.Statuses, strconv.Itoa(x.status)) {
@@ -346,7 +343,7 @@ func openAPIProblem(x exchange) string {
 			return fmt.Sprintf("OpenAPI: %s was accepted (%d) but the document says the request is invalid:\n%s\nbody %q", where, x.status, describe(errs), x.body)
 		}
 	}
-	return ""
+	return clientShapeProblem(ops, x, where)
 }
 
 // bodyRuleProblem checks what the document states in words and extensions

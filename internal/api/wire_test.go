@@ -15,8 +15,9 @@ import (
 // type for it with unknown fields refused, so that every field the API
 // writes (through internal/wire and the append encoders) has a home in the
 // client: a field added to one and not the other fails the suite.
-// openAPIProblem runs it on every exchange of the package's tests.
-func clientShapeProblem(ops []openAPIOp, x exchange) string {
+// openAPIProblem runs it on every exchange of the package's tests, once
+// the exchange matched the document; where names the request.
+func clientShapeProblem(ops []openAPIOp, x exchange, where string) string {
 	ct, _, _ := mime.ParseMediaType(x.header.Get("Content-Type"))
 	if ct != "application/json" || len(x.resp) == 0 || x.req.Method == http.MethodHead {
 		return ""
@@ -29,10 +30,10 @@ func clientShapeProblem(ops []openAPIOp, x exchange) string {
 	dec := json.NewDecoder(bytes.NewReader(x.resp))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Sprintf("the %d response of %s does not decode into the client's %T: %v\nbody %s", x.status, op.ID, v, err, x.resp)
+		return fmt.Sprintf("%s: the %d response of %s does not decode into the client's %T: %v\nbody %s", where, x.status, op.ID, v, err, x.resp)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Sprintf("the %d response of %s has more than one JSON value: %s", x.status, op.ID, x.resp)
+		return fmt.Sprintf("%s: the %d response of %s has more than one JSON value: %s", where, x.status, op.ID, x.resp)
 	}
 	return ""
 }
