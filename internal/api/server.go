@@ -94,6 +94,26 @@ type Server struct {
 // Limiter, UnauthLimiter, Toucher, CursorKey), rather than fail on the first
 // request.
 func New(cfg Config) (http.Handler, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	root, err := s.root(cfg)
+	if err != nil {
+		return nil, err
+	}
+	openAPI := cfg.OpenAPI
+	if openAPI == nil {
+		openAPI = handleOpenAPI()
+	}
+	return s.observe(s.dispatch(root, openAPI)), nil
+}
+
+// check names the dependencies every request needs that cfg lacks.
+func (cfg *Config) check() error {
 	var missing []string
 	for _, d := range []struct {
 		name   string
@@ -110,8 +130,14 @@ func New(cfg Config) (http.Handler, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("api: config lacks %s", strings.Join(missing, ", "))
+		return fmt.Errorf("api: config lacks %s", strings.Join(missing, ", "))
 	}
+	return nil
+}
+
+// newServer wires the /v1 API from cfg, its optional settings defaulted,
+// with its routes.
+func newServer(cfg Config) (*Server, error) {
 	authn, err := keys.NewAuthenticator(cfg.Store, cfg.Log, cfg.Metrics, cfg.Background)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
@@ -136,7 +162,12 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	s.mux = http.NewServeMux()
 	s.routes(s.mux)
+	return s, nil
+}
 
+// root serves what is not /v1: the health endpoints, the API reference,
+// the secret-scanning endpoint and the console when configured, and 404.
+func (s *Server) root(cfg Config) (*http.ServeMux, error) {
 	root := http.NewServeMux()
 	root.Handle("GET /healthz", handleHealth())
 	root.Handle("GET /readyz", handleReady(s.store))
@@ -157,23 +188,21 @@ func New(cfg Config) (http.Handler, error) {
 	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 	}))
-	openAPI := cfg.OpenAPI
-	if openAPI == nil {
-		openAPI = handleOpenAPI()
-	}
-	// /v1 bypasses root's ServeMux: a mux would redirect unclean paths
-	// (//, /./) before authentication, and the contract wants every /v1
-	// request authenticated first and unknown paths answered 404.
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return root, nil
+}
+
+// dispatch sends /v1 requests to the API and the rest to root.
+//
+// /v1 bypasses root's ServeMux: a mux would redirect unclean paths
+// (//, /./) before authentication, and the contract wants every /v1
+// request authenticated first and unknown paths answered 404.
+func (s *Server) dispatch(root, openAPI http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if uncleanPath(r.URL.Path) && !strings.HasPrefix(r.URL.Path, "/v1/") {
 			// A mux would answer 301 to the cleaned path; an API answers 404.
 			writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 			return
 		}
-		if r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == "" {
-			// No key needed, so it counts against the address's limit of
-			// requests without one, and carries its headers like every
-			// other /v1 response.
 		if isV1(r.URL.Path) {
 			setCORS(w.Header())
 			if isPreflight(r) {
@@ -181,6 +210,10 @@ func New(cfg Config) (http.Handler, error) {
 				return
 			}
 		}
+		if isOpenAPIRequest(r) {
+			// No key needed, so it counts against the address's limit of
+			// requests without one, and carries its headers like every
+			// other /v1 response.
 			if s.limitAnonymous(w, r, true) {
 				openAPI.ServeHTTP(w, r)
 			}
@@ -192,7 +225,12 @@ func New(cfg Config) (http.Handler, error) {
 		}
 		root.ServeHTTP(w, r)
 	})
-	return s.observe(h), nil
+}
+
+// isOpenAPIRequest reports whether r asks for the API description:
+// GET or HEAD of /v1/openapi.json without a query string.
+func isOpenAPIRequest(r *http.Request) bool {
+	return r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == ""
 }
 
 func handleHealth() http.Handler {
