@@ -24,8 +24,7 @@ func TestAgentManagement(t *testing.T) {
 	ctx := context.Background()
 	helper := f.agent(a, "Helper")
 	admin := f.user(a, "admin@acme.example", domain.RoleAdmin)
-	b := f.browser()
-	b.signIn(admin.Email, testPassword, "/console/")
+	b := f.signedIn(admin)
 
 	list := b.get("/console/agents")
 	if !strings.Contains(list.body, `id="create-agent-form"`) {
@@ -121,8 +120,7 @@ func TestAgentFormsProtections(t *testing.T) {
 	theirs := f.agent(other, "Theirs")
 	agentUser := f.user(a, "agent@acme.example", domain.RoleAgent)
 
-	viewer := f.browser()
-	viewer.signIn(agentUser.Email, testPassword, "/console/")
+	viewer := f.signedIn(agentUser)
 	list := viewer.get("/console/agents")
 	if strings.Contains(list.body, `id="create-agent-form"`) || strings.Contains(viewer.get("/console/agents/"+ag.ID).body, `id="rename-form"`) {
 		t.Fatal("an agent-role user sees a management form")
@@ -132,8 +130,7 @@ func TestAgentFormsProtections(t *testing.T) {
 		wantStatus(t, "agent role: POST "+path, p, http.StatusNotFound)
 	}
 
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	for _, path := range []string{"/console/agents/" + theirs.ID + "/name", "/console/agents/" + theirs.ID + "/enabled"} {
 		wantStatus(t, "another account's: "+path, b.post("/console/agents", path, url.Values{"name": {"mine"}, "enabled": {"false"}}), http.StatusNotFound)
 	}
@@ -175,8 +172,7 @@ func TestAgentsPageIsPaginated(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
 	seedMany(t, f.st, f.keys, a, owner, f.clock.Now(), 300)
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	seen, pages := walkPages(t, b, "/console/agents", agentRowRE)
 	if len(seen) != 300 || pages != 6 {
 		t.Fatalf("%d agents over %d pages, want 300 over 6", len(seen), pages)

@@ -18,8 +18,7 @@ func TestConsoleAllowedIPs(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	a, owner := f.account("Acme")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	form := func(ips string) url.Values {
 		return url.Values{"name": {"ci"}, "preset": {"aiagent-read"}, "env": {"live"}, "expiry": {"never"}, "allowed_ips": {ips}}
 	}
@@ -66,8 +65,7 @@ func TestConsoleAllowedIPs(t *testing.T) {
 		t.Fatalf("the box is not marked:\n%s", p.body)
 	}
 	admin := f.user(a, "admin@acme.example", domain.RoleAdmin)
-	ab := f.browser()
-	ab.signIn(admin.Email, testPassword, "/console/")
+	ab := f.signedIn(admin)
 	wantRedirect(t, "edit", ab.post(path+"/edit", path+"/edit", edit), path+"?done=edited")
 	if got := f.apiStatus(cred); got != http.StatusOK {
 		t.Fatalf("from 127.0.0.1 after the edit: %d", got)

@@ -119,8 +119,7 @@ func TestCookiesAreSecureBehindATLSProxy(t *testing.T) {
 func TestSessionExpires(t *testing.T) {
 	f := newFixture(t)
 	_, owner := f.account("Acme")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	f.clock.Advance(12*time.Hour - time.Second)
 	wantStatus(t, "just before expiry", b.get("/console/developers"), http.StatusOK)
 	f.clock.Advance(time.Second)
@@ -188,8 +187,7 @@ func TestAgentRoleHasNoDevelopers(t *testing.T) {
 	ag := f.agent(a, "Helper")
 	k := f.key(a, owner, "prod")
 	agentUser := f.user(a, "agent@acme.example", domain.RoleAgent)
-	b := f.browser()
-	b.signIn(agentUser.Email, testPassword, "/console/")
+	b := f.signedIn(agentUser)
 	wantRedirect(t, "home of an agent", b.get("/console/"), "/console/agents")
 
 	home := b.get("/console/agents")
@@ -238,8 +236,7 @@ func TestAdminManagesKeysButNotUsers(t *testing.T) {
 	f := newFixture(t)
 	a, _ := f.account("Acme")
 	admin := f.user(a, "admin@acme.example", domain.RoleAdmin)
-	b := f.browser()
-	b.signIn(admin.Email, testPassword, "/console/")
+	b := f.signedIn(admin)
 	p := b.get("/console/developers")
 	wantStatus(t, "developers", p, http.StatusOK)
 	if !strings.Contains(p.body, `href="/console/developers"`) || strings.Contains(p.body, `href="/console/users"`) {
@@ -256,8 +253,7 @@ func TestOtherAccountsIDsAreNotFound(t *testing.T) {
 	theirKey := f.key(other, otherOwner, "theirs")
 	theirAgent := f.agent(other, "Their agent")
 	f.agent(a, "Ours")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 
 	gets, posts := developerRoutes(theirKey.Key.ID)
 	for _, path := range gets[2:] {
@@ -392,8 +388,7 @@ func TestCrossSiteSignInAndCreateRefused(t *testing.T) {
 		}
 	}
 
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	token = csrfOf(t, b.get("/console/developers/keys/new"))
 	b.header.Set("Sec-Fetch-Site", "cross-site")
 	p = b.do(http.MethodPost, "/console/developers/keys", url.Values{"name": {"x"}, "preset": {"full-access"},
@@ -414,8 +409,7 @@ func TestCrossSiteSignInAndCreateRefused(t *testing.T) {
 func TestServerErrorPage(t *testing.T) {
 	f := newFixture(t)
 	_, owner := f.account("Acme")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	if err := f.st.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -578,8 +572,7 @@ func TestDeactivatedUserIsSignedOutAtOnce(t *testing.T) {
 func TestInviteAndForcedPasswordChange(t *testing.T) {
 	f := newFixture(t)
 	_, owner := f.account("Acme")
-	ob := f.browser()
-	ob.signIn(owner.Email, testPassword, "/console/")
+	ob := f.signedIn(owner)
 
 	p := ob.post("/console/users", "/console/users", url.Values{"email": {"Ann@Acme.example"}, "role": {"admin"}})
 	wantStatus(t, "invite", p, http.StatusCreated)
@@ -632,8 +625,7 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	a, owner := f.account("Acme")
 	ag := f.agent(a, "Helper")
 	f.agent(a, "Other")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 
 	// The POST answers 303 to a page that shows the credential once
 	// (b.created checks the headers); a reload of that page does not.
@@ -711,8 +703,7 @@ func TestRotateThenRevoke(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
 	old := f.key(a, owner, "prod")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	if f.apiStatus(old.Credential) != http.StatusOK {
 		t.Fatal("old key")
 	}
@@ -801,8 +792,7 @@ func TestExpiredKeyStatusAndAudit(t *testing.T) {
 	if got := f.apiStatus(c.Credential); got != http.StatusUnauthorized {
 		t.Fatalf("expired key: %d", got)
 	}
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	if !strings.Contains(b.get("/console/developers").body, "badge-expired") {
 		t.Fatal("no expired status")
 	}
@@ -820,8 +810,7 @@ func TestAgentsPagesAndInstructions(t *testing.T) {
 	if err := f.st.RecordQuestion(ctx, q, true, false); err != nil {
 		t.Fatal(err)
 	}
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	list := b.get("/console/agents")
 	for _, want := range []string{"Helper", "321 ms", "enabled"} {
 		if !strings.Contains(list.body, want) {
@@ -860,8 +849,7 @@ func TestAgentsPagesAndInstructions(t *testing.T) {
 func TestSigningInAgainEndsThePreviousSession(t *testing.T) {
 	f := newFixture(t)
 	_, owner := f.account("Acme")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	u, _ := url.Parse(f.srv.URL + "/console/")
 	first := sessionToken(t, b, u)
 	// A signed-in browser is sent away from the sign-in page, but may still

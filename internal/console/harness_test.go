@@ -172,6 +172,14 @@ type browser struct {
 	header http.Header // added to every request
 }
 
+// signedIn is a browser signed in as u (with testPassword), on /console/.
+func (f *fixture) signedIn(u domain.User) *browser {
+	f.t.Helper()
+	b := f.browser()
+	b.signIn(u.Email, testPassword, "/console/")
+	return b
+}
+
 func (f *fixture) browser() *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{f: f, header: http.Header{}, client: &http.Client{

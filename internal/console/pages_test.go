@@ -85,8 +85,7 @@ func TestListPagesHoldAtMost50(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
 	seedMany(t, f.st, f.keys, a, owner, f.clock.Now(), 300)
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 
 	seen, pages := walkPages(t, b, "/console/developers", keyRowRE)
 	if len(seen) != 300 || pages != 6 {
@@ -233,8 +232,7 @@ func TestListsEscapeWhatTheyShow(t *testing.T) {
 	f.agent(a, `<img src=x onerror=alert(2)>`)
 	const evil = `"><script>alert(1)</script>`
 	k := f.key(a, owner, evil)
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	rot, _ := b.created("/console/developers/keys/"+k.Key.ID+"/rotate", "/console/developers/keys/"+k.Key.ID+"/rotate", url.Values{"old_expires": {"1h"}})
 	if !strings.Contains(rot.body, `id="old-stops"`) || !strings.Contains(rot.body, formatUTC(f.clock.Now().Add(time.Hour))) {
 		t.Errorf("the rotation page does not say when the old key stops:\n%s", rot.body)
@@ -266,8 +264,7 @@ func TestRotateAndEditFieldErrors(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
 	k := f.key(a, owner, "prod")
-	b := f.browser()
-	b.signIn(owner.Email, testPassword, "/console/")
+	b := f.signedIn(owner)
 	path := "/console/developers/keys/" + k.Key.ID
 	p := b.post(path+"/rotate", path+"/rotate", url.Values{"old_expires": {"forever"}})
 	wantStatus(t, "unknown choice", p, http.StatusUnprocessableEntity)

@@ -90,8 +90,7 @@ func TestOwnerManagesUsers(t *testing.T) {
 func TestInviteIsAudited(t *testing.T) {
 	f := newFixture(t)
 	_, owner := f.account("Acme")
-	ob := f.browser()
-	ob.signIn(owner.Email, testPassword, "/console/")
+	ob := f.signedIn(owner)
 	p := ob.post("/console/users", "/console/users", url.Values{"email": {"dee@acme.example"}, "role": {"admin"}})
 	wantStatus(t, "invite", p, http.StatusCreated)
 	f.secrets = append(f.secrets, regexpFind(`id="one-time-password" class="credential">([^<]+)<`, p.body))
@@ -119,8 +118,7 @@ func TestUserManagementIsOwnersOnly(t *testing.T) {
 			wantStatus(t, u.Email+" POST "+action, b.post("/console/agents", victim+action, url.Values{"role": {"owner"}}), http.StatusNotFound)
 		}
 	}
-	ob := f.browser()
-	ob.signIn(owner.Email, testPassword, "/console/")
+	ob := f.signedIn(owner)
 	theirs := "/console/users/" + theirOwner.ID
 	wantStatus(t, "their user", ob.get(theirs), http.StatusNotFound)
 	for _, action := range []string{"/role", "/password", "/reactivate"} {
@@ -141,8 +139,7 @@ func TestUserPageEscapes(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
 	evil := f.user(a, `<script>alert(1)</script>"@acme.example`, domain.RoleAgent)
-	ob := f.browser()
-	ob.signIn(owner.Email, testPassword, "/console/")
+	ob := f.signedIn(owner)
 	for _, path := range []string{"/console/users/" + evil.ID, "/console/users"} {
 		p := ob.get(path)
 		wantStatus(t, path, p, http.StatusOK)
