@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm/llmtest"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
@@ -104,6 +108,7 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 			wg    sync.WaitGroup
 			mu    sync.Mutex
 			codes = map[int]int{}
+			done  = make(chan struct{}, 8)
 		)
 		for i := range 8 {
 			wg.Go(func() {
@@ -111,17 +116,22 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 				mu.Lock()
 				codes[r.Code]++
 				mu.Unlock()
+				done <- struct{}{}
 			})
 		}
-		// Let the losers be refused while the winner waits on the model.
-		deadline := time.Now().Add(30 * time.Second)
-		for len(peer.Requests()) == 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
+		// The winner waits on the model until the seven others are
+		// answered: each of them while it is still running (409).
+		for range 7 {
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				close(release)
+				t.Fatalf("answers while the first runs: %v; the model was asked %d times", codes, len(peer.Requests()))
+			}
 		}
-		time.Sleep(200 * time.Millisecond)
 		close(release)
 		wg.Wait()
-		if codes[201] < 1 || codes[201]+codes[409] != 8 {
+		if codes[201] != 1 || codes[409] != 7 {
 			t.Fatalf("status counts %v", codes)
 		}
 		for _, f := range []*fixture{f1, f2} {
@@ -144,4 +154,151 @@ func openStore(t *testing.T, dsn string) *store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// TestIdempotencyQuestionOutcomes: what a question's key keeps. A 5xx, a
+// 403 and a 429 are not saved (the same key runs again and reaches the
+// model); a 201 and a 404 are, and replay without asking the model.
+func TestIdempotencyQuestionOutcomes(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		var (
+			mu   sync.Mutex
+			fail = true
+		)
+		opt, peer := withModel(t, func(r llmtest.Request) (int, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return 500, `{"error":{"message":"down"}}`
+			}
+			return 200, llmtest.Answer("forty-two")
+		})
+		f := newFixture(t, engine, opt)
+		admin := f.key(allAgentScopes...)
+		id := f.createAgent(admin, "Oracle")
+		path := "/v1/ai-agents/" + id + "/questions"
+		ask := func(key, idem, body string) *response {
+			return f.do(req{method: "POST", path: path, key: key, body: body, headers: withKey(idem)})
+		}
+		const q = `{"question":"The answer?"}`
+
+		// 403: the feature is off; once on, the same key runs.
+		ask(admin, "q", q).wantError(t, 403, domain.CodeFeatureNotEnabled)
+		if err := f.st.SetAccountFeature(context.Background(), f.account.ID, domain.FeatureAIAnswers, true); err != nil {
+			t.Fatal(err)
+		}
+		// 500: the model failed; the same key asks it again.
+		ask(admin, "q", q).wantError(t, 500, domain.CodeServerError)
+		mu.Lock()
+		fail = false
+		mu.Unlock()
+		first := ask(admin, "q", q)
+		first.wantStatus(t, 201)
+		if first.Header().Get("Idempotent-Replayed") != "" || first.data()["answer"] != "forty-two" {
+			t.Fatalf("after a 500: %v %s", first.Header(), first.Body)
+		}
+		again := ask(admin, "q", q)
+		if again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+			t.Fatalf("replay %d %v %s", again.Code, again.Header(), again.Body)
+		}
+		if n := len(peer.Requests()); n != 2 {
+			t.Fatalf("the model was asked %d times, want 2 (the 500, then the 201)", n)
+		}
+
+		// 404: an unknown conversation is saved and replayed.
+		unknown := `{"question":"x","conversation_id":"conv_00000000000000000000000000"}`
+		ask(admin, "c", unknown).wantError(t, 404, domain.CodeNotFound)
+		if r := ask(admin, "c", unknown); r.Code != 404 || r.Header().Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("404 replay %d %v", r.Code, r.Header())
+		}
+
+		// 429: refused before the key is looked at; the same key runs
+		// once the window turns.
+		limited := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 1 }, allAgentScopes...).Credential
+		f.get("/v1/me", limited).wantStatus(t, 200)
+		ask(limited, "l", q).wantError(t, 429, domain.CodeRateLimitExceeded)
+		f.clock.Advance(time.Minute)
+		if r := ask(limited, "l", q); r.Code != 201 || r.Header().Get("Idempotent-Replayed") != "" {
+			t.Fatalf("after a 429: %d %v %s", r.Code, r.Header(), r.Body)
+		}
+		if n := len(peer.Requests()); n != 3 {
+			t.Fatalf("the model was asked %d times, want 3", n)
+		}
+	})
+}
+
+// streamAsk posts a question with an Idempotency-Key to sf's server and
+// returns the response with its whole body.
+func streamAsk(t *testing.T, sf *streamFixture, idem, body string) (*http.Response, string) {
+	t.Helper()
+	hr, err := http.NewRequest("POST", sf.srv.URL+"/v1/ai-agents/"+sf.agent+"/questions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+sf.key)
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Idempotency-Key", idem)
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// TestIdempotencyStreamedReplay: a streamed question repeated with its key
+// gets the saved answer as question.created, one answer.delta and
+// answer.completed, without a second model call. The same key on the
+// question without "stream" (or the other way round) is another body: 400.
+func TestIdempotencyStreamedReplay(t *testing.T) {
+	sf := newStreamFixture(t, time.Hour, llmtest.Echo)
+	const streamed = `{"question":"What is 2+2?","stream":true}`
+	resp, first := streamAsk(t, sf, "s-1", streamed)
+	if resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("first: %d %v", resp.StatusCode, resp.Header)
+	}
+	firstEvents := readEvents(t, first)
+	if len(firstEvents) < 3 || firstEvents[len(firstEvents)-1].name != "answer.completed" {
+		t.Fatalf("first stream %q", first)
+	}
+	resp, replay := streamAsk(t, sf, "s-1", streamed)
+	if resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "true" ||
+		resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-RateLimit-Remaining") == "" {
+		t.Fatalf("replay: %d %v", resp.StatusCode, resp.Header)
+	}
+	evs := readEvents(t, replay)
+	if len(evs) != 3 || evs[0] != firstEvents[0] || evs[1].name != "answer.delta" ||
+		evs[1].data != `{"delta":"echo: What is 2+2?"}` || evs[2] != firstEvents[len(firstEvents)-1] {
+		t.Fatalf("replayed events %+v\nfirst %+v", evs, firstEvents)
+	}
+	if n := len(sf.peer.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times", n)
+	}
+	path := "/v1/ai-agents/" + sf.agent + "/questions"
+	sf.do(req{method: "POST", path: path, key: sf.key, body: `{"question":"What is 2+2?"}`, headers: withKey("s-1")}).
+		wantError(t, 400, domain.CodeInvalidValue, "Idempotency-Key:invalid_value")
+	sf.do(req{method: "POST", path: path, key: sf.key, body: `{"question":"Plain?"}`, headers: withKey("p-1")}).wantStatus(t, 201)
+	resp, body := streamAsk(t, sf, "p-1", `{"question":"Plain?","stream":true}`)
+	if resp.StatusCode != 400 || !strings.Contains(body, `"field":"Idempotency-Key"`) {
+		t.Fatalf("streamed repeat of a plain question: %d %s", resp.StatusCode, body)
+	}
+}
+
+// readEvents splits a whole event stream into its events (comments skipped).
+func readEvents(t *testing.T, stream string) []sseEvent {
+	t.Helper()
+	br := bufio.NewReader(strings.NewReader(stream))
+	var evs []sseEvent
+	for {
+		if _, err := br.Peek(1); err == io.EOF {
+			return evs
+		}
+		if ev := nextEvent(t, br); ev.name != "" {
+			evs = append(evs, ev)
+		}
+	}
 }
