@@ -29,6 +29,14 @@ func TestAuditActionsAreTyped(t *testing.T) {
 		{"rename", func() error { _, err := w.svc.Rename(ctx, actor, w.account.ID, c.Key.ID, "k2", ""); return err }},
 		{"describe", func() error { _, err := w.svc.Rename(ctx, actor, w.account.ID, c.Key.ID, "k2", "about"); return err }},
 		{"rate limit", func() error { return w.svc.SetRateLimit(ctx, c.Key.ID, 7) }},
+		{"allowed ips", func() error {
+			list, err := domain.ParseAllowList("192.0.2.0/24")
+			if err != nil {
+				return err
+			}
+			_, err = w.svc.SetAllowedIPs(ctx, actor, w.account.ID, c.Key.ID, list)
+			return err
+		}},
 		{"rotate", func() error { _, err := w.svc.Rotate(ctx, actor, w.account.ID, c.Key.ID, nil); return err }},
 		{"revoke", func() error { return w.svc.Revoke(ctx, actor, w.account.ID, c.Key.ID) }},
 	}
