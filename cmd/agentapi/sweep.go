@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Expired Idempotency-Keys (kept 24 hours) are deleted by every serve
+// instance on a ticker, in short bounded statements.
+const (
+	idemSweepEvery = 10 * time.Minute
+	idemSweepBatch = 1000
+)
+
+// sweepFunc deletes at most batch keys expired at now and reports how
+// many it deleted (store.Store.SweepIdempotencyKeys).
+type sweepFunc func(ctx context.Context, now time.Time, batch int) (int, error)
+
+// runIdemSweeper sweeps on every tick until ctx ends: batch after batch
+// until one deletes fewer than idemSweepBatch, so a backlog is cleared
+// without one long statement. A failure is logged and retried next tick.
+func runIdemSweeper(ctx context.Context, ticks <-chan time.Time, sweep sweepFunc, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticks:
+			sweepIdemOnce(ctx, now, sweep, log)
+		}
+	}
+}
+
+func sweepIdemOnce(ctx context.Context, now time.Time, sweep sweepFunc, log *slog.Logger) {
+	for ctx.Err() == nil {
+		n, err := sweep(ctx, now, idemSweepBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("idempotency keys not swept", "err", err)
+			}
+			return
+		}
+		if n < idemSweepBatch {
+			return
+		}
+	}
+}
+
+// startIdemSweeper runs runIdemSweeper every idemSweepEvery until ctx ends.
+func startIdemSweeper(ctx context.Context, sweep sweepFunc, log *slog.Logger) {
+	t := time.NewTicker(idemSweepEvery)
+	go func() {
+		defer t.Stop()
+		runIdemSweeper(ctx, t.C, sweep, log)
+	}()
+}
