@@ -156,48 +156,19 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
 	}
 
-	var model *llm.Client
-	if c.llmURL != "" {
-		var err error
-		if model, err = llm.New(llm.Config{BaseURL: c.llmURL, Model: c.llmModel, APIKey: c.llmKey}); err != nil {
-			return fmt.Errorf("%w: %s", errUsage, oneLine(err))
-		}
+	model, err := openModel(c)
+	if err != nil {
+		return err
 	}
-	var scanKeys *secretscan.Keys
-	if c.secretScanningKeys != "" {
-		var err error
-		if scanKeys, err = secretscan.LoadKeys(c.secretScanningKeys, log); err != nil {
-			return fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
-		}
-		log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
+	scanKeys, err := loadScanKeys(c, log)
+	if err != nil {
+		return err
 	}
-	var limiter ratelimit.Limiter
-	mem := ratelimit.NewMemory(nil)
-	defer mem.Close()
-	limiter = mem
-	if c.redisURL != "" {
-		// The limiter's options: RESP2 unless the URL asks, and every
-		// round trip bounded by the limiter's own 250 ms, so a Redis that
-		// stops answering is given up that soon, not after go-redis's 5 s.
-		opts, err := ratelimit.ClientOptions(c.redisURL)
-		if err != nil {
-			return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
-		}
-		// The client's own messages (a failed dial, a bad connection) go to
-		// the JSON log at debug level, below what serve prints (info), not
-		// as plain text to stderr: the limiter logs an outage once, at
-		// warn, with its cause.
-		redis.SetLogger(redisLog{log})
-		rc := redis.NewClient(opts)
-		defer rc.Close()
-		rl := ratelimit.NewRedis(rc, mem, log)
-		defer rl.Close()
-		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "agentapi_ratelimit_fallback_total",
-			Help: "Rate-limit decisions made in process because Redis was unavailable.",
-		}, func() float64 { return float64(rl.Fallbacks()) }))
-		limiter = rl
+	limiter, closeLimiter, err := openLimiter(c, log, m)
+	if err != nil {
+		return err
 	}
+	defer closeLimiter()
 
 	st, err := openStore(ctx, c.db)
 	if err != nil {
@@ -205,35 +176,15 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 	defer st.Close()
 	registerStoreMetrics(m, st)
-	var mirror *ratelimit.Mirror
-	if rl, ok := limiter.(*ratelimit.Redis); ok {
-		// The key epoch's mirror: every write of this process raises it
-		// after its commit, and the limiter's script checks held keys
-		// against it (docs/production.md).
-		if mirror, err = useMirror(ctx, st, rl.Client(), log); err != nil {
-			return err
-		}
-		rl.UseMirror(mirror)
-	}
-	if c.redisURL == "" && st.Engine() == store.EnginePostgres {
-		// PostgreSQL is how instances share a database; without Redis
-		// each one keeps its own windows.
-		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
-	}
-
-	ln, err := net.Listen("tcp", c.addr)
+	mirror, err := shareKeyEpoch(ctx, st, limiter, log)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	base := "http://" + ln.Addr().String()
-	if err := bootstrap(ctx, e, log, st, base, c.db); err != nil {
-		ln.Close()
 		return err
 	}
-	cursorKey, err := st.Secret(ctx, "cursor")
+	warnUnsharedLimits(c, st, log)
+
+	ln, base, cursorKey, err := listen(ctx, e, log, st, c)
 	if err != nil {
-		ln.Close()
-		return fmt.Errorf("cursor secret: %w", err)
+		return err
 	}
 
 	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
@@ -244,6 +195,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		go mirror.Repair(loopCtx, st.CurrentKeyEpoch)
 	}
 	recorder, usageRec := startUsage(loopCtx, c.usage, st, log, m)
+	startIdemSweeper(loopCtx, st.SweepIdempotencyKeys, log)
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
@@ -260,24 +212,18 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		ln.Close()
 		return err
 	}
-	var admin *http.Server
-	if c.adminAddr != "" {
-		aln, err := net.Listen("tcp", c.adminAddr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("listen (admin): %w", err)
-		}
-		admin = &http.Server{Handler: adminHandler(m), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
-		go func() { _ = admin.Serve(aln) }()
-		log.Info("admin listening", "addr", aln.Addr().String())
+	admin, err := startAdmin(c.adminAddr, m, log)
+	if err != nil {
+		ln.Close()
+		return err
 	}
-	var dr drainer
-	srv := newHTTPServer(ctx, dr.wrap(handler), log, defaultTimeouts)
-	srv.ConnState = dr.connState
-	ln = &onceCloseListener{Listener: ln}
+	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
+	in.srv = newHTTPServer(ctx, in.dr.wrap(handler), log, defaultTimeouts)
+	in.srv.ConnState = in.dr.connState
+	in.ln = &onceCloseListener{Listener: ln}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
+	go func() { served <- in.srv.Serve(in.ln) }()
+	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
 		"store", st.Engine(), "redis", c.redisURL != "", "llm", model != nil)
 	// Startup lines go out at once: whoever starts serve waits for them.
 	_ = logOut.Flush()
@@ -287,36 +233,174 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	// Stop accepting, let in-flight requests finish, then write what the
-	// write-behind holds, so a graceful stop loses nothing. Between the
-	// two, requests that arrive on connections already open are still
-	// answered, each with Connection: close, for up to drainGrace: closing
-	// an idle keep-alive connection at once would drop a request its client
-	// had just sent on it, unanswered.
-	log.Info("shutting down")
-	dr.draining.Store(true)
-	_ = ln.Close()
-	dr.wait(drainGrace)
+	return in.stop()
+}
+
+// openModel is the model client of --llm-url, nil when none is set.
+func openModel(c serveConfig) (*llm.Client, error) {
+	if c.llmURL == "" {
+		return nil, nil
+	}
+	model, err := llm.New(llm.Config{BaseURL: c.llmURL, Model: c.llmModel, APIKey: c.llmKey})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", errUsage, oneLine(err))
+	}
+	return model, nil
+}
+
+// loadScanKeys reads --secret-scanning-keys; nil when none is set (the
+// endpoint is off).
+func loadScanKeys(c serveConfig, log *slog.Logger) (*secretscan.Keys, error) {
+	if c.secretScanningKeys == "" {
+		return nil, nil
+	}
+	scanKeys, err := secretscan.LoadKeys(c.secretScanningKeys, log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
+	}
+	log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
+	return scanKeys, nil
+}
+
+// openLimiter is the rate limiter: in process, or on Redis (with the
+// in-process one as its fallback) when --redis is set. closeAll closes
+// what it opened, the last opened first.
+func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter ratelimit.Limiter, closeAll func(), err error) {
+	mem := ratelimit.NewMemory(nil)
+	if c.redisURL == "" {
+		return mem, func() { mem.Close() }, nil
+	}
+	// The limiter's options: RESP2 unless the URL asks, and every
+	// round trip bounded by the limiter's own 250 ms, so a Redis that
+	// stops answering is given up that soon, not after go-redis's 5 s.
+	opts, err := ratelimit.ClientOptions(c.redisURL)
+	if err != nil {
+		mem.Close()
+		return nil, nil, fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
+	}
+	// The client's own messages (a failed dial, a bad connection) go to
+	// the JSON log at debug level, below what serve prints (info), not
+	// as plain text to stderr: the limiter logs an outage once, at
+	// warn, with its cause.
+	redis.SetLogger(redisLog{log})
+	rc := redis.NewClient(opts)
+	rl := ratelimit.NewRedis(rc, mem, log)
+	m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "agentapi_ratelimit_fallback_total",
+		Help: "Rate-limit decisions made in process because Redis was unavailable.",
+	}, func() float64 { return float64(rl.Fallbacks()) }))
+	return rl, func() {
+		rl.Close()
+		rc.Close()
+		mem.Close()
+	}, nil
+}
+
+// shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
+// of this process raises it after its commit, and the limiter's script
+// checks held keys against it (docs/production.md). Nil without Redis.
+func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, error) {
+	rl, ok := limiter.(*ratelimit.Redis)
+	if !ok {
+		return nil, nil
+	}
+	mirror, err := useMirror(ctx, st, rl.Client(), log)
+	if err != nil {
+		return nil, err
+	}
+	rl.UseMirror(mirror)
+	return mirror, nil
+}
+
+// warnUnsharedLimits warns that rate limits are per instance when
+// instances share a database (PostgreSQL) but not Redis: without it each
+// one keeps its own windows.
+func warnUnsharedLimits(c serveConfig, st *store.Store, log *slog.Logger) {
+	if c.redisURL == "" && st.Engine() == store.EnginePostgres {
+		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
+	}
+}
+
+// listen opens the API's listener, bootstraps the first user (whose
+// sign-in link names its address, base) and reads the cursor secret; on
+// an error the listener is closed.
+func listen(ctx context.Context, e env, log *slog.Logger, st *store.Store, c serveConfig) (ln net.Listener, base string, cursorKey []byte, err error) {
+	ln, err = net.Listen("tcp", c.addr)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("listen: %w", err)
+	}
+	base = "http://" + ln.Addr().String()
+	if err := bootstrap(ctx, e, log, st, base, c.db); err != nil {
+		ln.Close()
+		return nil, "", nil, err
+	}
+	cursorKey, err = st.Secret(ctx, "cursor")
+	if err != nil {
+		ln.Close()
+		return nil, "", nil, fmt.Errorf("cursor secret: %w", err)
+	}
+	return ln, base, cursorKey, nil
+}
+
+// startAdmin serves the metrics on --admin-addr; nil when none is set.
+func startAdmin(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	aln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen (admin): %w", err)
+	}
+	admin := &http.Server{Handler: adminHandler(m), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+	go func() { _ = admin.Serve(aln) }()
+	log.Info("admin listening", "addr", aln.Addr().String())
+	return admin, nil
+}
+
+// instance is what a serving runServer stops on a graceful stop.
+type instance struct {
+	log        *slog.Logger
+	ln         net.Listener
+	dr         drainer
+	srv        *http.Server
+	admin      *http.Server // nil: no admin listener
+	stopLoops  context.CancelFunc
+	background *sync.WaitGroup
+	toucher    *keys.Toucher
+	recorder   *usagerec.Recorder // nil: usage not recorded
+}
+
+// stop stops accepting, lets in-flight requests finish, then writes what
+// the write-behind holds, so a graceful stop loses nothing. Between the
+// two, requests that arrive on connections already open are still
+// answered, each with Connection: close, for up to drainGrace: closing
+// an idle keep-alive connection at once would drop a request its client
+// had just sent on it, unanswered.
+func (in *instance) stop() error {
+	in.log.Info("shutting down")
+	in.dr.draining.Store(true)
+	_ = in.ln.Close()
+	in.dr.wait(drainGrace)
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	shutErr := srv.Shutdown(shutCtx)
-	if admin != nil {
-		_ = admin.Shutdown(shutCtx)
+	shutErr := in.srv.Shutdown(shutCtx)
+	if in.admin != nil {
+		_ = in.admin.Shutdown(shutCtx)
 	}
-	stopLoops()
-	background.Wait() // each is bounded by its own time-out
-	if err := toucher.Flush(shutCtx); err != nil {
+	in.stopLoops()
+	in.background.Wait() // each is bounded by its own time-out
+	if err := in.toucher.Flush(shutCtx); err != nil {
 		return fmt.Errorf("flush last_used_at: %w", err)
 	}
-	if recorder != nil {
-		if err := recorder.Flush(shutCtx); err != nil {
+	if in.recorder != nil {
+		if err := in.recorder.Flush(shutCtx); err != nil {
 			return fmt.Errorf("flush usage: %w", err)
 		}
 	}
 	if shutErr != nil && !errors.Is(shutErr, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", shutErr)
 	}
-	log.Info("stopped")
+	in.log.Info("stopped")
 	return nil
 }
 
