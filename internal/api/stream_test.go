@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/llm/llmtest"
 )
 
@@ -56,8 +57,14 @@ type streamFixture struct {
 
 func newStreamFixture(t *testing.T, keepAlive time.Duration, reply func(llmtest.Request) (int, string)) *streamFixture {
 	t.Helper()
-	opt, peer := withModel(t, reply)
-	f := newFixture(t, "sqlite", opt, func(c *Config) { c.StreamKeepAlive = keepAlive })
+	peer := llmtest.NewServer(t, reply)
+	// No model timeout to speak of: only the client leaving may end a
+	// model that waits (TestStreamClientGoneCancelsTheModel).
+	model, err := llm.New(llm.Config{BaseURL: peer.URL, Model: "test-model", APIKey: "sk-provider-secret", Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "sqlite", func(c *Config) { c.LLM = model; c.StreamKeepAlive = keepAlive })
 	if err := f.st.SetAccountFeature(context.Background(), f.account.ID, domain.FeatureAIAnswers, true); err != nil {
 		t.Fatal(err)
 	}
