@@ -107,7 +107,7 @@ func TestUsageAcrossInstances(t *testing.T) {
 		}
 	}
 	dev := br.get("/console/developers")
-	if !regexp.MustCompile(`data-key-id="` + k.Key.ID + `"[\s\S]*?<td class="num requests24h">12</td>`).MatchString(dev.body) {
+	if !regexp.MustCompile(`data-key-id="` + k.Key.ID + `"[\s\S]*?<span class="requests24h">12</span> in 24 h`).MatchString(dev.body) {
 		t.Error("the Developers page does not show the key's 12 requests")
 	}
 	logs := br.get("/console/developers/logs?id=" + notFound)
