@@ -123,19 +123,19 @@ func (e *LimitFailed) Unwrap() error { return e.Err }
 // for the key the store has just vouched for.
 const staleRetries = 2
 
-// Admit authenticates the credential (Authenticate) and decides its rate
-// limit in lim. On a Mirrored store with a limiter that compares epochs
-// (ratelimit.EpochLimiter), a key held in memory is used without asking
-// the store: the decision's script compares the epoch it is held under
-// with the mirror in Redis and decides only when they agree, so while
+// Admit authenticates the credential (Authenticate), checks gate of the
+// key and decides its rate limit in lim. On a Mirrored store with a
+// limiter that compares epochs (ratelimit.EpochLimiter), a key held in
+// memory is used without asking the store, for as long as the mirror in
+// Redis vouches for the epoch it is held under (admission.decide): while
 // nothing changes a request costs one Redis round trip and no store round
-// trip. When they disagree nothing is recorded: Admit re-reads the store,
-// raises the mirror if Redis had lost it (or went back), and decides again.
-// A key refused from memory is refused only after the store confirms it.
-// A key held under an epoch below the highest this instance has learned of
-// (store.SeenKeyEpoch) is read again whatever the mirror says: a Redis that
-// went back to exactly the held epoch is not believed.
-// Redis away: the store is checked per request, as without it.
+// trip. A refusal from memory is given only once the store confirms it
+// (admission.identify); a key held under an epoch below the highest this
+// instance has learned of is read again whatever the mirror says
+// (admission.epoch); a mirror that disagrees with the store is raised when
+// behind (admission.decide, syncMirror). Without a Mirrored store or such
+// a limiter the store is read per request (admitFromStore); so it is while
+// Redis is away (EpochLimiter.Down), when a held key is not used.
 //
 // gate (nil: none) is what the caller checks of an authenticated key
 // before the limit is decided (the IP allowlist); its error is returned as
@@ -146,85 +146,172 @@ func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, 
 	}
 	el, ok := lim.(ratelimit.EpochLimiter)
 	if !ok || !a.store.Mirrored() {
-		k, err := a.Authenticate(ctx, token, now)
-		if err == nil {
-			err = gate(k)
-		}
-		if err != nil {
-			return domain.APIKey{}, ratelimit.Result{}, err
-		}
-		res, err := lim.Allow(ctx, k.ID, k.RateLimitPerMinute)
-		if err != nil {
-			return k, ratelimit.Result{}, &LimitFailed{Err: err}
-		}
-		return k, res, nil
+		return a.admitFromStore(ctx, token, now, lim, gate)
 	}
 	cred, err := credential.Parse(token)
 	if err != nil {
 		return domain.APIKey{}, ratelimit.Result{}, &Refused{Reason: "malformed"}
 	}
-	l, held := a.store.HeldKey(cred.Prefix)
-	if held && el.Down() {
-		held = false // nothing can vouch for the held key: ask the store
+	r := &admission{a: a, token: token, cred: cred, now: now, lim: el, gate: gate}
+	r.l, r.held = a.store.HeldKey(cred.Prefix)
+	if r.held && el.Down() {
+		// Redis away: nothing can vouch for the held key, so the store is
+		// asked, as without a mirror.
+		r.held = false
 	}
-	for attempt := 0; ; attempt++ {
-		if !held {
-			if l, err = a.lookup(ctx, cred.Prefix, token); err != nil {
-				return domain.APIKey{}, ratelimit.Result{}, err
-			}
-		}
-		k, err := a.check(ctx, l, token, cred, now, held)
-		if err == nil {
-			err = gate(k)
-		}
+	return r.run(ctx)
+}
+
+// admitFromStore is Admit without a mirror to compare with: the store is
+// read for every request (Authenticate), then gate, then lim decides.
+func (a *Authenticator) admitFromStore(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
+	k, err := a.Authenticate(ctx, token, now)
+	if err == nil {
+		err = gate(k)
+	}
+	if err != nil {
+		return domain.APIKey{}, ratelimit.Result{}, err
+	}
+	res, err := lim.Allow(ctx, k.ID, k.RateLimitPerMinute)
+	if err != nil {
+		return k, ratelimit.Result{}, &LimitFailed{Err: err}
+	}
+	return k, res, nil
+}
+
+// admission is one Admit on a Mirrored store with an EpochLimiter.
+type admission struct {
+	a     *Authenticator
+	token string
+	cred  credential.Credential
+	now   time.Time
+	lim   ratelimit.EpochLimiter
+	gate  func(domain.APIKey) error
+	// l is the key as last read; held: from memory, not yet read from the
+	// store during this request. An attempt with held false reads it.
+	l    store.KeyLookup
+	held bool
+	// attempt counts the passes through run; past staleRetries the
+	// decision is made without comparing epochs.
+	attempt int
+}
+
+// run identifies the key and decides its limit, reading the store again
+// (next attempt) whenever memory or the mirror cannot vouch for the key.
+func (r *admission) run(ctx context.Context) (domain.APIKey, ratelimit.Result, error) {
+	for ; ; r.attempt++ {
+		k, ok, err := r.identify(ctx)
 		if err != nil {
-			if held {
-				held = false // a refusal from memory: the store confirms it
-				continue
-			}
 			return domain.APIKey{}, ratelimit.Result{}, err
 		}
-		epoch := l.Epoch()
-		if epoch < a.store.SeenKeyEpoch() && attempt <= staleRetries {
-			// This instance knows of a later epoch than the key's: the
-			// mirror cannot vouch for it, even if Redis went back to
-			// exactly that epoch.
-			held = false
+		if !ok {
 			continue
 		}
-		if attempt > staleRetries {
-			epoch = -1
+		epoch, ok := r.epoch()
+		if !ok {
+			continue
 		}
-		res, v, err := el.AllowAt(ctx, k.ID, k.RateLimitPerMinute, epoch)
-		switch {
-		case err != nil:
-			return k, ratelimit.Result{}, &LimitFailed{Err: err}
-		case v.Current:
-			return k, res, nil
-		case !v.Checked:
-			if !held {
-				return k, res, nil // read from the store for this request
-			}
-			// Redis went away during the call: the store must vouch for
-			// the key (the decision made in process stands).
-			l, err = a.lookup(ctx, cred.Prefix, token)
-			if err != nil {
-				return domain.APIKey{}, ratelimit.Result{}, err
-			}
-			if k, err = a.check(ctx, l, token, cred, now, false); err == nil {
-				err = gate(k)
-			}
-			if err != nil {
-				return domain.APIKey{}, ratelimit.Result{}, err
-			}
-			return k, res, nil
+		k, res, ok, err := r.decide(ctx, k, epoch)
+		if ok || err != nil {
+			return k, res, err
 		}
-		// Stale: the mirror differs from the epoch the key is held under.
-		if err := a.syncMirror(ctx, v.Mirror); err != nil {
-			return domain.APIKey{}, ratelimit.Result{}, err
-		}
-		held = false
 	}
+}
+
+// identify applies Authenticate's rules and gate to the key, read from the
+// store unless held. A refusal from memory (errFromMemory, or gate
+// refusing a held key) is not given: the store confirms it, so ok is false
+// and the next attempt reads the key.
+func (r *admission) identify(ctx context.Context) (k domain.APIKey, ok bool, err error) {
+	if !r.held {
+		if err := r.read(ctx); err != nil {
+			return domain.APIKey{}, false, err
+		}
+	}
+	k, err = r.vouch(ctx)
+	if err != nil && r.held {
+		r.held = false
+		return domain.APIKey{}, false, nil
+	}
+	return k, err == nil, err
+}
+
+// read reads the key from the store (lookup); it is no longer held.
+func (r *admission) read(ctx context.Context) error {
+	l, err := r.a.lookup(ctx, r.cred.Prefix, r.token)
+	if err != nil {
+		return err
+	}
+	r.l, r.held = l, false
+	return nil
+}
+
+// vouch applies Authenticate's rules (check) and then gate to the key as
+// last read; a refusal of a held key is errFromMemory or gate's error.
+func (r *admission) vouch(ctx context.Context) (domain.APIKey, error) {
+	k, err := r.a.check(ctx, r.l, r.token, r.cred, r.now, r.held)
+	if err == nil {
+		err = r.gate(k)
+	}
+	return k, err
+}
+
+// epoch is the key epoch the decision compares with the mirror: the
+// epoch the key is held under, or -1 (no comparison) past staleRetries.
+// A key whose epoch is below the highest this instance has learned of
+// (store.SeenKeyEpoch) cannot be vouched for by the mirror, even if Redis
+// went back to exactly that epoch: ok is false and the next attempt reads
+// the key again.
+func (r *admission) epoch() (epoch int64, ok bool) {
+	epoch = r.l.Epoch()
+	if epoch < r.a.store.SeenKeyEpoch() && r.attempt <= staleRetries {
+		r.held = false
+		return 0, false
+	}
+	if r.attempt > staleRetries {
+		epoch = -1
+	}
+	return epoch, true
+}
+
+// decide asks the limiter to decide for k under epoch; ok says the
+// decision stands. The limiter records nothing when the mirror differs
+// from epoch (stale): the store's epoch is read, the mirror raised if
+// Redis had lost it or went back (syncMirror), and ok is false so that the
+// next attempt reads the key again. A decision Redis did not check (it
+// went away during the call) stands, once the store vouches for a held key
+// (confirm).
+func (r *admission) decide(ctx context.Context, k domain.APIKey, epoch int64) (domain.APIKey, ratelimit.Result, bool, error) {
+	res, v, err := r.lim.AllowAt(ctx, k.ID, k.RateLimitPerMinute, epoch)
+	switch {
+	case err != nil:
+		return k, ratelimit.Result{}, true, &LimitFailed{Err: err}
+	case v.Current:
+		return k, res, true, nil
+	case !v.Checked && !r.held:
+		return k, res, true, nil // read from the store for this request
+	case !v.Checked:
+		return r.confirm(ctx, res)
+	}
+	if err := r.a.syncMirror(ctx, v.Mirror); err != nil {
+		return domain.APIKey{}, ratelimit.Result{}, true, err
+	}
+	r.held = false
+	return domain.APIKey{}, ratelimit.Result{}, false, nil
+}
+
+// confirm reads the held key from the store after Redis went away during
+// the decision, and gives res (the decision made in process) if the store
+// vouches for the key.
+func (r *admission) confirm(ctx context.Context, res ratelimit.Result) (domain.APIKey, ratelimit.Result, bool, error) {
+	if err := r.read(ctx); err != nil {
+		return domain.APIKey{}, ratelimit.Result{}, true, err
+	}
+	k, err := r.vouch(ctx)
+	if err != nil {
+		return domain.APIKey{}, ratelimit.Result{}, true, err
+	}
+	return k, res, true, nil
 }
 
 // errFromMemory marks a refusal decided on a key held in memory, which
