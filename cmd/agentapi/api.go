@@ -261,8 +261,13 @@ func apiMe(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(e.stdout, wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
-		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)})
+	allowed := k.AllowedIPs
+	if allowed == nil {
+		allowed = []string{}
+	}
+	return printJSON(e.stdout, wire.Me{Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
+		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)},
+		AllowedIPs: allowed})
 }
 
 func apiAgentsList(ctx context.Context, e env, args []string) error {

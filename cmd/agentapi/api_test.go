@@ -136,7 +136,11 @@ func TestAPICommands(t *testing.T) {
 	key := k.Credential
 
 	me := mustAPI(t, key, s.url, "me")
-	if len(me) != 1 || me[0]["id"] != k.Key.ID || me[0]["prefix"] != k.Key.Prefix || me[0]["expires_at"] != nil || len(me[0]) != 8 {
+	if len(me) != 1 || me[0]["id"] != k.Key.ID || me[0]["prefix"] != k.Key.Prefix || me[0]["expires_at"] != nil || len(me[0]) != 9 {
+		t.Fatalf("me: %v", me)
+	}
+	if ips, ok := me[0]["allowed_ips"].([]any); !ok || len(ips) != 0 { // the API's /me, allowlist included
+
 		t.Fatalf("me: %v", me)
 	}
 	// --url wins over AGENTAPI_URL.
