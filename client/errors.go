@@ -52,8 +52,6 @@ type Error struct {
 	RetryAfter time.Duration
 	// RateLimit holds the X-RateLimit-* headers.
 	RateLimit RateLimit
-	// envelope: the body was the API's error envelope (not a gateway's page).
-	envelope bool
 }
 
 // FieldError is one entry of error.errors.
@@ -129,7 +127,6 @@ func parseError(status int, h http.Header, body []byte, rl RateLimit) *Error {
 			return s
 		}
 		if code := str("code"); code != "" {
-			e.envelope = true
 			e.Code, e.Message, e.ExistingID = code, str("message"), str("existing_id")
 			_ = json.Unmarshal(env.Error["errors"], &e.Errors)
 			return e
