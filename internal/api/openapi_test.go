@@ -1071,6 +1071,7 @@ func TestOpenAPICheckedReports(t *testing.T) {
 	tb := &errorTB{TB: t}
 	body := `{"data":{"id":"key_x"}}`
 	h := openAPIChecked(tb, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setCORS(w.Header()) // as every /v1 response: the drift reported is the one below
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		w.Header().Set("X-Request-Id", "req_000000000000000000000000") // too late to be sent
