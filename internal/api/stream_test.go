@@ -48,11 +48,10 @@ func nextEvent(t *testing.T, br *bufio.Reader) sseEvent {
 // ai-answers feature on, an agent and a query key.
 type streamFixture struct {
 	*fixture
-	srv     *httptest.Server
-	peer    *llmtest.Server
-	agent   string
-	key     string
-	created bool
+	srv   *httptest.Server
+	peer  *llmtest.Server
+	agent string
+	key   string
 }
 
 func newStreamFixture(t *testing.T, keepAlive time.Duration, reply func(llmtest.Request) (int, string)) *streamFixture {
