@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentapi/agentapi/internal/llm/llmtest"
+)
+
+// TestServeStreamingIdempotencyAndCORS drives the built binary, as a user
+// would, through issue 18's three behaviours: a streamed answer fed by the
+// model's own stream, an Idempotency-Key replay that makes no second agent
+// or model call, and CORS on /v1 (a preflight and the exposed fields).
+func TestServeStreamingIdempotencyAndCORS(t *testing.T) {
+	peer := llmtest.NewServer(t, llmtest.Echo)
+	db := filepath.Join(t.TempDir(), "r11.db")
+	acct := strings.TrimSpace(mustCLI(t, db, "", "account", "create", "--name", "Acme"))
+	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "owner@acme.test", "--role", "owner")
+	mustCLI(t, db, "", "account", "feature", "--enable", "ai-answers", acct)
+	var k struct{ Credential string }
+	out := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "owner@acme.test", "--name", "e2e", "--preset", "full-access", "--json")
+	if err := json.Unmarshal([]byte(out), &k); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, []string{"AGENTAPI_LLM_API_KEY=sk-e2e"}, "--db", db, "--llm-url", peer.URL, "--llm-model", "m")
+
+	// CORS: a preflight without a key, then the fields on a real answer.
+	pre, _ := http.NewRequest("OPTIONS", s.base+"/v1/ai-agents", nil)
+	pre.Header.Set("Origin", "http://tool.example")
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	pre.Header.Set("Access-Control-Request-Headers", "authorization, content-type, idempotency-key")
+	resp, err := http.DefaultClient.Do(pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "*" ||
+		!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Idempotency-Key") ||
+		resp.Header.Get("Access-Control-Allow-Credentials") != "" {
+		t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
+	}
+
+	// Idempotency-Key: the same create twice makes one agent; the second
+	// is the saved answer, marked.
+	create := func() (int, map[string]any, http.Header) {
+		req, _ := http.NewRequest("POST", s.base+"/v1/ai-agents", strings.NewReader(`{"name":"Helpdesk","instructions":"Be brief."}`))
+		req.Header.Set("Authorization", "Bearer "+k.Credential)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "create-helpdesk-1")
+		req.Header.Set("Origin", "http://tool.example")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body, resp.Header
+	}
+	code1, first, h1 := create()
+	code2, second, h2 := create()
+	if code1 != 201 || code2 != 201 || h1.Get("Idempotent-Replayed") != "" || h2.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("create twice: %d %s / %d %s", code1, h1.Get("Idempotent-Replayed"), code2, h2.Get("Idempotent-Replayed"))
+	}
+	agent := first["data"].(map[string]any)["id"].(string)
+	if second["data"].(map[string]any)["id"] != agent || h2.Get("Location") != h1.Get("Location") {
+		t.Fatalf("the replay is another agent: %v vs %v", second, first)
+	}
+	if h1.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h1.Get("Access-Control-Expose-Headers"), "Idempotent-Replayed") {
+		t.Fatalf("CORS fields on the create: %v", h1)
+	}
+	code, list, _ := call(t, "GET", s.base+"/v1/ai-agents", k.Credential, "")
+	if n := len(list["data"].([]any)); code != 200 || n != 1 {
+		t.Fatalf("agents after two creates with one key: %d %d", code, n)
+	}
+
+	// A streamed question: the events in order, fed by the model's stream.
+	ask := func() (*http.Response, []string) {
+		req, _ := http.NewRequest("POST", s.base+"/v1/ai-agents/"+agent+"/questions", strings.NewReader(`{"question":"hello there","stream":true}`))
+		req.Header.Set("Authorization", "Bearer "+k.Credential)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "ask-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var events []string
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				events = append(events, name)
+			}
+		}
+		return resp, events
+	}
+	resp, events := ask()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") ||
+		resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-RateLimit-Remaining") == "" {
+		t.Fatalf("streamed question: %d %v", resp.StatusCode, resp.Header)
+	}
+	if len(events) < 3 || events[0] != "question.created" || events[len(events)-1] != "answer.completed" {
+		t.Fatalf("events %v", events)
+	}
+	for _, e := range events[1 : len(events)-1] {
+		if e != "answer.delta" {
+			t.Fatalf("events %v", events)
+		}
+	}
+	reqs := peer.Requests()
+	if len(reqs) != 1 || !reqs[0].Stream {
+		t.Fatalf("the model was asked %d times (stream %v), want once, streamed", len(reqs), len(reqs) > 0 && reqs[0].Stream)
+	}
+	// The same question again with the same key: the saved answer, and no
+	// second model call.
+	resp, events = ask()
+	if resp.Header.Get("Idempotent-Replayed") != "true" || strings.Join(events, ",") != "question.created,answer.delta,answer.completed" {
+		t.Fatalf("replayed stream: %v %v", resp.Header, events)
+	}
+	if n := len(peer.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times after the replay, want 1", n)
+	}
+}
