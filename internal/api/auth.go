@@ -72,7 +72,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	// counted), in one step: with Redis on PostgreSQL a key held in memory
 	// is checked and limited in one Redis round trip (keys.Admit).
 	now := s.now().UTC()
-	addr := s.clients.Addr(r)
+	addr := rec.client
 	var gated domain.APIKey
 	key, res, err := s.authn.Admit(ctx, token, now, s.limiter, func(k domain.APIKey) error {
 		// 3, continued: the key's IP allowlist, against the address

@@ -89,7 +89,7 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
 		// through encoding/json, the one costly attribute left.
 		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
 		slog.String("key_prefix", rec.keyPfx),
-		slog.String("remote", s.clients.Addr(r)),
+		slog.String("remote", rec.client),
 	)
 	_ = h.Handle(ctx, lr)
 }

@@ -30,6 +30,10 @@ type recorder struct {
 	// The identified key (even when its rate limit then refused the
 	// request) and the error code answered, for the usage recorder.
 	keyID, acctID, code string
+	// client is the client's address (--trusted-proxies applied), resolved
+	// once for the log line, the per-address limiter, the IP allowlist and
+	// the usage recorder.
+	client string
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -62,7 +66,7 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, id: newRequestID()}
+		rec := &recorder{ResponseWriter: w, id: newRequestID(), client: s.clients.Addr(r)}
 		id := rec.id
 		w.Header()["X-Request-Id"] = []string{id} // canonical already: no Set
 		ctx, cancel := context.WithDeadline(context.WithValue(r.Context(), ctxLogAttrs, rec), start.Add(requestTimeout))

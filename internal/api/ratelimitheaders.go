@@ -18,12 +18,20 @@ func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal
 	}
 }
 
+// clientAddr is the request's client address, as observe resolved it.
+func (s *Server) clientAddr(r *http.Request) string {
+	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
+		return rec.client
+	}
+	return s.clients.Addr(r)
+}
+
 // limitAnonymous counts a request that identifies no key against its client
 // address's limit and sets that limiter's headers. Past the limit it
 // answers 429 itself when refuse is set, and reports false; it also
 // answers, and reports false, when the limiter fails.
 func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
-	res, err := s.unauth.Allow(r.Context(), "addr:"+s.clients.Addr(r), s.unauthLimit)
+	res, err := s.unauth.Allow(r.Context(), "addr:"+s.clientAddr(r), s.unauthLimit)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
 		return false

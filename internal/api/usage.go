@@ -29,7 +29,7 @@ func (s *Server) recordUsage(r *http.Request, rec *recorder, start time.Time, d 
 		ID: rec.id, AccountID: rec.acctID, KeyID: rec.keyID, At: start.UTC(),
 		Method: cut(logMethod(r.Method), maxLogMethod), Route: rec.route,
 		Path: cut(logPath(r.URL.EscapedPath()), maxLogPath), Status: rec.status,
-		ErrorCode: rec.code, Duration: d, Client: s.clients.Addr(r),
+		ErrorCode: rec.code, Duration: d, Client: rec.client,
 	})
 }
 
