@@ -70,9 +70,14 @@ type UsageCount struct {
 	Count     int64
 }
 
+// sqliteLogChunk is how many request logs one SQLite transaction of
+// WriteUsage inserts.
+const sqliteLogChunk = 256
+
 // WriteUsage stores a batch: the logs (a request id already stored is
-// skipped) and the counts, each added to what is stored. One transaction,
-// so a failed batch can be retried whole without counting twice.
+// skipped) and the counts, each added to what is stored. The counts commit
+// in one transaction with the last logs, so a failed batch can be retried
+// whole without counting twice.
 func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []UsageCount) error {
 	if len(logs) == 0 && len(counts) == 0 {
 		return nil
@@ -83,13 +88,29 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 	slices.SortFunc(counts, func(a, b UsageCount) int {
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if s.engine != EnginePostgres {
+	if s.engine != EnginePostgres {
+		// SQLite has one writer for every process on the file: a second's
+		// logs in one transaction held it long enough under load for another
+		// process (an operator command) to give up on busy_timeout
+		// (TestServeWhileAnotherProcessWrites). The logs go in transactions
+		// of sqliteLogChunk rows; a retry after a failure part-way skips
+		// those stored (ON CONFLICT (id) DO NOTHING), and the counts commit
+		// once, with the last chunk.
+		for len(logs) > sqliteLogChunk {
+			chunk := logs[:sqliteLogChunk]
+			if err := s.inTx(ctx, func(tx *sql.Tx) error { return insertLogsEach(ctx, tx, chunk) }); err != nil {
+				return err
+			}
+			logs = logs[sqliteLogChunk:]
+		}
+		return s.inTx(ctx, func(tx *sql.Tx) error {
 			if err := insertLogsEach(ctx, tx, logs); err != nil {
 				return err
 			}
 			return addCounts(ctx, tx, counts)
-		}
+		})
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := insertLogsArrays(ctx, tx, logs); err != nil {
 			return err
 		}

@@ -204,3 +204,38 @@ func TestSweepUsage(t *testing.T) {
 		}
 	})
 }
+
+// TestWriteUsageManyLogs: a batch larger than one SQLite transaction of
+// logs stores every log once, also when it is retried whole (as after a
+// failure part-way, once some of its transactions committed).
+func TestWriteUsageManyLogs(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		var logs []store.RequestLog
+		for i := range 700 {
+			logs = append(logs, usageLog("acc_1", "key_a", i, t0.Add(time.Duration(i)*time.Millisecond), 200, "GET /v1/me"))
+		}
+		for round := range 2 {
+			if err := s.WriteUsage(ctx, logs, nil); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			q := store.RequestLogQuery{AccountID: "acc_1", Limit: 100}
+			for range 100 {
+				page, next, err := s.RequestLogPage(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += len(page)
+				if next.IsZero() {
+					break
+				}
+				q.After = next
+			}
+			if n != len(logs) {
+				t.Fatalf("round %d: %d logs stored, want %d", round, n, len(logs))
+			}
+		}
+	})
+}
