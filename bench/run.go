@@ -76,13 +76,47 @@ type seeded struct {
 	deepKey string // key of the account holding c.agents agents
 }
 
+// engineRun is one engine's part of the bench: the seeded store, the
+// service and the floor running against it, and the tables the figures go to.
+type engineRun struct {
+	c          config
+	e          engine
+	st         *store.Store
+	s          seeded
+	svc, floor *proc
+	rt         *roundTrips // nil unless the engine has Redis
+	adminAddr  string      // serve's admin listener, when profiling
+	t, cpu     *table
+	out        io.Writer
+}
+
+// readScenario is one GET measured against the floor.
+type readScenario struct {
+	name, path, key string
+	conns           int
+}
+
 func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cpu *table, out io.Writer) error {
 	fmt.Fprintf(out, "[%s] seeding %d agents…\n", e.name, c.agents)
-	st, err := store.Open(ctx, e.dsn)
+	st, s, err := openSeeded(ctx, e.dsn, c.agents)
 	if err != nil {
 		return err
 	}
-	s, err := seed(ctx, st, c.agents)
+	r := &engineRun{c: c, e: e, st: st, s: s, t: t, cpu: cpu, out: out}
+	err = r.run(ctx, bin, tmp)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openSeeded opens the engine's store and seeds it.
+func openSeeded(ctx context.Context, dsn string, agents int) (*store.Store, seeded, error) {
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		return nil, seeded{}, err
+	}
+	s, err := seed(ctx, st, agents)
 	if err == nil {
 		// The seeding's write-ahead log (SQLite) is not the service's to
 		// pay for: without this, the first scenario measured its checkpoint.
@@ -90,50 +124,105 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 	}
 	if err != nil {
 		st.Close()
+		return nil, seeded{}, err
+	}
+	return st, s, nil
+}
+
+// run starts the processes, then measures the reads, and unless c.only
+// narrows the run to some reads, the walk, the writes and the RSS.
+func (r *engineRun) run(ctx context.Context, bin, tmp string) error {
+	stop, err := r.start(ctx, bin, tmp)
+	if err != nil {
 		return err
 	}
-	args := []string{"serve", "--db", e.dsn, "--unauth-rate-limit", "100000000"}
-	if e.redis != "" {
-		args = append(args, "--redis", e.redis)
-	}
-	adminAddr := ""
-	if c.profileDir != "" {
-		if adminAddr, err = freeAddr(); err != nil {
-			st.Close()
-			return err
+	defer stop()
+	for _, sc := range r.scenarios() {
+		if err := r.read(ctx, sc); err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
 		}
-		args = append(args, "--admin-addr", adminAddr)
 	}
-	svc, err := startProc(ctx, filepath.Join(tmp, "serve-"+strings.Fields(e.name)[0]+".log"), bin, args...)
-	if err != nil {
-		st.Close()
+	if r.c.only != "" {
+		return nil
+	}
+	if err := r.walk(ctx); err != nil {
 		return err
 	}
-	defer svc.stop()
+	if err := r.writes(ctx); err != nil {
+		return err
+	}
+	if r.c.skipRSS || r.e.redis != "" {
+		return nil
+	}
+	return r.activeKeysRSS(ctx)
+}
 
-	client := newClient(c.conns)
-	meBody, err := bodyOf(client, svc.base+"/v1/me", s.key)
-	if err != nil {
-		return err
+// start runs serve, the floor (answering as many bytes as serve's /v1/me)
+// and the round-trip counter; stop ends whichever of them started.
+func (r *engineRun) start(ctx context.Context, bin, tmp string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
-	floor, err := startProc(ctx, filepath.Join(tmp, "floor.log"), os.Args[0], "-floor", "127.0.0.1:0", "-floor-bytes", fmt.Sprint(len(meBody)))
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	args, err := r.serveArgs()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer floor.stop()
-	rt, err := newRoundTrips(ctx, e)
+	if r.svc, err = startProc(ctx, filepath.Join(tmp, "serve-"+r.engineWord()+".log"), bin, args...); err != nil {
+		return nil, err
+	}
+	stops = append(stops, r.svc.stop)
+	meBody, err := bodyOf(newClient(r.c.conns), r.svc.base+"/v1/me", r.s.key)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rt.close()
+	if r.floor, err = startProc(ctx, filepath.Join(tmp, "floor.log"), os.Args[0], "-floor", "127.0.0.1:0", "-floor-bytes", fmt.Sprint(len(meBody))); err != nil {
+		return nil, err
+	}
+	stops = append(stops, r.floor.stop)
+	if r.rt, err = newRoundTrips(ctx, r.e); err != nil {
+		return nil, err
+	}
+	stops = append(stops, r.rt.close)
+	return stop, nil
+}
 
-	// GET /me runs again at four times the connections: where a request
-	// waits on round trips (PostgreSQL, Redis), concurrency is what lets
-	// them be shared, and the figure shows how much.
-	for _, sc := range []struct {
-		name, path, key string
-		conns           int
-	}{
+// serveArgs is serve's command line, with an admin listener (whose address
+// it keeps) when profiles are asked for.
+func (r *engineRun) serveArgs() ([]string, error) {
+	args := []string{"serve", "--db", r.e.dsn, "--unauth-rate-limit", "100000000"}
+	if r.e.redis != "" {
+		args = append(args, "--redis", r.e.redis)
+	}
+	if r.c.profileDir == "" {
+		return args, nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	r.adminAddr = addr
+	return append(args, "--admin-addr", addr), nil
+}
+
+// engineWord is the engine's first word, for file names.
+func (r *engineRun) engineWord() string { return strings.Fields(r.e.name)[0] }
+
+// scenarios are the reads to measure, those c.only names when it is set.
+// GET /me runs again at four times the connections: where a request waits
+// on round trips (PostgreSQL, Redis), concurrency is what lets them be
+// shared, and the figure shows how much.
+func (r *engineRun) scenarios() []readScenario {
+	c, s := r.c, r.s
+	var out []readScenario
+	for _, sc := range []readScenario{
 		{"GET /v1/me", "/v1/me", s.key, c.conns},
 		{"GET /v1/ai-agents?limit=30", "/v1/ai-agents?limit=30", s.deepKey, c.conns},
 		{"GET /v1/ai-agents?limit=100", "/v1/ai-agents?limit=100", s.deepKey, c.conns},
@@ -145,88 +234,114 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e engine, t, cp
 		if sc.conns != c.conns {
 			sc.name += fmt.Sprintf(", %d connections", sc.conns)
 		}
-		fmt.Fprintf(out, "[%s] %s…\n", e.name, sc.name)
-		var prof *profiler
-		if adminAddr != "" {
-			prof = &profiler{base: "http://" + adminAddr, dir: c.profileDir,
-				name:    strings.Fields(e.name)[0] + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
-				seconds: max(int(c.duration/time.Second)-1, 1)}
-		}
-		cc, cl := c, newClient(sc.conns)
-		cc.conns = sc.conns
-		if e.redis != "" {
-			cc.back = localServers(e.dsn, e.redis)
-		}
-		a, b, err := abRounds(ctx, cc, cl, floor, svc, get(floor.base+"/", ""), get(svc.base+sc.path, sc.key), prof)
-		cl.CloseIdleConnections()
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.name, err)
-		}
-		t.add(e.name, sc.name, fmt.Sprintf("%.0f req/s", b.rps()), ms(b.pct(.5)), ms(b.pct(.99)),
-			fmt.Sprintf("%.2f (floor %.0f req/s)", b.rps()/a.rps(), a.rps()))
-		fs, fg := a.cpuPerReq()
-		ss, sg := b.cpuPerReq()
-		cpu.add(e.name, sc.name, us(ss), us(fs), us(sg), us(fg), cc.back.perReq(b))
-		if rt != nil {
-			fig, err := rt.perRequest(ctx, cl, sc.conns, get(svc.base+sc.path, sc.key))
-			cl.CloseIdleConnections()
-			if err != nil {
-				return fmt.Errorf("%s: round trips: %w", sc.name, err)
-			}
-			t.add(e.name, sc.name+": round trips per request", "", "", "", fig)
-		}
+		out = append(out, sc)
 	}
+	return out
+}
 
-	if c.only != "" {
-		return st.Close()
+// profiler takes serve's profiles during sc, nil when none are asked for.
+func (r *engineRun) profiler(sc readScenario) *profiler {
+	if r.adminAddr == "" {
+		return nil
 	}
-	fmt.Fprintf(out, "[%s] walking every page of %d agents…\n", e.name, c.agents)
-	first, last, pages, err := walk(ctx, client, svc.base, s.deepKey)
+	return &profiler{base: "http://" + r.adminAddr, dir: r.c.profileDir,
+		name:    r.engineWord() + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
+		seconds: max(int(r.c.duration/time.Second)-1, 1)}
+}
+
+// read measures sc against the floor in A/B rounds, then, with Redis, the
+// round trips each request makes.
+func (r *engineRun) read(ctx context.Context, sc readScenario) error {
+	fmt.Fprintf(r.out, "[%s] %s…\n", r.e.name, sc.name)
+	cc, cl := r.c, newClient(sc.conns)
+	cc.conns = sc.conns
+	if r.e.redis != "" {
+		cc.back = localServers(r.e.dsn, r.e.redis)
+	}
+	a, b, err := abRounds(ctx, cc, cl, r.floor, r.svc, get(r.floor.base+"/", ""), get(r.svc.base+sc.path, sc.key), r.profiler(sc))
+	cl.CloseIdleConnections()
 	if err != nil {
 		return err
 	}
-	f, l, err := firstVsDeepest(ctx, client, svc.base, s.deepKey, last)
+	r.t.add(r.e.name, sc.name, fmt.Sprintf("%.0f req/s", b.rps()), ms(b.pct(.5)), ms(b.pct(.99)),
+		fmt.Sprintf("%.2f (floor %.0f req/s)", b.rps()/a.rps(), a.rps()))
+	fs, fg := a.cpuPerReq()
+	ss, sg := b.cpuPerReq()
+	r.cpu.add(r.e.name, sc.name, us(ss), us(fs), us(sg), us(fg), cc.back.perReq(b))
+	if r.rt == nil {
+		return nil
+	}
+	fig, err := r.rt.perRequest(ctx, cl, sc.conns, get(r.svc.base+sc.path, sc.key))
+	cl.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("round trips: %w", err)
+	}
+	r.t.add(r.e.name, sc.name+": round trips per request", "", "", "", fig)
+	return nil
+}
+
+// walk pages through every agent, then times the first page against the
+// deepest.
+func (r *engineRun) walk(ctx context.Context) error {
+	fmt.Fprintf(r.out, "[%s] walking every page of %d agents…\n", r.e.name, r.c.agents)
+	client := newClient(r.c.conns)
+	first, last, pages, err := walk(ctx, client, r.svc.base, r.s.deepKey)
 	if err != nil {
 		return err
 	}
-	t.add(e.name, fmt.Sprintf("walk %d pages of 100 (%s)", pages, first), "", ms(f.pct(.5))+" first", ms(l.pct(.5))+" deepest",
+	f, l, err := firstVsDeepest(ctx, client, r.svc.base, r.s.deepKey, last)
+	if err != nil {
+		return err
+	}
+	r.t.add(r.e.name, fmt.Sprintf("walk %d pages of 100 (%s)", pages, first), "", ms(f.pct(.5))+" first", ms(l.pct(.5))+" deepest",
 		fmt.Sprintf("deepest/first p50 %.2f", float64(l.pct(.5))/float64(f.pct(.5))))
+	return nil
+}
 
-	fmt.Fprintf(out, "[%s] POST /v1/ai-agents with %d writers…\n", e.name, c.writers)
+// writes creates agents from c.writers connections at once.
+func (r *engineRun) writes(ctx context.Context) error {
+	fmt.Fprintf(r.out, "[%s] POST /v1/ai-agents with %d writers…\n", r.e.name, r.c.writers)
 	var seq atomic.Int64
 	post := func(w, i int) (*http.Request, error) {
 		body := fmt.Sprintf(`{"name":"bench %d-%d-%d"}`, w, i, seq.Add(1))
-		req, err := http.NewRequest("POST", svc.base+"/v1/ai-agents", strings.NewReader(body))
+		req, err := http.NewRequest("POST", r.svc.base+"/v1/ai-agents", strings.NewReader(body))
 		if err == nil {
-			req.Header.Set("Authorization", "Bearer "+s.key)
+			req.Header.Set("Authorization", "Bearer "+r.s.key)
 			req.Header.Set("Content-Type", "application/json")
 		}
 		return req, err
 	}
-	wr, err := drive(ctx, newClient(c.writers), c.writers, time.Duration(c.rounds)*c.duration, post)
+	wr, err := drive(ctx, newClient(r.c.writers), r.c.writers, time.Duration(r.c.rounds)*r.c.duration, post)
 	if err != nil {
 		return err
 	}
-	fivexx := 0
-	for code, n := range wr.statuses {
-		if code >= 500 {
-			fivexx += n
-		}
-	}
-	busy := strings.Count(readFile(svc.log), "SQLITE_BUSY")
-	t.add(e.name, fmt.Sprintf("POST /v1/ai-agents, %d writers", c.writers), fmt.Sprintf("%.0f req/s", wr.rps()),
+	busy := strings.Count(readFile(r.svc.log), "SQLITE_BUSY")
+	r.t.add(r.e.name, fmt.Sprintf("POST /v1/ai-agents, %d writers", r.c.writers), fmt.Sprintf("%.0f req/s", wr.rps()),
 		ms(wr.pct(.5)), ms(wr.pct(.99)), fmt.Sprintf("p99/p50 %.1f; 5xx %d; SQLITE_BUSY %d; statuses %v",
-			float64(wr.pct(.99))/float64(wr.pct(.5)), fivexx, busy, wr.statuses))
+			float64(wr.pct(.99))/float64(wr.pct(.5)), count5xx(wr.statuses), busy, wr.statuses))
+	return nil
+}
 
-	if !c.skipRSS && e.redis == "" {
-		fmt.Fprintf(out, "[%s] making %d keys active…\n", e.name, c.keys)
-		rss, err := rssWithActiveKeys(ctx, st, svc, c.keys)
-		if err != nil {
-			return err
+// count5xx is how many responses had a 5xx status.
+func count5xx(statuses map[int]int) int {
+	n := 0
+	for code, k := range statuses {
+		if code >= 500 {
+			n += k
 		}
-		t.add(e.name, fmt.Sprintf("serve RSS, %d keys active in the last minute", c.keys), "", "", "", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)))
 	}
-	return st.Close()
+	return n
+}
+
+// activeKeysRSS is serve's RSS once c.keys keys were used in the last minute.
+func (r *engineRun) activeKeysRSS(ctx context.Context) error {
+	fmt.Fprintf(r.out, "[%s] making %d keys active…\n", r.e.name, r.c.keys)
+	rss, err := rssWithActiveKeys(ctx, r.st, r.svc, r.c.keys)
+	if err != nil {
+		return err
+	}
+	r.t.add(r.e.name, fmt.Sprintf("serve RSS, %d keys active in the last minute", r.c.keys), "", "", "", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)))
+	return nil
 }
 
 func seed(ctx context.Context, st *store.Store, agents int) (seeded, error) {
