@@ -33,99 +33,137 @@ func keyCmd(ctx context.Context, e env, args []string) error {
 
 func keyCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("key create")
-	account := fs.String("account", "", "the account id")
-	as := fs.String("as", "", "email of an Owner or Admin of the account, on whose behalf the key is created")
-	name := fs.String("name", "", "the key's label")
-	desc := fs.String("description", "", "free text")
-	preset := fs.String("preset", "", "aiagent-read, aiagent-query or full-access")
-	scopes := fs.String("scopes", "", "comma-separated scopes (instead of --preset)")
-	agents := fs.String("agents", "", "comma-separated AI agent ids the key is restricted to")
-	allowedIPs := fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any)")
-	expires := fs.String("expires-at", "", "RFC 3339 time at which the key expires")
-	rate := fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute")
-	envName := fs.String("env", "live", "credential environment: live or test")
+	f := keyCreateFlags{fs: fs,
+		account:    fs.String("account", "", "the account id"),
+		as:         fs.String("as", "", "email of an Owner or Admin of the account, on whose behalf the key is created"),
+		name:       fs.String("name", "", "the key's label"),
+		desc:       fs.String("description", "", "free text"),
+		preset:     fs.String("preset", "", "aiagent-read, aiagent-query or full-access"),
+		scopes:     fs.String("scopes", "", "comma-separated scopes (instead of --preset)"),
+		agents:     fs.String("agents", "", "comma-separated AI agent ids the key is restricted to"),
+		allowedIPs: fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any)"),
+		expires:    fs.String("expires-at", "", "RFC 3339 time at which the key expires"),
+		rate:       fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute"),
+		env:        fs.String("env", "live", "credential environment: live or test"),
+	}
 	asJSON := fs.Bool("json", false, "print one JSON object with id, prefix and credential")
-	_, err := parse(fs, args)
-	if err != nil {
+	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "account", "as", "name"); err != nil {
 		return err
 	}
-	if (*preset == "") == (*scopes == "") {
-		return fmt.Errorf("%w: key create needs exactly one of --preset or --scopes", errUsage)
-	}
-	p := keys.CreateParams{AccountID: *account, Name: *name, Description: *desc, RateLimit: *rate}
-	if *preset != "" {
-		pr, ok := domain.PresetByID(*preset)
-		if !ok {
-			return domain.Errorf(domain.CodeInvalidValue, "unknown preset %q (aiagent-read, aiagent-query, full-access)", *preset)
-		}
-		p.Scopes = pr.Scopes
-	} else {
-		sc, err := domain.ParseScopes(*scopes)
-		if err != nil {
-			return err
-		}
-		p.Scopes = sc
-	}
-	// --agents given, even empty, asks for a restriction: an empty list
-	// ("--agents ''", a shell variable that was not set) is refused by
-	// validation rather than read as no restriction at all.
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "agents" {
-			p.AgentIDs = strings.Split(*agents, ",")
-		}
-	})
-	if p.AllowedIPs, err = allowedIPsFlag(fs, *allowedIPs); err != nil {
+	p, err := f.params()
+	if err != nil {
 		return err
 	}
-	if *expires != "" {
-		t, err := time.Parse(time.RFC3339Nano, *expires)
-		if err != nil {
-			return domain.Errorf(domain.CodeInvalidValue, "--expires-at must be an RFC 3339 time such as 2027-01-02T15:04:05Z")
-		}
-		p.ExpiresAt = &t
-	}
-	ev, ok := domain.ParseEnv(*envName)
-	if !ok {
-		return domain.Errorf(domain.CodeInvalidValue, "--env must be live or test")
-	}
-	p.Env = ev
-	if *rate < 1 {
-		return domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
-	}
-
-	return asManager(ctx, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
+	return asManager(ctx, *db, *f.account, *f.as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			err = json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
-		} else {
-			_, err = fmt.Fprintln(e.stdout, c.Credential)
-		}
-		if err != nil {
-			// Nobody received the credential: an active key that no one
-			// holds must not stay behind (and a script that retries
-			// would make another).
-			if rerr := svc.Revoke(ctx, actor, *account, c.Key.ID); rerr != nil {
-				return fmt.Errorf("the credential could not be written (%v), and key %s could not be revoked (%v): revoke it", err, c.Key.ID, rerr)
-			}
-			return fmt.Errorf("the credential could not be written (%v); key %s was revoked, as nobody received it", err, c.Key.ID)
-		}
-		return nil
+		return handOver(ctx, e, svc, actor, c, *asJSON)
 	})
+}
+
+// keyCreateFlags are the flags of `key create` that make its parameters.
+type keyCreateFlags struct {
+	fs                                                                        *flag.FlagSet
+	account, as, name, desc, preset, scopes, agents, allowedIPs, expires, env *string
+	rate                                                                      *int
+}
+
+// params checks the flags, in the order of the command's help, and makes
+// the service's parameters of them.
+func (f keyCreateFlags) params() (keys.CreateParams, error) {
+	p := keys.CreateParams{AccountID: *f.account, Name: *f.name, Description: *f.desc, RateLimit: *f.rate}
+	var err error
+	if p.Scopes, err = scopesFlags(*f.preset, *f.scopes); err != nil {
+		return p, err
+	}
+	// --agents given, even empty, asks for a restriction: an empty list
+	// ("--agents ''", a shell variable that was not set) is refused by
+	// validation rather than read as no restriction at all.
+	if given(f.fs, "agents") {
+		p.AgentIDs = strings.Split(*f.agents, ",")
+	}
+	if p.AllowedIPs, err = allowedIPsFlag(f.fs, *f.allowedIPs); err != nil {
+		return p, err
+	}
+	if p.ExpiresAt, err = expiresFlag(*f.expires); err != nil {
+		return p, err
+	}
+	ev, ok := domain.ParseEnv(*f.env)
+	if !ok {
+		return p, domain.Errorf(domain.CodeInvalidValue, "--env must be live or test")
+	}
+	p.Env = ev
+	if *f.rate < 1 {
+		return p, domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
+	}
+	return p, nil
+}
+
+// scopesFlags reads --preset or --scopes: giving both or neither is a usage
+// error (exit 2); an unknown preset or scope is an invalid value.
+func scopesFlags(preset, scopes string) ([]domain.Scope, error) {
+	if (preset == "") == (scopes == "") {
+		return nil, fmt.Errorf("%w: key create needs exactly one of --preset or --scopes", errUsage)
+	}
+	if scopes != "" {
+		return domain.ParseScopes(scopes)
+	}
+	pr, ok := domain.PresetByID(preset)
+	if !ok {
+		return nil, domain.Errorf(domain.CodeInvalidValue, "unknown preset %q (aiagent-read, aiagent-query, full-access)", preset)
+	}
+	return pr.Scopes, nil
+}
+
+// expiresFlag reads --expires-at: nil when it is empty.
+func expiresFlag(value string) (*time.Time, error) {
+	if value == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return nil, domain.Errorf(domain.CodeInvalidValue, "--expires-at must be an RFC 3339 time such as 2027-01-02T15:04:05Z")
+	}
+	return &t, nil
+}
+
+// handOver prints a created key's credential (or, as JSON, its id, prefix
+// and credential). Nobody received a credential that could not be written:
+// an active key that no one holds must not stay behind (and a script that
+// retries would make another), so it is revoked.
+func handOver(ctx context.Context, e env, svc *keys.Service, actor keys.Actor, c keys.Created, asJSON bool) error {
+	var err error
+	if asJSON {
+		err = json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
+	} else {
+		_, err = fmt.Fprintln(e.stdout, c.Credential)
+	}
+	if err == nil {
+		return nil
+	}
+	if rerr := svc.Revoke(ctx, actor, c.Key.AccountID, c.Key.ID); rerr != nil {
+		return fmt.Errorf("the credential could not be written (%v), and key %s could not be revoked (%v): revoke it", err, c.Key.ID, rerr)
+	}
+	return fmt.Errorf("the credential could not be written (%v); key %s was revoked, as nobody received it", err, c.Key.ID)
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // allowedIPsFlag reads --allowed-ips; a bad entry, more than 50, or the
 // flag given with nothing in it (a shell variable that was not set must not
 // leave the key usable from anywhere) is a usage error (exit 2).
 func allowedIPsFlag(fs *flag.FlagSet, value string) (domain.AllowList, error) {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "allowed-ips" })
-	if !given {
+	if !given(fs, "allowed-ips") {
 		return nil, nil
 	}
 	l, err := domain.ParseAllowList(value)
