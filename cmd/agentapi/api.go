@@ -88,14 +88,41 @@ func (e env) apiCommand(name string) *apiCommand {
 // positional) and checks the number of positional arguments: exactly
 // len(positional), or at least that many when the last one ends in "...".
 func (a *apiCommand) parse(args []string, positional ...string) ([]string, error) {
+	if err := refuseKeyFlag(args); err != nil {
+		return nil, err
+	}
+	pos, err := a.interleaved(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.count(pos, positional); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+// refuseKeyFlag names the flag a user may try for the key (--key,
+// --api-key, --token, before any "--"), rather than flag's "not defined".
+func refuseKeyFlag(args []string) error {
 	for _, arg := range args {
-		if name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "="); strings.HasPrefix(arg, "-") && (name == "key" || name == "api-key" || name == "token") {
-			return nil, fmt.Errorf("%w: there is no --%s flag: the key is read only from AGENTAPI_KEY, so that it never lands in shell history", errUsage, name)
-		}
 		if arg == "--" {
-			break
+			return nil
+		}
+		if !strings.HasPrefix(arg, "-") {
+			continue
+		}
+		if name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "="); name == "key" || name == "api-key" || name == "token" {
+			return fmt.Errorf("%w: there is no --%s flag: the key is read only from AGENTAPI_KEY, so that it never lands in shell history", errUsage, name)
 		}
 	}
+	return nil
+}
+
+// interleaved parses the flags wherever they stand and returns the
+// positional arguments in order: flag stops at the first positional one,
+// which is kept before parsing the rest, and everything after "--" is
+// positional.
+func (a *apiCommand) interleaved(args []string) ([]string, error) {
 	var pos []string
 	err := parseFlags(a.fs, func() error {
 		for {
@@ -114,18 +141,20 @@ func (a *apiCommand) parse(args []string, positional ...string) ([]string, error
 			args = rest[1:]
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
+	return pos, err
+}
+
+// count checks the number of positional arguments against their names.
+func (a *apiCommand) count(pos, positional []string) error {
 	n, variadic := len(positional), len(positional) > 0 && strings.HasSuffix(positional[len(positional)-1], "...")
-	if len(pos) < n || (!variadic && len(pos) > n) {
-		want := "no arguments"
-		if n > 0 {
-			want = strings.Join(positional, " ")
-		}
-		return nil, fmt.Errorf("%w: %s expects %s", errUsage, a.fs.Name(), want)
+	if len(pos) >= n && (variadic || len(pos) == n) {
+		return nil
 	}
-	return pos, nil
+	want := "no arguments"
+	if n > 0 {
+		want = strings.Join(positional, " ")
+	}
+	return fmt.Errorf("%w: %s expects %s", errUsage, a.fs.Name(), want)
 }
 
 // client builds the API client from the flags and AGENTAPI_KEY.
