@@ -303,54 +303,83 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 // in name order, so an account with thousands of agents gets a short list
 // and a search box rather than thousands of boxes.
 func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, p *newKeyPage) error {
-	if len(f.agents) > keys.MaxAgents {
-		f.agents = f.agents[:keys.MaxAgents]
-	}
-	names, err := c.store.AgentNames(ctx, accountID, f.agents)
+	selected, err := c.tickedAgents(ctx, accountID, f.agents, p)
 	if err != nil {
 		return err
 	}
+	search, after := f.pickerQuery()
+	p.AgentSearch = search
+	if after, err = c.untickedAgents(ctx, accountID, search, after, selected, p); err != nil {
+		return err
+	}
+	p.AgentsMore = p.AgentNext != ""
+	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
+	return nil
+}
+
+// tickedAgents lists in p.Selected the agents of ids (at most
+// keys.MaxAgents, each once) that are the account's, and returns them.
+func (c *Console) tickedAgents(ctx context.Context, accountID string, ids []string, p *newKeyPage) (map[string]bool, error) {
+	if len(ids) > keys.MaxAgents {
+		ids = ids[:keys.MaxAgents]
+	}
+	names, err := c.store.AgentNames(ctx, accountID, ids)
+	if err != nil {
+		return nil, err
+	}
 	selected := map[string]bool{}
-	for _, id := range f.agents {
+	for _, id := range ids {
 		if name, ok := names[id]; ok && !selected[id] {
 			selected[id] = true
 			p.Selected = append(p.Selected, option{Value: id, Label: name, Checked: true})
 		}
 	}
-	search := f.agentSearch
+	return selected, nil
+}
+
+// pickerQuery is the picker's search, cut to what the store searches by,
+// and the page it starts after (only for its "more" button).
+func (f keyForm) pickerQuery() (search, after string) {
+	search = f.agentSearch
 	if len(search) > store.MaxSearch {
 		search = strings.ToValidUTF8(search[:store.MaxSearch], "")
 	}
-	after := ""
 	if f.op == "more-agents" {
 		after = f.agentAfter
 	}
-	p.AgentSearch = search
+	return search, after
+}
+
+// untickedAgents lists in p.Agents a page of the agents found by search
+// after after, those selected left out, and returns where that page
+// started.
+func (c *Console) untickedAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
 	for {
 		page, next, err := c.store.AgentPickerPage(ctx, accountID, search, after, pageSize)
 		if err != nil {
-			return err
+			return after, err
 		}
 		for _, a := range page {
-			if selected[a.ID] {
-				continue
+			if !selected[a.ID] {
+				p.Agents = append(p.Agents, pickerOption(a))
 			}
-			label := a.Name
-			if !a.Enabled {
-				label += " (disabled)"
-			}
-			p.Agents = append(p.Agents, option{Value: a.ID, Label: label})
 		}
 		p.AgentNext = next
 		// A page made only of ticked agents would show nothing: go on.
 		if len(p.Agents) > 0 || next == "" {
-			break
+			return after, nil
 		}
 		after = next
 	}
-	p.AgentsMore = p.AgentNext != ""
-	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
-	return nil
+}
+
+// pickerOption is an agent as the picker offers it.
+func pickerOption(a store.PickerAgent) option {
+	label := a.Name
+	if !a.Enabled {
+		label += " (disabled)"
+	}
+	return option{Value: a.ID, Label: label}
 }
 
 func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -377,57 +406,68 @@ func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *sess
 // user must fix, and where.
 func (f keyForm) params(accountID string, now time.Time) (keys.CreateParams, error) {
 	p := keys.CreateParams{AccountID: accountID, Name: f.name, Description: f.description, AgentIDs: f.agents}
-	preset, scopes := f.scopeChoice()
-	switch preset {
-	case "custom":
-		for _, s := range scopes {
-			p.Scopes = append(p.Scopes, domain.Scope(s))
-		}
-		if len(p.Scopes) == 0 {
-			return p, fieldError("scope", "Choose at least one scope for a custom key.")
-		}
-		for _, s := range p.Scopes {
-			if !domain.ValidScope(string(s)) {
-				return p, fieldError("scope", "Choose scopes from the list.")
-			}
-		}
-	default:
-		pr, ok := domain.PresetByID(preset)
-		if !ok {
-			return p, fieldError("preset", "Choose a preset or Custom.")
-		}
-		p.Scopes = pr.Scopes
+	var err error
+	if p.Scopes, err = f.chosenScopes(); err != nil {
+		return p, err
 	}
 	env, ok := domain.ParseEnv(f.env)
 	if !ok {
 		return p, fieldError("env", "Choose live or test.")
 	}
 	p.Env = env
-	allowed, err := allowListField(f.allowedIPs)
-	if err != nil {
+	if p.AllowedIPs, err = allowListField(f.allowedIPs); err != nil {
 		return p, err
 	}
-	p.AllowedIPs = allowed
+	p.ExpiresAt, err = f.expiryTime(now)
+	return p, err
+}
+
+// chosenScopes are the preset's scopes, or for "custom" the ticked ones
+// (at least one, each from the list).
+func (f keyForm) chosenScopes() ([]domain.Scope, error) {
+	preset, ticked := f.scopeChoice()
+	if preset != "custom" {
+		pr, ok := domain.PresetByID(preset)
+		if !ok {
+			return nil, fieldError("preset", "Choose a preset or Custom.")
+		}
+		return pr.Scopes, nil
+	}
+	if len(ticked) == 0 {
+		return nil, fieldError("scope", "Choose at least one scope for a custom key.")
+	}
+	scopes := make([]domain.Scope, 0, len(ticked))
+	for _, s := range ticked {
+		if !domain.ValidScope(s) {
+			return nil, fieldError("scope", "Choose scopes from the list.")
+		}
+		scopes = append(scopes, domain.Scope(s))
+	}
+	return scopes, nil
+}
+
+// expiryTime is when the key expires by the form's choice: never (nil), a
+// date and time in the future (UTC), or one of expiryChoices' days from now.
+func (f keyForm) expiryTime(now time.Time) (*time.Time, error) {
 	switch f.expiry {
 	case "", "never":
+		return nil, nil
 	case "custom":
 		t, err := time.ParseInLocation("2006-01-02T15:04", f.expiresAt, time.UTC)
 		if err != nil {
-			return p, fieldError("expires_at", "Give the expiry as a date and time (UTC).")
+			return nil, fieldError("expires_at", "Give the expiry as a date and time (UTC).")
 		}
 		if !t.After(now) {
-			return p, fieldError("expires_at", "Choose a date and time in the future.")
+			return nil, fieldError("expires_at", "Choose a date and time in the future.")
 		}
-		p.ExpiresAt = &t
-	default:
-		days, err := strconv.Atoi(f.expiry)
-		if err != nil || !slices.ContainsFunc(expiryChoices, func(o option) bool { return o.Value == f.expiry }) {
-			return p, fieldError("expiry", "Choose when the key expires.")
-		}
-		t := now.AddDate(0, 0, days)
-		p.ExpiresAt = &t
+		return &t, nil
 	}
-	return p, nil
+	days, err := strconv.Atoi(f.expiry)
+	if err != nil || !slices.ContainsFunc(expiryChoices, func(o option) bool { return o.Value == f.expiry }) {
+		return nil, fieldError("expiry", "Choose when the key expires.")
+	}
+	t := now.AddDate(0, 0, days)
+	return &t, nil
 }
 
 // createdPage shows a credential once: the page a create or rotation
