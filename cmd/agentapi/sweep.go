@@ -8,10 +8,11 @@ import (
 
 // Expired Idempotency-Keys (kept 24 hours) are deleted by every serve
 // instance on a ticker, in short bounded statements.
-const (
-	idemSweepEvery = 10 * time.Minute
-	idemSweepBatch = 1000
-)
+const idemSweepBatch = 1000
+
+// idemSweepEvery is a variable so that TestServeStartsIdemSweeper can see
+// serve sweep without waiting ten minutes.
+var idemSweepEvery = 10 * time.Minute
 
 // sweepFunc deletes at most batch keys expired at now and reports how
 // many it deleted (store.Store.SweepIdempotencyKeys).
