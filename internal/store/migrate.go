@@ -34,6 +34,7 @@ type migration struct {
 // Like a file, a released one never changes.
 var codeMigrations = []migration{
 	{version: "0005_refold_agent_names.go", run: refoldAgentNames},
+	{version: "0010_cluster_request_logs.go", run: clusterRequestLogs}, // usage.go
 }
 
 func loadMigrations() ([]migration, error) {
