@@ -146,6 +146,65 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 	})
 }
 
+// TestIdempotencyLeaseTakeover: a request whose reservation outlives
+// IdempotencyLease (its instance stalled or died) loses the key. Until the
+// lease ends a retry is 409; from then on the retry runs and its answer is
+// the one kept: the stalled request's late answer does not replace it.
+func TestIdempotencyLeaseTakeover(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		var asked sync.Mutex
+		calls := 0
+		started, release := make(chan struct{}), make(chan struct{})
+		opt, peer := withModel(t, func(llmtest.Request) (int, string) {
+			asked.Lock()
+			calls++
+			n := calls
+			asked.Unlock()
+			if n == 1 {
+				close(started)
+				<-release
+				return 200, llmtest.Answer("stalled")
+			}
+			return 200, llmtest.Answer("retried")
+		})
+		f := newFixture(t, engine, opt)
+		if err := f.st.SetAccountFeature(context.Background(), f.account.ID, domain.FeatureAIAnswers, true); err != nil {
+			t.Fatal(err)
+		}
+		key := f.key(allAgentScopes...)
+		id := f.createAgent(key, "Oracle")
+		ask := func() *response {
+			return f.do(req{method: "POST", path: "/v1/ai-agents/" + id + "/questions", key: key,
+				body: `{"question":"The answer?"}`, headers: withKey("lease")})
+		}
+		first := make(chan *response, 1)
+		go func() { first <- ask() }()
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first request never reached the model")
+		}
+		f.clock.Advance(IdempotencyLease - time.Millisecond)
+		ask().wantError(t, 409, domain.CodeInconsistentState)
+		f.clock.Advance(time.Millisecond)
+		retry := ask()
+		close(release)
+		if retry.Code != 201 || retry.Header().Get("Idempotent-Replayed") != "" || retry.data()["answer"] != "retried" {
+			t.Fatalf("retry once the lease ended: %d %v %s", retry.Code, retry.Header(), retry.Body)
+		}
+		if r := <-first; r.Code != 201 || r.data()["answer"] != "stalled" {
+			t.Fatalf("the stalled request: %d %s", r.Code, r.Body)
+		}
+		again := ask()
+		if again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != retry.Body.String() {
+			t.Fatalf("replay %d %v %s, want the retry's %s", again.Code, again.Header(), again.Body, retry.Body)
+		}
+		if n := len(peer.Requests()); n != 2 {
+			t.Fatalf("the model was asked %d times, want 2", n)
+		}
+	})
+}
+
 func openStore(t *testing.T, dsn string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), dsn)
