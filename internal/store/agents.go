@@ -46,6 +46,9 @@ func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 	if isUnique(err) {
 		return s.duplicateAgent(ctx, a.AccountID, nameKey, a.ID)
 	}
+	if err == nil {
+		s.agentsChanged(ctx, a.AccountID)
+	}
 	return err
 }
 
@@ -93,6 +96,9 @@ type AgentQuery struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
+	// Version is the account's list version read before the call
+	// (ListAgentItems may then answer from memory: listversion.go).
+	Version ListVersion
 }
 
 // ListAgents returns up to q.Limit agents ordered by (created_at, id). A
@@ -185,6 +191,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	var (
 		out     domain.Agent
 		nameKey string
+		changed bool
 	)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		a, err := scanAgent(tx.QueryRowContext(ctx,
@@ -196,7 +203,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 			return fmt.Errorf("get agent: %w", err)
 		}
 		created, oldName := a.CreatedAt, a.Name
-		changed, err := fn(&a)
+		changed, err = fn(&a)
 		if err != nil {
 			return err
 		}
@@ -231,6 +238,9 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	}
 	if err != nil {
 		return domain.Agent{}, err
+	}
+	if changed {
+		s.agentsChanged(ctx, accountID)
 	}
 	return out, nil
 }
@@ -359,6 +369,11 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 		}
 		if err != nil {
 			return fmt.Errorf("import agents: %w", err)
+		}
+		for i, a := range chunk {
+			if i == 0 || a.AccountID != chunk[i-1].AccountID {
+				s.agentsChanged(ctx, a.AccountID)
+			}
 		}
 	}
 	return nil

@@ -124,6 +124,9 @@ func (s *Store) ListCacheStats() ListCacheStats {
 // keeps the result. The items returned are shared: callers must not
 // modify them (the slice's capacity is its length, so append copies).
 func (s *Store) cachedListAgentItems(ctx context.Context, q AgentQuery, read func() ([]AgentItem, error)) ([]AgentItem, error) {
+	if q.Version.OK && s.listNotifier != nil {
+		return s.versionedListAgentItems(q, read)
+	}
 	if s.watch == nil {
 		return read()
 	}

@@ -45,8 +45,12 @@ type Store struct {
 	// (PostgreSQL) tells it when they may have changed (keycache.go).
 	keyCache  *keyCache
 	listCache *listCache // used on SQLite only (listcache.go)
-	watch     *sqliteWatch
-	epochStmt *sql.Stmt
+	// versionCache holds pages asked for under a version, once
+	// listNotifier announces every change of agents (listversion.go).
+	versionCache *versionCache
+	listNotifier ListNotifier
+	watch        *sqliteWatch
+	epochStmt    *sql.Stmt
 	// stmts holds prepared reads by query text (queryRead).
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt
@@ -111,7 +115,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax), listCache: newListCache(listCacheMaxItems)}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax), listCache: newListCache(listCacheMaxItems),
+		versionCache: newVersionCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -159,7 +164,8 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}, listCache: newListCache(listCacheMaxItems)}
+		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}, listCache: newListCache(listCacheMaxItems),
+		versionCache: newVersionCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()
