@@ -348,9 +348,9 @@ type allowCall struct {
 	checkEpoch bool
 	// watch is the key whose value the script reads (AllowAt), "" for none.
 	watch string
-	vals       []int64
-	err        error
-	done       chan struct{}
+	vals  []int64
+	err   error
+	done  chan struct{}
 }
 
 var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string, 2), done: make(chan struct{}, 1)} }}
