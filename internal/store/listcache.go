@@ -22,7 +22,8 @@ import (
 // between writes (clients polling a list) answers them from memory.
 //
 // PostgreSQL has no such token short of a round trip, which costs what the
-// page does: there the cache is not used.
+// page does: there this cache is not used, and pages are held by version
+// instead when Redis carries one (listversion.go).
 type listCache struct {
 	maxItems int
 
@@ -111,7 +112,7 @@ func (c *listCache) put(tok changeToken, k listKey, items []AgentItem) {
 // ListCacheStats counts the list cache's work since the store opened.
 type ListCacheStats struct {
 	Hits   uint64 // pages answered from memory
-	Misses uint64 // pages read from the database (SQLite only)
+	Misses uint64 // pages read from the database by a cache (SQLite's, or the versioned one)
 }
 
 // ListCacheStats reports the list cache's counters (for tests that must
