@@ -34,6 +34,28 @@ type recorder struct {
 	// once for the log line, the per-address limiter, the IP allowlist and
 	// the usage recorder.
 	client string
+	// idHeader is X-Request-Id's value: held here, in an allocation the
+	// request makes anyway, rather than in a slice of its own.
+	idHeader [1]string
+	// ctx is the request's context, held here for the same reason.
+	ctx requestContext
+}
+
+// requestContext is what context.WithValue(parent, ctxLogAttrs, rec) is,
+// without an allocation of its own: it lives in rec. Every other key, the
+// deadline and the cancellation are parent's, so contexts derived from it
+// still join parent's cancellation directly (context finds parent's
+// cancelCtx through Value).
+type requestContext struct {
+	context.Context
+	rec *recorder
+}
+
+func (c *requestContext) Value(key any) any {
+	if key == ctxLogAttrs {
+		return c.rec
+	}
+	return c.Context.Value(key)
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -68,10 +90,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, id: newRequestID(), client: s.clients.Addr(r)}
 		id := rec.id
-		w.Header()["X-Request-Id"] = []string{id} // canonical already: no Set
-		ctx, cancel := context.WithDeadline(context.WithValue(r.Context(), ctxLogAttrs, rec), start.Add(requestTimeout))
+		rec.idHeader[0] = id
+		w.Header()["X-Request-Id"] = rec.idHeader[:] // canonical already: no Set
+		ctx, cancel := context.WithDeadline(r.Context(), start.Add(requestTimeout))
 		defer cancel()
-		r = r.WithContext(ctx)
+		rec.ctx = requestContext{Context: ctx, rec: rec}
+		r = r.WithContext(&rec.ctx)
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
