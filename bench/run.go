@@ -246,7 +246,8 @@ func (r *engineRun) profiler(sc readScenario) *profiler {
 	}
 	return &profiler{base: "http://" + r.adminAddr, dir: r.c.profileDir,
 		name:    r.engineWord() + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
-		seconds: max(int(r.c.duration/time.Second)-1, 1)}
+		// The service half and the deferred work after it (settle).
+		seconds: int((r.c.duration + deferredEvery + time.Second) / time.Second)}
 }
 
 // read measures sc against the floor in A/B rounds, then, with Redis, the
