@@ -245,7 +245,7 @@ func (r *engineRun) profiler(sc readScenario) *profiler {
 		return nil
 	}
 	return &profiler{base: "http://" + r.adminAddr, dir: r.c.profileDir,
-		name:    r.engineWord() + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
+		name: r.engineWord() + "-" + strings.NewReplacer("/", "_", " ", "_", "?", "_", "=", "_").Replace(sc.name),
 		// The service half and the deferred work after it (settle).
 		seconds: int((r.c.duration + deferredEvery + time.Second) / time.Second)}
 }
