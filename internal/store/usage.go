@@ -18,15 +18,18 @@ import (
 // index entries (0009), about 14 µs of CPU a log on SQLite, in the
 // service's own process (BenchmarkWriteUsage/sqlite). There request_logs
 // becomes a WITHOUT ROWID table stored in the Logs page's order, (account_id,
-// at, id), with one index beside it, the request id's (search, and a
-// retried log skipped): with the statements of insertLogsSQLite, 7–8 µs.
-// Every filter of the page reads the account's logs newest first and keeps
-// the matching ones: a filter matching none of an account's 100,000 logs
-// (key and status 500, BenchmarkLogsPage) reads them all, 16 ms against
-// 4.5 ms through 0009's class index; a key index back would cost about
-// 4 µs a log. On PostgreSQL, which writes in its own
-// process, the heap stays; only the indexes on the class, the route and
-// the time alone go (the sweep goes account by account).
+// at, id), and nothing else: a retried log is skipped by that key (INSERT OR
+// IGNORE), and every filter of the page, the search by request id
+// included, reads the account's logs newest first and keeps the matching
+// ones. A filter matching none of an account's 100,000 logs (key and
+// status 500, BenchmarkLogsPage) reads them all, 16 ms against 4.5 ms
+// through 0009's class index. An index on the request id, random, cost
+// more than all the rest: its inserts land on random pages, each commit
+// wrote them to the WAL, and the bench's SQLite GET /v1/me with recording
+// on spent 46.7 µs of serve CPU a request with it, 34.2 without (27.5
+// with recording off: bench/RESULTS.md). On PostgreSQL, which writes in
+// its own process, the heap stays; only the indexes on the class, the
+// route and the time alone go (the sweep goes account by account).
 //
 // One file of SQL cannot say both engines' DDL, hence code; the engine is
 // told by version(), which PostgreSQL has and SQLite fails (a failed
@@ -62,8 +65,7 @@ INSERT INTO request_logs_0010 (id, account_id, key_id, at, method, route, path, 
 	SELECT id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client FROM request_logs
 	ORDER BY account_id, at, id;
 DROP TABLE request_logs;
-ALTER TABLE request_logs_0010 RENAME TO request_logs;
-CREATE UNIQUE INDEX request_logs_id ON request_logs (id);`
+ALTER TABLE request_logs_0010 RENAME TO request_logs;`
 
 const clusterRequestLogsPostgres = `DROP INDEX request_logs_class;
 DROP INDEX request_logs_route;
@@ -150,8 +152,8 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 		// process (an operator command) to give up on busy_timeout
 		// (TestServeWhileAnotherProcessWrites). The logs go in transactions
 		// of sqliteLogChunk rows; a retry after a failure part-way skips
-		// those stored (ON CONFLICT (id) DO NOTHING), and the counts commit
-		// once, with the last chunk.
+		// those stored (INSERT OR IGNORE on the key (account_id, at, id)),
+		// and the counts commit once, with the last chunk.
 		for len(logs) > sqliteLogChunk {
 			chunk := logs[:sqliteLogChunk]
 			if err := s.inTx(ctx, func(tx *sql.Tx) error { return insertLogsSQLite(ctx, tx, chunk) }); err != nil {
