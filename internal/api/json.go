@@ -444,40 +444,6 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// appendKeyBody appends {"data": k} and a newline: GET /me's body.
-func appendKeyBody(dst []byte, k keyObject) []byte {
-	dst = append(dst, `{"data":{"id":`...)
-	dst = appendString(dst, k.ID)
-	dst = append(dst, `,"name":`...)
-	dst = appendString(dst, k.Name)
-	dst = append(dst, `,"description":`...)
-	dst = appendString(dst, k.Description)
-	dst = append(dst, `,"prefix":`...)
-	dst = appendString(dst, k.Prefix)
-	dst = append(dst, `,"scopes":`...)
-	if k.Scopes == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i, sc := range k.Scopes {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, string(sc))
-		}
-		dst = append(dst, ']')
-	}
-	dst = append(dst, `,"rate_limit_per_minute":`...)
-	dst = strconv.AppendInt(dst, int64(k.RateLimitPerMinute), 10)
-	dst = append(dst, `,"last_used_at":`...)
-	dst = appendOptString(dst, k.LastUsedAt)
-	dst = append(dst, `,"expires_at":`...)
-	dst = appendOptString(dst, k.ExpiresAt)
-	dst = append(dst, `,"allowed_ips":`...)
-	dst = appendStrings(dst, k.AllowedIPs)
-	return append(dst, "}}\n"...)
-}
-
 // appendStrings appends list as encoding/json does: null when nil.
 func appendStrings(dst []byte, list []string) []byte {
 	if list == nil {

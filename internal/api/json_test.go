@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
-	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // encodeStd is what writeJSON sends for v: encoding/json's bytes.
@@ -37,23 +36,6 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("appendString(%q) = %s, encoding/json %s", s, got, want)
 		}
 	})
-}
-
-func TestAppendKeyBodyMatchesEncodingJSON(t *testing.T) {
-	at := "2026-11-22T12:00:00.000Z"
-	for _, s := range trickyStrings {
-		for _, k := range []keyObject{
-			{Key: wire.Key{ID: "key_1", Name: s, Description: s, Prefix: "abc", Scopes: []domain.Scope{"aiagents:read", domain.Scope(s)}, RateLimitPerMinute: 120, LastUsedAt: &at}},
-			{Key: wire.Key{ID: s, Scopes: nil, RateLimitPerMinute: -1, ExpiresAt: &s}},
-			{Key: wire.Key{Scopes: []domain.Scope{}, LastUsedAt: &s, ExpiresAt: &at}, AllowedIPs: []string{}},
-			{AllowedIPs: []string{"10.0.0.0/8", s, "::1"}},
-		} {
-			want := encodeStd(t, single{Data: k})
-			if got := appendKeyBody(nil, k); !bytes.Equal(got, want) {
-				t.Fatalf("key body\n got %s\nwant %s", got, want)
-			}
-		}
-	}
 }
 
 func TestAppendAgentPageMatchesEncodingJSON(t *testing.T) {

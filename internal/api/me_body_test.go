@@ -10,8 +10,8 @@ import (
 	"github.com/agentapi/agentapi/internal/wire"
 )
 
-// meObject is the keyObject GET /me answered for k before appendMeBody:
-// the timestamps formatted into strings, the allowlist into a slice.
+// meObject is the keyObject, GET /me's wire shape, for k used last at
+// lastUsed: what appendMeBody writes without building it.
 func meObject(k domain.APIKey, lastUsed time.Time) keyObject {
 	return keyObject{Key: wire.Key{
 		ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
@@ -21,8 +21,7 @@ func meObject(k domain.APIKey, lastUsed time.Time) keyObject {
 }
 
 // TestAppendMeBodyMatchesKeyObject: GET /me's body written from the key is
-// byte for byte the keyObject's (which TestAppendKeyBodyMatchesEncodingJSON
-// holds to encoding/json's).
+// byte for byte encoding/json's of the keyObject.
 func TestAppendMeBodyMatchesKeyObject(t *testing.T) {
 	zone := time.FixedZone("x", -(3*3600 + 1800))
 	far := time.Date(12000, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -40,7 +39,7 @@ func TestAppendMeBodyMatchesKeyObject(t *testing.T) {
 				{ID: s, Scopes: nil, RateLimitPerMinute: -1, ExpiresAt: &exp, AllowedIPs: lists[i%len(lists)]},
 				{Scopes: []domain.Scope{}, ExpiresAt: &at, AllowedIPs: lists[(i+j)%len(lists)]},
 			} {
-				want := appendKeyBody(nil, meObject(k, at))
+				want := encodeStd(t, single{Data: meObject(k, at)})
 				if got := appendMeBody(nil, &k, at); !bytes.Equal(got, want) {
 					t.Fatalf("me body\n got %s\nwant %s", got, want)
 				}
