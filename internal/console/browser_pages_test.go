@@ -97,6 +97,8 @@ func TestBrowserListsAndForms(t *testing.T) {
 	b.do("search", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys-q")),
 		chromedp.SendKeys(chromedp.ID("keys-q"), "billing"),
 		chromedp.Submit(chromedp.ID("keys-q")),
+		// The unfiltered page may list billing too: wait for it to go.
+		chromedp.WaitNotPresent(chromedp.CSS(`#keys tbody tr:nth-child(2)`)),
 		chromedp.WaitVisible(chromedp.CSS(`#keys tr[data-key-id="`+billing.Key.ID+`"]`)))
 	if n := b.count("#keys tbody tr"); n != 1 {
 		t.Fatalf("search for billing: %d rows", n)
