@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -29,31 +28,11 @@ type listInstance struct {
 
 func newListInstance(t *testing.T, dsn string, redisOpts *redis.Options) *listInstance {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	rc := redis.NewClient(redisOpts)
-	t.Cleanup(func() { rc.Close() })
-	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mirror := ratelimit.NewMirror(rc, ratelimit.MirrorKey(id), nil)
-	st.SetEpochNotifier(mirror)
-	versions := ratelimit.NewVersions(rc, id, slog.New(slog.DiscardHandler))
-	st.SetListNotifier(versions)
-	in := &listInstance{st: st, versions: versions}
-	in.f = newFixtureOn(t, st, func(c *Config) {
-		fallback := ratelimit.NewMemory(nil)
-		t.Cleanup(fallback.Close)
-		rl := ratelimit.NewRedis(rc, fallback, nil)
-		t.Cleanup(rl.Close)
-		rl.UseMirror(mirror)
-		c.Limiter = rl
-		c.ListVersions = versions
+	m := storetest.OpenMirrored(t, dsn, redisOpts)
+	in := &listInstance{st: m.Store, versions: m.Versions}
+	in.f = newFixtureOn(t, m.Store, func(c *Config) {
+		c.Limiter = m.Limiter
+		c.ListVersions = m.Versions
 	})
 	return in
 }

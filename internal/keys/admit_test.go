@@ -29,32 +29,17 @@ type instance struct {
 
 func newInstance(t *testing.T, dsn, redisURL string) *instance {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts, err := ratelimit.ClientOptions(redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := redis.NewClient(opts)
-	t.Cleanup(func() { rc.Close() })
-	m := ratelimit.NewMirror(rc, ratelimit.MirrorKey(id), nil)
-	st.SetEpochNotifier(m)
-	lim := ratelimit.NewRedis(rc, ratelimit.NewMemory(nil), nil)
-	lim.UseMirror(m)
-	t.Cleanup(lim.Close)
+	m := storetest.OpenMirrored(t, dsn, opts)
+	st, lim, rc := m.Store, m.Limiter, m.Redis
 	a, err := keys.NewAuthenticator(st, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &instance{st: st, lim: lim, mirror: m, authn: a, rc: rc}
+	return &instance{st: st, lim: lim, mirror: m.Mirror, authn: a, rc: rc}
 }
 
 func (in *instance) admit(token string) error {
