@@ -185,7 +185,7 @@ func TestRequestLogLine(t *testing.T) {
 func BenchmarkRequestLogLine(b *testing.B) {
 	s := &Server{log: slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))}
 	r := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit=5", nil)
-	rec := &recorder{id: newRequestID(), status: 200, written: 1234, keyPfx: "abcdef012345", route: "GET /v1/ai-agents"}
+	rec := &recorder{id: domain.NewRequestID(time.Now()), status: 200, written: 1234, keyPfx: "abcdef012345", route: "GET /v1/ai-agents"}
 	d := 1234 * time.Microsecond
 	b.Run("Info", func(b *testing.B) {
 		b.ReportAllocs()

@@ -88,7 +88,7 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w, id: newRequestID(), client: s.clients.Addr(r)}
+		rec := &recorder{ResponseWriter: w, id: domain.NewRequestID(start), client: s.clients.Addr(r)}
 		id := rec.id
 		rec.idHeader[0] = id
 		w.Header()["X-Request-Id"] = rec.idHeader[:] // canonical already: no Set

@@ -1037,7 +1037,7 @@ func BenchmarkOpenAPICheck(b *testing.B) {
 	next := "AQAAAZqxL8gAYWd0XzAxbTgxajE4ZzA4d3l4Y2Z6ams5NHpyanBj"
 	rec := httptest.NewRecorder()
 	h := rec.Header()
-	h.Set("X-Request-Id", newRequestID())
+	h.Set("X-Request-Id", domain.NewRequestID(time.Now()))
 	setRateHeaders(h, ratelimit.Result{Allowed: true, Limit: 120, Remaining: 119, Reset: now.Add(time.Minute)}, now, "per-key")
 	writeJSON(rec, http.StatusOK, collection{Data: items, Meta: meta{Limit: 30, Next: &next, HasMore: true}})
 	hr := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit=30", nil)

@@ -1,10 +1,6 @@
 package api
 
-import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-)
+import "context"
 
 type ctxKey int
 
@@ -17,14 +13,4 @@ func requestID(ctx context.Context) string {
 		return rec.id
 	}
 	return ""
-}
-
-// newRequestID is "req_" and 24 hex digits of randomness, built in place.
-func newRequestID() string {
-	var raw [12]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
-	var b [4 + 2*len(raw)]byte
-	copy(b[:], "req_")
-	hex.Encode(b[4:], raw[:])
-	return string(b[:])
 }

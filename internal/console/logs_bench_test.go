@@ -49,7 +49,7 @@ func seedLogs(tb testing.TB, st *store.Store, accountID string, keyIDs []string,
 	var id string
 	for i := range n {
 		at := now.Add(-time.Duration(n-i) * step)
-		id = domain.NewID("req", at)
+		id = domain.NewRequestID(at)
 		status := statuses[(i*37)%100]
 		code := map[int]string{400: "invalid_field", 404: "not_found", 429: "rate_limit_exceeded", 500: "server_error"}[status]
 		route := routes[i%3]

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
 )
 
 // Usage and request logs (migration 0009): what internal/usage buffers and
@@ -432,15 +434,27 @@ type RequestLogQuery struct {
 	From, To  time.Time
 	After     Cursor
 	Limit     int
+	// exactAt, set by RequestLogPage, is the time the request id carries.
+	exactAt time.Time
 }
 
 // RequestLogPage returns up to q.Limit logs and the cursor of the next page.
-// The search by request id is a lookup in its index; every other page reads
-// the account's logs in (at, id) order from the cursor and keeps those that
-// pass the filters (on PostgreSQL a key's own index may serve its filter).
+// Every page reads the account's logs in (at, id) order from the cursor and
+// keeps those that pass the filters (on PostgreSQL a key's own index may
+// serve its filter). The search by request id first looks the log up by its
+// key: the time the id carries (domain.RequestIDTime) is the log's; an id
+// that carries none, or another (an older release's ids were random), is
+// then looked for among the account's logs.
 func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]RequestLog, Cursor, error) {
 	if !storable(q.AccountID, q.KeyID, q.Class, q.Route, q.RequestID) || q.Limit <= 0 {
 		return nil, Cursor{}, nil
+	}
+	if at, ok := domain.RequestIDTime(q.RequestID); ok && q.exactAt.IsZero() {
+		exact := q
+		exact.exactAt = at
+		if logs, next, err := s.RequestLogPage(ctx, exact); err != nil || len(logs) > 0 {
+			return logs, next, err
+		}
 	}
 	if q.Status != 0 {
 		q.Class = UsageClass(q.Status)
@@ -454,6 +468,9 @@ func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]Reques
 	}
 	if q.Status != 0 {
 		b.add(` AND status = ` + b.arg(q.Status))
+	}
+	if !q.exactAt.IsZero() {
+		b.add(` AND at = ` + b.arg(toMS(q.exactAt)))
 	}
 	if !q.From.IsZero() {
 		b.add(` AND at >= ` + b.arg(toMS(q.From)))
