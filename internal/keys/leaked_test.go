@@ -60,12 +60,18 @@ func TestRevokeLeaked(t *testing.T) {
 				body[22] = 'a'
 			}
 			forged := string(body) + credential.Checksum(string(body))
+			// The checksum's last character changed (to another: the
+			// credential may end in either).
+			last := "Z"
+			if strings.HasSuffix(bystander.Credential, last) {
+				last = "Y"
+			}
 			if _, err := credential.Parse(forged); err != nil {
 				t.Fatalf("forged token does not parse: %v", err)
 			}
 			for name, token := range map[string]string{
 				"not ours":     "ghp_" + strings.Repeat("a", 36),
-				"bad checksum": bystander.Credential[:len(bystander.Credential)-1] + "Z",
+				"bad checksum": bystander.Credential[:len(bystander.Credential)-1] + last,
 				"wrong secret": forged,
 				"unknown key":  unknownCredential(t),
 				"empty":        "",
