@@ -181,7 +181,10 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 // insertLogsArrays inserts logs on PostgreSQL in one statement of twelve
 // array parameters, whatever their number: a statement of many rows of
 // numbered parameters cost the server more to parse and plan than its
-// rows to insert.
+// rows to insert. A log already stored (a retried batch) is skipped by
+// whichever unique key the table has: ON CONFLICT names none, so that a
+// later release may move the primary key off the random request id (as
+// SQLite's is, migration 0010) while instances of this one still write.
 func insertLogsArrays(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {
 	if len(logs) == 0 {
 		return nil
@@ -197,7 +200,7 @@ func insertLogsArrays(ctx context.Context, tx *sql.Tx, logs []RequestLog) error 
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO request_logs (id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[])
-		ON CONFLICT (id) DO NOTHING`, ids, accts, keys, ats, methods, routes, paths, statuses, classes, codes, durs, clients); err != nil {
+		ON CONFLICT DO NOTHING`, ids, accts, keys, ats, methods, routes, paths, statuses, classes, codes, durs, clients); err != nil {
 		return fmt.Errorf("insert request logs: %w", err)
 	}
 	return nil
