@@ -120,19 +120,7 @@ func TestRefoldAgentNamesMigration(t *testing.T) {
 				`DELETE FROM schema_migrations WHERE version = '0005_refold_agent_names.go'`); err != nil {
 				t.Fatal(err)
 			}
-			n := migrationCount(t, s1)
-			if err := s1.Close(); err != nil {
-				t.Fatal(err)
-			}
-
-			s2, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatalf("migrating: %v", err)
-			}
-			defer s2.Close()
-			if got := migrationCount(t, s2); got != n+1 {
-				t.Fatalf("%d migrations recorded, want %d", got, n+1)
-			}
+			s2 := reopen(t, s1, dsn, 1)
 			keys := agentKeys(t, s2)
 			want := []string{
 				"οδοσ", "οδοσ\x1f" + ids[1], "οδοσ\x1f" + ids[2],
@@ -185,19 +173,8 @@ func TestRefoldAgentNamesMigration(t *testing.T) {
 			if k := agentKeys(t, s2)[ids[1]]; k != "οδοσ 2" {
 				t.Fatalf("renamed agent's key %+q", k)
 			}
-			if err := s2.Close(); err != nil {
-				t.Fatal(err)
-			}
-
 			// Recorded: a third open changes nothing.
-			s3, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s3.Close()
-			if got := migrationCount(t, s3); got != n+1 {
-				t.Fatalf("reopen recorded %d migrations, want %d", got, n+1)
-			}
+			s3 := reopen(t, s2, dsn, 0)
 			if k := agentKeys(t, s3)[ids[2]]; !strings.HasSuffix(k, ids[2]) {
 				t.Fatalf("reopen changed a kept key to %+q", k)
 			}

@@ -110,6 +110,26 @@ func migrationCount(t *testing.T, s *store.Store) int {
 	return n
 }
 
+// reopen closes s, opens dsn again, which runs the migrations due, and
+// checks that this open recorded added more than s had; the store it
+// returns is closed when the test ends.
+func reopen(t *testing.T, s *store.Store, dsn string, added int) *store.Store {
+	t.Helper()
+	n := migrationCount(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	if got := migrationCount(t, s2); got != n+added {
+		t.Fatalf("reopen: %d migrations recorded, want %d", got, n+added)
+	}
+	return s2
+}
+
 func TestMigrationsIdempotentOnReopen(t *testing.T) {
 	ctx := context.Background()
 	for _, e := range storetest.Engines() {
@@ -123,21 +143,10 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := newAccount(t, s1)
-			n := migrationCount(t, s1)
-			if n == 0 {
+			if migrationCount(t, s1) == 0 {
 				t.Fatal("no migration recorded")
 			}
-			if err := s1.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s2, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatalf("reopen: %v", err)
-			}
-			defer s2.Close()
-			if got := migrationCount(t, s2); got != n {
-				t.Fatalf("reopen recorded %d migrations, first open %d", got, n)
-			}
+			s2 := reopen(t, s1, dsn, 0)
 			if _, err := s2.GetAccount(ctx, a.ID); err != nil {
 				t.Fatalf("data lost on reopen: %v", err)
 			}

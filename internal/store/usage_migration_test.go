@@ -56,19 +56,7 @@ func TestClusterRequestLogsMigration(t *testing.T) {
 			if err := s1.WriteUsage(ctx, logs, nil); err != nil {
 				t.Fatalf("write to 0009's table: %v", err)
 			}
-			n := migrationCount(t, s1)
-			if err := s1.Close(); err != nil {
-				t.Fatal(err)
-			}
-
-			s2, err := store.Open(ctx, dsn)
-			if err != nil {
-				t.Fatalf("migrating: %v", err)
-			}
-			defer s2.Close()
-			if got := migrationCount(t, s2); got != n+1 {
-				t.Fatalf("%d migrations recorded, want %d", got, n+1)
-			}
+			s2 := reopen(t, s1, dsn, 1)
 			want := []string{"request_logs_account", "request_logs_key", "request_logs_pkey"}
 			q := `SELECT indexname FROM pg_indexes WHERE tablename = 'request_logs' ORDER BY indexname`
 			if e == store.EngineSQLite {
