@@ -13,12 +13,13 @@ import (
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
-// TestClusterRequestLogsMigration opens a database as release 0009 left it
-// (request_logs with its five indexes, holding logs, 0010 not recorded) and
-// checks what migration 0010 makes of it: every log kept and found by each
-// filter, the search and the pages; on SQLite a table in (account_id, at,
-// id) order with no index beside it, on PostgreSQL the account's and the
-// key's indexes; the migration recorded once.
+// TestClusterRequestLogsMigration opens a database as migration 0009 left
+// it (request_logs with its five indexes, holding logs, 0010 and 0011 not
+// recorded) and checks what migrations 0010 and 0011 make of it: every log
+// kept and found by each filter, the search and the pages; on SQLite a
+// table in (account_id, at, id) order with no index beside it, on
+// PostgreSQL a primary key on (account_id, at, id) and the key's index;
+// each migration recorded once.
 func TestClusterRequestLogsMigration(t *testing.T) {
 	ctx := context.Background()
 	ddl, err := os.ReadFile("migrations/0009_usage.sql")
@@ -43,7 +44,7 @@ func TestClusterRequestLogsMigration(t *testing.T) {
 				t.Fatalf("0009's request_logs: %v", err)
 			}
 			if _, err := s1.Writer().ExecContext(ctx,
-				`DELETE FROM schema_migrations WHERE version = '0010_cluster_request_logs.go'`); err != nil {
+				`DELETE FROM schema_migrations WHERE version IN ('0010_cluster_request_logs.go', '0011_key_request_logs_by_time.go')`); err != nil {
 				t.Fatal(err)
 			}
 			t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -56,9 +57,19 @@ func TestClusterRequestLogsMigration(t *testing.T) {
 			if err := s1.WriteUsage(ctx, logs, nil); err != nil {
 				t.Fatalf("write to 0009's table: %v", err)
 			}
-			s2 := reopen(t, s1, dsn, 1)
-			want := []string{"request_logs_account", "request_logs_key", "request_logs_pkey"}
+			s2 := reopen(t, s1, dsn, 2)
+			want := []string{"request_logs_key", "request_logs_pkey"}
 			q := `SELECT indexname FROM pg_indexes WHERE tablename = 'request_logs' ORDER BY indexname`
+			if e == store.EnginePostgres {
+				var pkey string
+				if err := s2.Writer().QueryRowContext(ctx,
+					`SELECT indexdef FROM pg_indexes WHERE indexname = 'request_logs_pkey'`).Scan(&pkey); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasSuffix(pkey, "(account_id, at, id)") {
+					t.Errorf("primary key: %s", pkey)
+				}
+			}
 			if e == store.EngineSQLite {
 				want = nil
 				q = `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'request_logs' AND sql IS NOT NULL ORDER BY name`
