@@ -28,7 +28,7 @@ Usage:
   agentapi user reset-password --account ID --email EMAIL   (prints a one-time password)
   agentapi key create --account ID --as EMAIL --name NAME [--description TEXT]
                       (--preset NAME | --scopes a,b) [--agents ID,ID] [--expires-at RFC3339]
-                      [--rate-limit N] [--env live|test] [--json]
+                      [--allowed-ips IP,CIDR] [--rate-limit N] [--env live|test] [--json]
   agentapi key revoke --account ID --as EMAIL KEY_ID
   agentapi key set-rate-limit KEY_ID N
   agentapi key list --account ID
@@ -38,7 +38,7 @@ Usage:
   agentapi api agents get|enable|disable|stats ID
   agentapi api agents create --name NAME [--instructions TEXT] [--adopt-existing]
   agentapi api agents update ID [--name NAME] [--instructions TEXT]
-  agentapi api ask AGENT_ID [--conversation ID] QUESTION      (QUESTION "-" reads stdin)
+  agentapi api ask AGENT_ID [--conversation ID] [--stream] QUESTION   (QUESTION "-" reads stdin)
 
   agentapi version                                            (the build's version)
 
