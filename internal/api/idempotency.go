@@ -20,8 +20,8 @@ const (
 	idempotencyKeep = 24 * time.Hour
 	// IdempotencyLease bounds how long a reservation left behind by an
 	// instance that died mid-request blocks its key (409 until then). It
-	// is well above requestTimeout, the bound of any request that is still
-	// running, so a live request never loses its key to a retry.
+	// is well above questionTimeout, the longest bound of a request that
+	// is still running, so a live request never loses its key to a retry.
 	IdempotencyLease = 5 * time.Minute
 	// idemStoreTimeout bounds saving or releasing a key after the request
 	// (which may have been cancelled by then).

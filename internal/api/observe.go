@@ -5,14 +5,30 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-// requestTimeout bounds a /v1 request: above a question's 30 s model
-// time-out, below the server's 60 s write timeout.
-const requestTimeout = 45 * time.Second
+// Every /v1 request is bounded (observe): a store or a model that stops
+// answering without closing its connection costs a request a 500 after at
+// most this long. A question waits for the model (30 s) and is given
+// questionTimeout, below the server's 60 s write timeout; anything else
+// needs only the store, which answers in milliseconds when it answers.
+const (
+	requestTimeout  = 10 * time.Second
+	questionTimeout = 45 * time.Second
+)
+
+// timeoutOf is the bound of r: questionTimeout for a question (the only
+// POST whose path ends in /questions), requestTimeout for the rest.
+func timeoutOf(r *http.Request) time.Duration {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/questions") {
+		return questionTimeout
+	}
+	return requestTimeout
+}
 
 // recorder remembers what a handler wrote, for the request log and for
 // panic recovery (a 500 can only be sent if nothing was). It is also the
@@ -81,8 +97,8 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // one JSON log line per request. The line carries no query string and no
 // credential: only the key's public prefix.
 //
-// Every request is bounded by requestTimeout: nothing it does may outlive
-// it, even when a store or model stops answering without closing the
+// Every request is bounded (timeoutOf): nothing it does may outlive its
+// bound, even when a store or model stops answering without closing the
 // connection. The bound is set here, with the request's one context value,
 // so that the request is copied once.
 func (s *Server) observe(next http.Handler) http.Handler {
@@ -92,7 +108,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		id := rec.id
 		rec.idHeader[0] = id
 		w.Header()["X-Request-Id"] = rec.idHeader[:] // canonical already: no Set
-		ctx, cancel := context.WithDeadline(r.Context(), start.Add(requestTimeout))
+		ctx, cancel := context.WithDeadline(r.Context(), start.Add(timeoutOf(r)))
 		defer cancel()
 		rec.ctx = requestContext{Context: ctx, rec: rec}
 		r = r.WithContext(&rec.ctx)

@@ -11,6 +11,7 @@
 package console
 
 import (
+	"context"
 	"embed"
 	"io/fs"
 	"log/slog"
@@ -125,8 +126,21 @@ func New(cfg Config) *Console {
 	c.pages = parsePages()
 	mux := http.NewServeMux()
 	c.routes(mux)
-	c.handler = securityHeaders(c.crossOrigin(mux))
+	c.handler = securityHeaders(c.crossOrigin(bounded(mux)))
 	return c
+}
+
+// pageTimeout bounds a console request, as the API bounds its own: a store
+// that stops answering without closing its connection costs a page a 500
+// after at most this long, and nothing the page started outlives it.
+const pageTimeout = 10 * time.Second
+
+func bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 func positiveOr(v, def int) int {

@@ -9,13 +9,17 @@ import (
 )
 
 // Proxy is a loopback TCP proxy to a service that a test can cut (close
-// every connection and refuse new ones) and restore, to play an outage.
+// every connection and refuse new ones), stall (keep every connection open
+// and pass nothing), and restore, to play an outage.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	up     atomic.Bool
 	mu     sync.Mutex
 	conns  []net.Conn
+	// flowing is closed while bytes pass; a stall replaces it with an
+	// open channel that the copy loops wait on.
+	flowing chan struct{}
 }
 
 // NewProxy listens on 127.0.0.1 and forwards to target ("host:port").
@@ -25,9 +29,10 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: target}
+	p := &Proxy{ln: ln, target: target, flowing: make(chan struct{})}
+	close(p.flowing)
 	p.up.Store(true)
-	t.Cleanup(func() { ln.Close(); p.Cut() })
+	t.Cleanup(func() { ln.Close(); p.Restore(); p.Cut() })
 	go p.serve()
 	return p
 }
@@ -45,16 +50,52 @@ func (p *Proxy) serve() {
 			c.Close()
 			continue
 		}
-		u, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
+		go p.forward(c)
+	}
+}
+
+// forward connects c to the target once bytes flow (a connection made
+// during a stall is accepted and left waiting, as a hung host's kernel
+// accepts it), then copies both ways.
+func (p *Proxy) forward(c net.Conn) {
+	p.mu.Lock()
+	p.conns = append(p.conns, c)
+	p.mu.Unlock()
+	p.wait()
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, u)
+	p.mu.Unlock()
+	go func() { _ = p.copy(u, c); u.Close() }()
+	go func() { _ = p.copy(c, u); c.Close() }()
+}
+
+// wait returns once bytes flow.
+func (p *Proxy) wait() {
+	p.mu.Lock()
+	ch := p.flowing
+	p.mu.Unlock()
+	<-ch
+}
+
+// copy is io.Copy that holds each chunk read while the proxy is stalled.
+func (p *Proxy) copy(dst io.Writer, src io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.wait()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
 		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, u)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(u, c); u.Close() }()
-		go func() { _, _ = io.Copy(c, u); c.Close() }()
+		if err != nil {
+			return err
+		}
 	}
 }
 
@@ -69,5 +110,27 @@ func (p *Proxy) Cut() {
 	p.mu.Unlock()
 }
 
-// Restore accepts connections again.
-func (p *Proxy) Restore() { p.up.Store(true) }
+// Stall keeps every connection open and passes nothing, new connections
+// included, until Restore: a service stopped with SIGSTOP, or whose host
+// hangs, rather than one that refuses.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+		p.flowing = make(chan struct{})
+	default: // already stalled
+	}
+}
+
+// Restore accepts connections again and lets bytes flow.
+func (p *Proxy) Restore() {
+	p.up.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+	default:
+		close(p.flowing)
+	}
+}
