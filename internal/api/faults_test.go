@@ -86,6 +86,74 @@ func TestPostgresOutage(t *testing.T) {
 	}
 }
 
+// TestPostgresHangs stalls the connection to PostgreSQL mid-run (every
+// connection stays open and nothing passes, as with a stopped server or a
+// hung host): with no Redis, every request needs the store to authenticate,
+// and each answers 500 server_error within the store's bound
+// (keys.StoreTimeout, plus the driver's cancellation), not the request's;
+// /readyz answers 503 within its bound; service resumes when bytes flow.
+func TestPostgresHangs(t *testing.T) {
+	dsn := storetest.PostgresURL(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	st, err := store.Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Restore(); st.Close() })
+	f := newFixtureOn(t, st)
+	key := f.key(allAgentScopes...)
+	id := f.createAgent(key, "Before the stall")
+	f.get("/v1/me", key).wantStatus(t, 200)
+
+	proxy.Stall()
+	bound := keys.StoreTimeout + 2*time.Second // the driver gives up on a cancelled query within a second
+	reqs := []req{
+		{method: "GET", path: "/v1/me", key: key},
+		{method: "GET", path: "/v1/ai-agents/" + id, key: key},
+		{method: "POST", path: "/v1/ai-agents", key: key, body: `{"name":"During"}`},
+	}
+	got := make([]*response, len(reqs))
+	took := make([]time.Duration, len(reqs))
+	done := make(chan int)
+	for i, r := range reqs {
+		go func() {
+			start := time.Now()
+			got[i] = f.do(r)
+			took[i] = time.Since(start)
+			done <- i
+		}()
+	}
+	for range reqs {
+		<-done
+	}
+	for i, r := range reqs {
+		got[i].wantError(t, 500, domain.CodeServerError)
+		if took[i] > bound {
+			t.Errorf("%s %s took %v while the store hung; want at most %v", r.method, r.path, took[i], bound)
+		}
+	}
+	start := time.Now()
+	f.do(req{method: "GET", path: "/readyz"}).wantError(t, 503, domain.CodeServerError)
+	if d := time.Since(start); d > bound {
+		t.Errorf("/readyz took %v while the store hung", d)
+	}
+
+	proxy.Restore()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.get("/v1/me", key).Code != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("service did not resume after the store answered again")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.send("POST", "/v1/ai-agents", key, `{"name":"After the stall"}`).wantStatus(t, 201)
+}
+
 // TestRedisOutage cuts the connection to Redis mid-run: the API keeps
 // answering (the in-process fallback decides, at the full ceiling: degraded,
 // never unlimited), every response keeps its rate-limit headers, nothing
