@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -16,14 +18,38 @@ import (
 // and their counts, written in one WriteUsage. µs/log is what storing a
 // request costs the store in time, cpu-µs/log the CPU of this process
 // (on SQLite the service's own; PostgreSQL's server is not counted).
+//
+// Its logs are those of one millisecond, their ids made up. The serve/
+// sub-benchmarks write them as the bench's /me load (bench/) has them: 30
+// requests a millisecond, ids as domain.NewRequestID makes them, in the
+// order requests end (random within their millisecond), one account.
 func BenchmarkWriteUsage(b *testing.B) {
 	const perBatch = 1000
 	for _, e := range storetest.Engines() {
-		b.Run(e, func(b *testing.B) { benchWriteUsage(b, storetest.Open(b, e), perBatch) })
+		b.Run(e, func(b *testing.B) { benchWriteUsage(b, storetest.Open(b, e), perBatch, nil) })
+	}
+	for _, e := range storetest.Engines() {
+		b.Run("serve/"+e, func(b *testing.B) { benchWriteUsage(b, storetest.Open(b, e), perBatch, serveOrder) })
 	}
 }
 
-func benchWriteUsage(b *testing.B, s *store.Store, perBatch int) {
+// serveOrder makes logs as serve records them at 30 requests a
+// millisecond: each log's id carries its start, and within a millisecond
+// the requests end in random order.
+func serveOrder(logs []store.RequestLog, at time.Time) {
+	const perMS = 30
+	for i := range logs {
+		l := &logs[i]
+		l.At = at.Add(time.Duration(i/perMS) * time.Millisecond)
+		l.ID = domain.NewRequestID(l.At)
+	}
+	for i := 0; i < len(logs); i += perMS {
+		ms := logs[i:min(i+perMS, len(logs))]
+		rand.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	}
+}
+
+func benchWriteUsage(b *testing.B, s *store.Store, perBatch int, order func([]store.RequestLog, time.Time)) {
 	{
 		ctx := context.Background()
 		at := time.Now().UTC().Truncate(time.Millisecond)
@@ -38,6 +64,9 @@ func benchWriteUsage(b *testing.B, s *store.Store, perBatch int) {
 		for b.Loop() {
 			for i := range logs {
 				logs[i] = usageLog("acct_bench", fmt.Sprintf("key_%02d", i%20), batch*perBatch+i, at.Add(time.Duration(i)*time.Microsecond), 200, "GET /v1/me")
+			}
+			if order != nil {
+				order(logs, at)
 			}
 			if err := s.WriteUsage(ctx, logs, counts); err != nil {
 				b.Fatal(err)
