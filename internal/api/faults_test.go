@@ -90,7 +90,7 @@ func TestPostgresOutage(t *testing.T) {
 // connection stays open and nothing passes, as with a stopped server or a
 // hung host): with no Redis, every request needs the store to authenticate,
 // and each answers 500 server_error within the store's bound
-// (keys.StoreTimeout, plus the driver's cancellation), not the request's;
+// (store.AuthReadTimeout, plus the driver's cancellation), not the request's;
 // /readyz answers 503 within its bound; service resumes when bytes flow.
 func TestPostgresHangs(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
@@ -111,11 +111,15 @@ func TestPostgresHangs(t *testing.T) {
 	f.get("/v1/me", key).wantStatus(t, 200)
 
 	proxy.Stall()
-	bound := keys.StoreTimeout + 2*time.Second // the driver gives up on a cancelled query within a second
+	bound := store.AuthReadTimeout + 2*time.Second // the driver gives up on a cancelled query within a second
+	// Concurrent requests share the store's checks: those queued behind
+	// one that gives up fail with it rather than each wait in turn.
 	reqs := []req{
-		{method: "GET", path: "/v1/me", key: key},
 		{method: "GET", path: "/v1/ai-agents/" + id, key: key},
 		{method: "POST", path: "/v1/ai-agents", key: key, body: `{"name":"During"}`},
+	}
+	for range 6 {
+		reqs = append(reqs, req{method: "GET", path: "/v1/me", key: key})
 	}
 	got := make([]*response, len(reqs))
 	took := make([]time.Duration, len(reqs))

@@ -247,7 +247,7 @@ func handleHealth() http.Handler {
 
 func handleReady(st *store.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), keys.StoreTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), store.AuthReadTimeout)
 		defer cancel()
 		if err := st.Ping(ctx); err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorFields{

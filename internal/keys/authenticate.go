@@ -111,14 +111,6 @@ func (a *Authenticator) expiredInUse(ctx context.Context, k domain.APIKey, now t
 	}()
 }
 
-// StoreTimeout bounds each store read authentication makes (the key, the
-// key epoch, a refusal's equalising read). A store that stops answering
-// without closing its connections (a stopped process, a hung host) then
-// costs a request a 500 after at most this long, not the request's whole
-// time bound; a healthy store answers these reads in milliseconds. It is
-// the readiness check's bound too (/readyz).
-const StoreTimeout = 2 * time.Second
-
 // LimitFailed is a rate-limit decision that failed for a key that was
 // identified (Admit): the answer is a 500, not a refusal.
 type LimitFailed struct{ Err error }
@@ -347,8 +339,6 @@ var errFromMemory = errors.New("refused from memory")
 // prefix as Authenticate does.
 func (a *Authenticator) lookup(ctx context.Context, prefix, token string) (store.KeyLookup, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, StoreTimeout)
-	defer cancel()
 	l, err := a.store.LookupKey(ctx, prefix)
 	a.metrics.Store("key_by_prefix", time.Since(start))
 	if errors.Is(err, domain.ErrNotFound) {
@@ -375,9 +365,7 @@ func (a *Authenticator) check(ctx context.Context, l store.KeyLookup, token stri
 	if reason == "expired" {
 		a.expiredInUse(ctx, k, now)
 	}
-	ectx, cancel := context.WithTimeout(ctx, StoreTimeout)
-	defer cancel()
-	if err := a.store.EqualiseRefusal(ectx, l); err != nil {
+	if err := a.store.EqualiseRefusal(ctx, l); err != nil {
 		return domain.APIKey{}, fmt.Errorf("look up key: %w", err)
 	}
 	refused := &Refused{Reason: reason}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -41,11 +42,15 @@ type keyCache struct {
 
 	// sem admits one check at a time; checkSeq numbers the checks started,
 	// doneSeq and doneMark (guarded by sem) are those of the last check
-	// that succeeded.
+	// that succeeded. hungGen counts the checks that gave up on a store
+	// that did not answer within AuthReadTimeout, hungErr (guarded by sem)
+	// is the last one's error.
 	sem      chan struct{}
 	checkSeq atomic.Uint64
 	doneSeq  uint64
 	doneMark mark
+	hungGen  atomic.Uint64
+	hungErr  error
 
 	mu      sync.RWMutex
 	epoch   int64 // the epoch under which every entry was read
@@ -93,7 +98,7 @@ type changeToken struct{ conn, dataVersion int64 }
 // currentMark returns what a check that started after this call began
 // found, running one when no such check has completed.
 func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) (mark, error)) (mark, error) {
-	ticket := c.checkSeq.Load()
+	ticket, gen := c.checkSeq.Load(), c.hungGen.Load()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -105,12 +110,24 @@ func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) 
 	if c.doneSeq > ticket {
 		return c.doneMark, nil
 	}
+	// A check that gave up on a store that did not answer while this call
+	// waited: the call fails with it, rather than each caller queued
+	// behind it waiting AuthReadTimeout in turn. A call that arrives after
+	// it runs a check of its own.
+	if c.hungGen.Load() > gen {
+		return mark{}, c.hungErr
+	}
 	n := c.checkSeq.Add(1)
 	c.checks.Add(1)
 	m, err := check(ctx)
 	if err != nil {
-		// Not recorded: callers waiting on this check run their own rather
-		// than inherit a failure that may be this caller's cancellation.
+		// Any other failure is not shared: callers waiting on this check
+		// run their own rather than inherit what may be this caller's
+		// cancellation.
+		if errors.Is(err, ErrStoreHung) {
+			c.hungErr = err
+			c.hungGen.Add(1)
+		}
 		return mark{}, err
 	}
 	c.doneSeq, c.doneMark = n, m
@@ -243,13 +260,38 @@ const absentPrefix = "------------"
 // check reads the current key epoch and, on SQLite, the change token.
 func (s *Store) check(ctx context.Context) (mark, error) {
 	if s.engine == EnginePostgres {
+		ctx, cancel := context.WithTimeoutCause(ctx, AuthReadTimeout, ErrStoreHung)
+		defer cancel()
 		var epoch int64
 		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
-			return mark{}, fmt.Errorf("read key epoch: %w", err)
+			return mark{}, fmt.Errorf("read key epoch: %w", hung(ctx, err))
 		}
 		return mark{epoch: epoch}, nil
 	}
 	return s.watch.check(ctx)
+}
+
+// AuthReadTimeout bounds each PostgreSQL read that authentication makes
+// (the key epoch, a key): a server that stops answering without closing
+// its connections (a stopped process, a hung host) then costs a request a
+// 500 after this long, rather than the request's whole bound; a healthy
+// one answers these reads in milliseconds. Checks queued behind one that
+// gave up fail with it (keyCache.currentMark), so a hung server costs no
+// request more than about this long. SQLite, a local file, does not hang
+// so; its waits are bounded by busy_timeout, and its hot path allocates
+// no timer.
+const AuthReadTimeout = 2 * time.Second
+
+// ErrStoreHung is the cause of a read given up on after AuthReadTimeout.
+var ErrStoreHung = errors.New("the store did not answer in time")
+
+// hung returns err, or ErrStoreHung wrapping it when ctx's own bound
+// (AuthReadTimeout) ended the read.
+func hung(ctx context.Context, err error) error {
+	if context.Cause(ctx) == ErrStoreHung {
+		return fmt.Errorf("%w: %w", ErrStoreHung, err)
+	}
+	return err
 }
 
 const (

@@ -139,12 +139,17 @@ func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.AP
 		return domain.APIKey{}, false, domain.ErrNotFound
 	}
 	s.keyCache.reads.Add(1)
+	if s.engine == EnginePostgres {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, AuthReadTimeout, ErrStoreHung)
+		defer cancel()
+	}
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.APIKey{}, false, domain.ErrNotFound
 	}
 	if err != nil {
-		return domain.APIKey{}, false, fmt.Errorf("key by prefix: %w", err)
+		return domain.APIKey{}, false, fmt.Errorf("key by prefix: %w", hung(ctx, err))
 	}
 	return k, accountActive, nil
 }
