@@ -33,13 +33,11 @@ import (
 // its own process, the heap stays; only the indexes on the class, the
 // route and the time alone go (the sweep goes account by account).
 //
-// One file of SQL cannot say both engines' DDL, hence code; the engine is
-// told by version(), which PostgreSQL has and SQLite fails (a failed
-// statement does not end a SQLite transaction).
+// One file of SQL cannot say both engines' DDL, hence code (onPostgres
+// tells the engine).
 func clusterRequestLogs(ctx context.Context, tx *sql.Tx) error {
-	var v string
 	script := clusterRequestLogsSQLite
-	if tx.QueryRowContext(ctx, `SELECT version()`).Scan(&v) == nil && strings.HasPrefix(v, "PostgreSQL") {
+	if onPostgres(ctx, tx) {
 		script = clusterRequestLogsPostgres
 	}
 	_, err := tx.ExecContext(ctx, script)
@@ -180,9 +178,9 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 // array parameters, whatever their number: a statement of many rows of
 // numbered parameters cost the server more to parse and plan than its
 // rows to insert. A log already stored (a retried batch) is skipped by
-// whichever unique key the table has: ON CONFLICT names none, so that a
-// later release may move the primary key off the random request id (as
-// SQLite's is, migration 0010) while instances of this one still write.
+// whichever unique key the table has: ON CONFLICT names none, so that the
+// primary key could move off the random request id (migration 0011, as
+// SQLite's did in 0010) while instances of the release before still wrote.
 func insertLogsArrays(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {
 	if len(logs) == 0 {
 		return nil
