@@ -86,6 +86,7 @@ type serveConfig struct {
 	llmKey             string
 	adminAddr          string
 	gcHeadroomMiB      int
+	maxConns           int
 	clients            *clientaddr.Resolver
 	secretScanningKeys string
 	usage              bool // record requests for the console's usage and logs
@@ -112,8 +113,16 @@ func serve(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	fs.IntVar(&c.gcHeadroomMiB, "gc-headroom-mib", gcDefault, "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)")
+	maxConnsDefault, err := envInt(e, "AGENTAPI_MAX_CONNS", defaultMaxConns, 1, "a positive whole number")
+	if err != nil {
+		return err
+	}
+	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, new ones wait in the kernel's queue until one closes (env AGENTAPI_MAX_CONNS)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if c.maxConns < 1 {
+		return fmt.Errorf("%w: --max-conns must be positive", errUsage)
 	}
 	if c.gcHeadroomMiB < 0 {
 		return fmt.Errorf("%w: --gc-headroom-mib must not be negative", errUsage)
@@ -220,7 +229,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
 	in.srv = newHTTPServer(ctx, in.dr.wrap(handler), log, defaultTimeouts)
 	in.srv.ConnState = in.dr.connState
-	in.ln = &onceCloseListener{Listener: ln}
+	in.ln = &onceCloseListener{Listener: limitConns(ln, c.maxConns, log)}
 	served := make(chan error, 1)
 	go func() { served <- in.srv.Serve(in.ln) }()
 	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
