@@ -1,0 +1,198 @@
+package api
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/secretscan"
+	"github.com/agentapi/agentapi/internal/secretscan/secretscantest"
+)
+
+// readCounter counts the requests whose body has been read from at least
+// once: readBody sizes its buffer before its first Read.
+type readCounter struct {
+	once *sync.Once
+	n    *atomic.Int64
+	io.ReadCloser
+}
+
+func (c readCounter) Read(p []byte) (int, error) {
+	c.once.Do(func() { c.n.Add(1) })
+	return c.ReadCloser.Read(p)
+}
+
+// TestDeclaredLengthReservesNothing: a body declared near 1 MiB whose bytes
+// do not come costs a bounded buffer, not the declared length. 1,000
+// connections sending only the headers of POST /v1/ai-agents with
+// Content-Length: 1048000 took a server's heap from 66 MB to 1,068 MB, each
+// held until the read time-out.
+func TestDeclaredLengthReservesNothing(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	key := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 1_000_000 }, allAgentScopes...).Credential
+	// The handler alone, without the fixture's OpenAPI checks (which keep
+	// a copy of the body).
+	h := mustNew(t, Config{Store: f.st, Limiter: ratelimit.NewMemory(nil), UnauthLimiter: ratelimit.NewMemory(nil),
+		Toucher: f.toucher, Log: slog.New(slog.DiscardHandler), CursorKey: []byte("cursor key")})
+	var reading, active atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		active.Add(1)
+		defer active.Add(-1)
+		r.Body = readCounter{new(sync.Once), &reading, r.Body}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	if status, _, body := sendRaw(t, addr, "POST /v1/ai-agents HTTP/1.1\r\nAuthorization: Bearer "+key+
+		"\r\nContent-Type: application/json", `{"name":"warm"}`); status != http.StatusCreated {
+		t.Fatalf("warm-up: %d %s", status, body) // and the key is in the cache
+	}
+
+	const (
+		conns    = 100
+		declared = 1_048_000
+	)
+	for _, tc := range []struct{ name, header string }{
+		{"plain", ""},
+		{"idempotency key", "\r\nIdempotency-Key: k-%d"}, // read first by readIdemBody
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			open := make([]net.Conn, 0, conns)
+			defer func() {
+				for _, c := range open {
+					c.Close()
+				}
+				// The next measurement starts when these requests' buffers are garbage.
+				for deadline := time.Now().Add(20 * time.Second); active.Load() > 0 && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+			reading.Store(0)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for i := range conns {
+				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				open = append(open, c)
+				head := "POST /v1/ai-agents HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer " + key +
+					"\r\nContent-Type: application/json" + strings.ReplaceAll(tc.header, "%d", fmt.Sprint(i)) +
+					fmt.Sprintf("\r\nContent-Length: %d\r\n\r\n", declared)
+				if _, err := io.WriteString(c, head+`{"na`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for deadline := time.Now().Add(20 * time.Second); reading.Load() < conns; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d requests reached their body", reading.Load(), conns)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+			t.Logf("%d requests declaring %d bytes, 4 sent: heap in use grew %.1f MiB (%.0f KiB a request)",
+				conns, declared, float64(grew)/(1<<20), float64(grew)/conns/1024)
+			// Reserving the declared length is ≥ 100 MiB here; a 64 KiB
+			// buffer and a connection's own state come to about 8 MiB.
+			// A quarter of the declared length is far from both.
+			if limit := int64(conns * declared / 4); grew > limit {
+				t.Errorf("heap in use grew %d bytes for %d requests, over %d: the declared length is reserved", grew, conns, limit)
+			}
+		})
+	}
+}
+
+// TestDeclaredLengthOverLimit: a body declared larger than the limit is
+// refused with 413 at once, before any of it is read, not answered 400
+// when the read times out.
+func TestDeclaredLengthOverLimit(t *testing.T) {
+	scanKeys := withScanKeys(t, filepath.Join(t.TempDir(), "keys.json"), secretscantest.NewSigner(t, "gh"))
+	f := newFixture(t, "sqlite", scanKeys)
+	key := f.key(allAgentScopes...)
+	id := f.createAgent(key, "Support bot")
+	// Through the OpenAPI check, which wraps the body in place, and the
+	// handler alone, as serve runs it.
+	cfg := Config{Store: f.st, Limiter: ratelimit.NewMemory(nil), UnauthLimiter: ratelimit.NewMemory(nil),
+		Toucher: f.toucher, Log: slog.New(slog.DiscardHandler), CursorKey: []byte("cursor key")}
+	scanKeys(&cfg)
+	for _, stack := range []struct {
+		name string
+		h    http.Handler
+	}{{"checked", f.h}, {"bare", mustNew(t, cfg)}} {
+		t.Run(stack.name, func(t *testing.T) { wantRefusedAtOnce(t, stack.name, stack.h, key, id) })
+	}
+}
+
+func wantRefusedAtOnce(t *testing.T, stack string, h http.Handler, key, id string) {
+	srv := httptest.NewServer(h) // no read time-out: a read that waits waits for ever
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name, method, path, header string
+		length                     int64
+	}{
+		{"create", "POST", "/v1/ai-agents", "", 99999999999999},
+		{"just over", "POST", "/v1/ai-agents", "", MaxBodyBytes + 1},
+		{"idempotency key", "POST", "/v1/ai-agents", "\r\nIdempotency-Key: big-1", 99999999999999},
+		{"expect 100-continue", "POST", "/v1/ai-agents", "\r\nExpect: 100-continue", 99999999999999},
+		{"update", "PATCH", "/v1/ai-agents/" + id, "", 99999999999999},
+		{"enable", "PUT", "/v1/ai-agents/" + id + "/enabled", "", 99999999999999},
+		{"ask", "POST", "/v1/ai-agents/" + id + "/questions", "\r\nIdempotency-Key: big-2", 99999999999999},
+		// readSignedReport shares readBody; it sets no Connection: close,
+		// so only the stack serve runs (net/http closes by itself).
+		{"leak report", "POST", reportPath, "\r\n" + secretscan.HeaderKeyID + ": gh\r\n" + secretscan.HeaderSignature + ": x", 99999999999999},
+	} {
+		if tc.path == reportPath && stack != "bare" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", srv.Listener.Addr().String(), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			start := time.Now()
+			head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer %s\r\nContent-Type: application/json%s\r\nContent-Length: %d\r\n\r\n",
+				tc.method, tc.path, key, tc.header, tc.length)
+			body := "{}"
+			if strings.Contains(tc.header, "100-continue") {
+				body = "" // a client that waits for 100 Continue sends nothing yet
+			}
+			if _, err := io.WriteString(c, head+body); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer within 5 s (%v): the body is waited for", err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			rec := &response{ResponseRecorder: httptest.NewRecorder()}
+			rec.Code = resp.StatusCode
+			if err := jsonUnmarshal(string(b), &rec.body); err != nil {
+				t.Fatalf("%d, body not JSON: %.300s", resp.StatusCode, b)
+			}
+			rec.wantError(t, http.StatusRequestEntityTooLarge, domain.CodeFileTooLarge)
+			if !resp.Close {
+				t.Error("the connection is kept open, with the body unread on it")
+			}
+			t.Logf("answered in %v", time.Since(start))
+		})
+	}
+}
