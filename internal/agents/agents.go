@@ -10,8 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -55,8 +57,21 @@ func (a Actor) MayCreate() error {
 func (a Actor) sees(id string) bool { return a.Key == nil || a.Key.AllowsAgent(id) }
 
 // NotFound is the error for an agent id that is not in the account. The id
-// is echoed cut to 64 characters: it comes from the caller.
+// is echoed cut to 64 characters: it comes from the caller. A credential
+// pasted in its place (GET /v1/ai-agents/agk_live_…) is echoed only up to
+// its public prefix (credential.Redact), and from anything else that
+// starts like one nothing past agk_: answers end up in clients' logs and
+// support tickets, and the request log already keeps the secret out.
 func NotFound(id string) error {
+	if i := strings.Index(id, credential.Tag+"_"); i >= 0 {
+		shown := credential.Redact(id[i:])
+		// Redact does not look past the prefix: without the "_" that
+		// follows a prefix, its 12 characters may be a secret's.
+		if shown == "" || !strings.HasPrefix(id[i:], strings.TrimSuffix(shown, "…")) {
+			shown = "[redacted]"
+		}
+		id = id[:i] + shown
+	}
 	if r := []rune(id); len(r) > 64 {
 		id = string(r[:64]) + "…"
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/agents"
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
@@ -231,6 +232,41 @@ func TestNotFoundAndOtherAccounts(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestNotFoundEchoesNoSecret: a credential given as the agent id is echoed
+// only up to its public prefix, wherever it starts in the id.
+func TestNotFoundEchoesNoSecret(t *testing.T) {
+	c, err := credential.Generate(domain.EnvLive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := c.Text[len(c.Text)-credential.SecretLen:]
+	public := credential.Redact(c.Text) // agk_live_<prefix>_…
+	for _, tc := range []struct{ id, want string }{
+		{c.Text, `"` + public + `"`},
+		{"agt_" + c.Text, `"agt_` + public + `"`},
+		{c.Text + "/stats", `"` + public + `"`},
+		{strings.Repeat("z", 50) + c.Text, `"` + strings.Repeat("z", 50) + public[:14] + "…" + `"`},
+		{"agk_" + secret, `"[redacted]"`},
+		{"agk_live_" + secret, `"[redacted]"`},
+		{"agk_live_abcdefghijkl" + secret, `"[redacted]"`}, // no "_" after 12 characters: no prefix
+		{"agt_01" + secret, `"agt_01` + secret + `"`},      // not a credential: echoed
+	} {
+		msg := agents.NotFound(tc.id).Error()
+		if !strings.Contains(msg, tc.want) {
+			t.Errorf("NotFound(%.20s…) = %s, want it to show %s", tc.id, msg, tc.want)
+		}
+		if strings.Contains(tc.id, "agk_") && strings.Contains(msg, secret[:8]) {
+			t.Errorf("NotFound(%.20s…) echoes the secret: %s", tc.id, msg)
+		}
+	}
+	eachEngine(t, func(t *testing.T, w *world) {
+		_, err := w.svc.Get(context.Background(), w.owner, c.Text)
+		if code(err) != domain.CodeNotFound || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), public) {
+			t.Errorf("Get(credential) = %v", err)
+		}
+	})
+}
 
 func TestListKeepsToARestrictedKeysAgents(t *testing.T) {
 	eachEngine(t, func(t *testing.T, w *world) {
