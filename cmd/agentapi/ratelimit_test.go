@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,16 @@ import (
 // returns the base URL and serve's log.
 func startInProcess(t *testing.T, args ...string) (string, *syncBuf) {
 	t.Helper()
+	base, log, _ := startStoppable(t, args...)
+	return base, log
+}
+
+// startStoppable is startInProcess that also returns stop, which stops
+// serve and waits for it to exit 0; serve's log is then complete (it is
+// buffered, and written out every logFlushEvery and when serve returns).
+// The test's end calls stop if the test did not.
+func startStoppable(t *testing.T, args ...string) (string, *syncBuf, func()) {
+	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncBuf
@@ -26,13 +37,17 @@ func startInProcess(t *testing.T, args ...string) (string, *syncBuf) {
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--addr", addr}, args...), func(string) string { return "" }, strings.NewReader(""), &out, &errb)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		waitExit(t, done, errb.String)
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			waitExit(t, done, errb.String)
+		})
+	}
+	t.Cleanup(stop)
 	base := "http://" + addr
 	waitReady(t, base, errb.String)
-	return base, &errb
+	return base, &errb, stop
 }
 
 // logMessages is serve's JSON log as (level, msg) lines.
@@ -54,32 +69,47 @@ func logMessages(t *testing.T, log string) []string {
 
 // TestServePerInstanceLimitsWarning: serve on PostgreSQL without --redis
 // warns at start that rate limits are then per instance; on SQLite (one
-// instance) it does not.
+// instance) it does not. The log is buffered (logbuf.go) and may still be
+// empty when /readyz first answers: the warning is waited for, and its
+// absence is checked only in the whole log, once serve has stopped.
 func TestServePerInstanceLimitsWarning(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		db   func(t *testing.T) string
-		warn bool
-	}{
-		{"postgres", func(t *testing.T) string { return storetest.PostgresURL(t) }, true},
-		{"sqlite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "one.db") }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, log := startInProcess(t, "--db", tc.db(t))
-			warned := false
-			for _, m := range logMessages(t, log.String()) {
-				if strings.Contains(m, "per instance") {
-					warned = true
-					if !strings.HasPrefix(m, "WARN ") || !strings.Contains(m, "--redis") {
-						t.Errorf("warning %q: want a WARN naming --redis", m)
-					}
-				}
+	warnings := func(log string) []string {
+		var found []string
+		for _, m := range logMessages(t, log) {
+			if strings.Contains(m, "per instance") {
+				found = append(found, m)
 			}
-			if warned != tc.warn {
-				t.Fatalf("warned %v, want %v:\n%s", warned, tc.warn, log.String())
-			}
-		})
+		}
+		return found
 	}
+	t.Run("postgres", func(t *testing.T) {
+		_, log := startInProcess(t, "--db", storetest.PostgresURL(t))
+		var found []string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if found = warnings(log.String()); len(found) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no per-instance warning within 10 s:\n%s", log.String())
+			}
+		}
+		for _, m := range found {
+			if !strings.HasPrefix(m, "WARN ") || !strings.Contains(m, "--redis") {
+				t.Errorf("warning %q: want a WARN naming --redis", m)
+			}
+		}
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		_, log, stop := startStoppable(t, "--db", filepath.Join(t.TempDir(), "one.db"))
+		stop()
+		messages := logMessages(t, log.String())
+		if !slices.Contains(messages, "INFO listening") || !slices.Contains(messages, "INFO stopped") {
+			t.Fatalf("the log of a whole run has no listening and stopped lines:\n%s", log.String())
+		}
+		if found := warnings(log.String()); len(found) > 0 {
+			t.Fatalf("warned on SQLite: %q", found)
+		}
+	})
 }
 
 // TestServeWithSilentRedis: serve starts while its Redis accepts
