@@ -25,7 +25,8 @@ type blipCounts struct {
 
 // blipLoad runs readers (GET /v1/me) and writers (POST /v1/ai-agents)
 // against base until stop closes, sending acknowledged agent ids to
-// acked and tallying answers into the phase cur points at.
+// acked and tallying answers into the phase cur points at when each
+// arrives.
 func blipLoad(t *testing.T, base, key string, cur *atomic.Pointer[blipCounts], stop <-chan struct{}, acked chan<- string) *sync.WaitGroup {
 	client := &http.Client{Timeout: 30 * time.Second}
 	var wg sync.WaitGroup
@@ -64,9 +65,11 @@ func blipLoad(t *testing.T, base, key string, cur *atomic.Pointer[blipCounts], s
 					return
 				default:
 				}
-				c := cur.Load()
+				// Each answer counts in the phase it arrived in: a create
+				// sent just before a stall is answered during it.
 				if w%2 == 0 {
-					if code, _ := do("GET", "/v1/me", ""); code == 200 {
+					code, _ := do("GET", "/v1/me", "")
+					if c := cur.Load(); code == 200 {
 						c.meOK.Add(1)
 					} else {
 						c.meOther.Add(1)
@@ -74,6 +77,7 @@ func blipLoad(t *testing.T, base, key string, cur *atomic.Pointer[blipCounts], s
 					continue
 				}
 				code, body := do("POST", "/v1/ai-agents", fmt.Sprintf(`{"name":"blip-%d-%d"}`, w, i))
+				c := cur.Load()
 				switch {
 				case code == 201:
 					c.created.Add(1)
