@@ -65,9 +65,7 @@ func (a Actor) sees(id string) bool { return a.Key == nil || a.Key.AllowsAgent(i
 func NotFound(id string) error {
 	if i := strings.Index(id, credential.Tag+"_"); i >= 0 {
 		shown := credential.Redact(id[i:])
-		// Redact does not look past the prefix: without the "_" that
-		// follows a prefix, its 12 characters may be a secret's.
-		if shown == "" || !strings.HasPrefix(id[i:], strings.TrimSuffix(shown, "…")) {
+		if shown == "" {
 			shown = "[redacted]"
 		}
 		id = id[:i] + shown

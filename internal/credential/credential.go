@@ -182,15 +182,19 @@ func ParseBearer(header string) (token string, ok bool) {
 }
 
 // Redact returns a form of text safe to log: tag, env and prefix, never any
-// of the secret; "" when text does not even look like a credential.
+// of the secret; "" when text does not look like a credential as far as
+// the "_" that ends its prefix (callers then show nothing of it: without
+// that "_", what stands where a prefix would may be a secret's first
+// characters, as in "agk_live_" followed by a secret alone).
 func Redact(text string) string {
 	const envStart = len(Tag) + 1
-	if len(text) < envStart+5+PrefixLen || text[:envStart] != Tag+"_" {
+	const headLen = envStart + 5 + PrefixLen // tag_, env_, prefix
+	if len(text) <= headLen || text[:envStart] != Tag+"_" || text[envStart+4] != '_' || text[headLen] != '_' {
 		return ""
 	}
-	head := text[:envStart+5+PrefixLen]
+	head := text[:headLen]
 	for i := envStart; i < len(head); i++ {
-		if c := head[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '_') {
+		if c := head[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '_' && i == envStart+4) {
 			return ""
 		}
 	}

@@ -138,6 +138,20 @@ func TestRedact(t *testing.T) {
 	if Redact("hello") != "" || Redact("agk_LIVE_xxxxxxxxxxxx_") != "" {
 		t.Fatal("Redact of a non-credential")
 	}
+	// Without the "_" that ends a prefix, the twelve characters after the
+	// env may be a secret's: nothing of them is shown.
+	secret := c.Text[len(c.Text)-SecretLen:]
+	for _, text := range []string{
+		"agk_live_" + strings.ToLower(secret),                          // a secret alone after the env
+		"agk_live_" + c.Prefix,                                         // a prefix and nothing after it
+		"agk_live_" + c.Prefix + strings.ToLower(secret),               // no separator
+		"agk_live" + c.Prefix + "_" + secret,                           // no separator after the env
+		"agk_live_" + c.Prefix[:6] + "_" + c.Prefix[7:] + "_" + secret, // a "_" inside the prefix
+	} {
+		if r := Redact(text); r != "" {
+			t.Errorf("Redact(%q) = %q; want \"\"", text, r)
+		}
+	}
 }
 
 func FuzzParse(f *testing.F) {
