@@ -18,12 +18,12 @@ import (
 	"github.com/agentapi/agentapi/internal/testenv"
 )
 
-// TestPostgresOutage cuts the connection to PostgreSQL mid-run: requests
-// get 500 server_error naming the request id, /readyz fails, nothing hangs,
-// and service resumes by itself when the database returns.
-func TestPostgresOutage(t *testing.T) {
-	dsn := storetest.PostgresURL(t)
-	u, err := url.Parse(dsn)
+// postgresBehindProxy opens a store on the test's PostgreSQL through a
+// proxy the test can cut or stall; both are restored and closed when the
+// test ends.
+func postgresBehindProxy(t *testing.T) (*store.Store, *testenv.Proxy) {
+	t.Helper()
+	u, err := url.Parse(storetest.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,15 @@ func TestPostgresOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { proxy.Restore(); st.Close() })
+	return st, proxy
+}
+
+// TestPostgresOutage cuts the connection to PostgreSQL mid-run: requests
+// get 500 server_error naming the request id, /readyz fails, nothing hangs,
+// and service resumes by itself when the database returns.
+func TestPostgresOutage(t *testing.T) {
+	st, proxy := postgresBehindProxy(t)
 	f := newFixtureOn(t, st)
 	key := f.key(allAgentScopes...)
 	id := f.createAgent(key, "Before the outage")
@@ -93,18 +101,7 @@ func TestPostgresOutage(t *testing.T) {
 // (store.AuthReadTimeout, plus the driver's cancellation), not the request's;
 // /readyz answers 503 within its bound; service resumes when bytes flow.
 func TestPostgresHangs(t *testing.T) {
-	dsn := storetest.PostgresURL(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	st, err := store.Open(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Restore(); st.Close() })
+	st, proxy := postgresBehindProxy(t)
 	f := newFixtureOn(t, st)
 	key := f.key(allAgentScopes...)
 	id := f.createAgent(key, "Before the stall")
