@@ -253,7 +253,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 // names sharing a key holds that key, so a new agent or a rename to any of
 // those names is refused with its id; each later one gets collidedNameKey,
 // which nothing else can have, and keeps it until it is renamed.
-func refoldAgentNames(ctx context.Context, tx *sql.Tx) error {
+func refoldAgentNames(ctx context.Context, tx *sql.Tx, _ string) error {
 	type change struct{ id, key string }
 	var changes []change
 	rows, err := tx.QueryContext(ctx,

@@ -260,7 +260,7 @@ const absentPrefix = "------------"
 // check reads the current key epoch and, on SQLite, the change token.
 func (s *Store) check(ctx context.Context) (mark, error) {
 	if s.engine == EnginePostgres {
-		ctx, cancel := context.WithTimeoutCause(ctx, AuthReadTimeout, ErrStoreHung)
+		ctx, cancel := s.authRead(ctx)
 		defer cancel()
 		var epoch int64
 		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
@@ -284,6 +284,15 @@ const AuthReadTimeout = 2 * time.Second
 
 // ErrStoreHung is the cause of a read given up on after AuthReadTimeout.
 var ErrStoreHung = errors.New("the store did not answer in time")
+
+// authRead is ctx bounded by AuthReadTimeout on PostgreSQL, and ctx
+// itself on SQLite, for one read that authentication makes.
+func (s *Store) authRead(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.engine != EnginePostgres {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, AuthReadTimeout, ErrStoreHung)
+}
 
 // hung returns err, or ErrStoreHung wrapping it when ctx's own bound
 // (AuthReadTimeout) ended the read.

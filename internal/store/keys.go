@@ -139,11 +139,8 @@ func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.AP
 		return domain.APIKey{}, false, domain.ErrNotFound
 	}
 	s.keyCache.reads.Add(1)
-	if s.engine == EnginePostgres {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, AuthReadTimeout, ErrStoreHung)
-		defer cancel()
-	}
+	ctx, cancel := s.authRead(ctx)
+	defer cancel()
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
 	if errors.Is(err, sql.ErrNoRows) {
 		return domain.APIKey{}, false, domain.ErrNotFound

@@ -25,9 +25,10 @@ type migration struct {
 	version string
 	sql     string
 	// run, when set, is a migration SQL cannot express (such as one that
-	// needs Unicode tables); it runs in the migrating transaction instead
-	// of sql, and is recorded like a file.
-	run func(ctx context.Context, tx *sql.Tx) error
+	// needs Unicode tables, or DDL that differs by engine); it runs in the
+	// migrating transaction instead of sql, told the engine (EngineSQLite
+	// or EnginePostgres), and is recorded like a file.
+	run func(ctx context.Context, tx *sql.Tx, engine string) error
 }
 
 // codeMigrations are applied in version order together with the files.
@@ -71,7 +72,7 @@ func migrateSQLite(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := applyMigrations(ctx, tx); err != nil {
+	if err := applyMigrations(ctx, tx, EngineSQLite); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -109,7 +110,7 @@ func migratePostgres(ctx context.Context, db *sql.DB) (err error) {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := applyMigrations(ctx, tx); err != nil {
+	if err := applyMigrations(ctx, tx, EnginePostgres); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -118,9 +119,9 @@ func migratePostgres(ctx context.Context, db *sql.DB) (err error) {
 	return nil
 }
 
-// applyMigrations runs, inside tx, every migration schema_migrations does
-// not list yet, and records it.
-func applyMigrations(ctx context.Context, tx *sql.Tx) error {
+// applyMigrations runs, inside tx on engine, every migration
+// schema_migrations does not list yet, and records it.
+func applyMigrations(ctx context.Context, tx *sql.Tx, engine string) error {
 	all, err := loadMigrations()
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func applyMigrations(ctx context.Context, tx *sql.Tx) error {
 			continue
 		}
 		if m.run != nil {
-			if err := m.run(ctx, tx); err != nil {
+			if err := m.run(ctx, tx, engine); err != nil {
 				return fmt.Errorf("apply migration %s: %w", m.version, err)
 			}
 		} else if _, err := tx.ExecContext(ctx, m.sql); err != nil {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"strings"
 )
 
 // keyRequestLogsByTime is migration 0011: on PostgreSQL, request_logs'
@@ -26,20 +25,12 @@ import (
 // the previous one's both skip it), the search by request id looks a log up
 // by its account and time (RequestLogPage), and every page reads the
 // account's logs through the new key. SQLite has nothing to do.
-func keyRequestLogsByTime(ctx context.Context, tx *sql.Tx) error {
-	if !onPostgres(ctx, tx) {
+func keyRequestLogsByTime(ctx context.Context, tx *sql.Tx, engine string) error {
+	if engine != EnginePostgres {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, `ALTER TABLE request_logs DROP CONSTRAINT request_logs_pkey;
 ALTER TABLE request_logs ADD CONSTRAINT request_logs_pkey PRIMARY KEY (account_id, at, id);
 DROP INDEX request_logs_account;`)
 	return err
-}
-
-// onPostgres tells a code migration which engine it runs on: version() is
-// PostgreSQL's and fails on SQLite, where a failed statement does not end
-// the transaction.
-func onPostgres(ctx context.Context, tx *sql.Tx) bool {
-	var v string
-	return tx.QueryRowContext(ctx, `SELECT version()`).Scan(&v) == nil && strings.HasPrefix(v, "PostgreSQL")
 }

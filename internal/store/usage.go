@@ -23,9 +23,10 @@ import (
 // at, id), and nothing else: a retried log is skipped by that key (INSERT OR
 // IGNORE); every filter of the page reads the account's logs newest first
 // and keeps the matching ones, and the search by request id looks the log
-// up by that key, from the time the id carries (RequestLogPage). A filter matching none of an account's 100,000 logs (key and
-// status 500, BenchmarkLogsPage) reads them all, 16 ms against 4.5 ms
-// through 0009's class index. An index on the request id, random, cost
+// up by that key, from the time the id carries (RequestLogPage). A filter
+// matching none of an account's 100,000 logs (key and status 500,
+// BenchmarkLogsPage) reads them all, 16 ms against 4.5 ms through 0009's
+// class index. An index on the request id, random, cost
 // more than all the rest: its inserts land on random pages, each commit
 // wrote them to the WAL, and the bench's SQLite GET /v1/me with recording
 // on spent 46.7 µs of serve CPU a request with it, 34.2 without (27.5
@@ -33,11 +34,10 @@ import (
 // its own process, the heap stays; only the indexes on the class, the
 // route and the time alone go (the sweep goes account by account).
 //
-// One file of SQL cannot say both engines' DDL, hence code (onPostgres
-// tells the engine).
-func clusterRequestLogs(ctx context.Context, tx *sql.Tx) error {
+// One file of SQL cannot say both engines' DDL, hence code.
+func clusterRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 	script := clusterRequestLogsSQLite
-	if onPostgres(ctx, tx) {
+	if engine == EnginePostgres {
 		script = clusterRequestLogsPostgres
 	}
 	_, err := tx.ExecContext(ctx, script)
