@@ -37,6 +37,7 @@ var codeMigrations = []migration{
 	{version: "0005_refold_agent_names.go", run: refoldAgentNames},
 	{version: "0010_cluster_request_logs.go", run: clusterRequestLogs},       // usage.go
 	{version: "0011_key_request_logs_by_time.go", run: keyRequestLogsByTime}, // requestlogs_key.go
+	{version: "0012_batch_request_logs.go", run: batchRequestLogs},           // requestlogs.go
 }
 
 func loadMigrations() ([]migration, error) {

@@ -3,13 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/agentapi/agentapi/internal/domain"
 )
 
 // Usage and request logs (migration 0009): what internal/usage buffers and
@@ -126,16 +123,21 @@ type UsageCount struct {
 	Count     int64
 }
 
-// sqliteLogChunk is how many request logs one SQLite transaction of
-// WriteUsage inserts.
-const sqliteLogChunk = 256
-
-// WriteUsage stores a batch: the logs (a request id already stored is
-// skipped) and the counts, each added to what is stored. The counts commit
-// in one transaction with the last logs, so a failed batch can be retried
-// whole without counting twice.
+// WriteUsage stores logs and counts as WritePackedUsage does.
 func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []UsageCount) error {
-	if len(logs) == 0 && len(counts) == 0 {
+	var b LogBuffer
+	for i := range logs {
+		b.Add(&logs[i])
+	}
+	return s.WritePackedUsage(ctx, &b, counts)
+}
+
+// WritePackedUsage stores a batch, in one transaction: the logs, packed
+// (requestlogs.go), and the counts, each added to what is stored. A batch
+// that failed stored nothing, so it can be retried whole without counting
+// twice.
+func (s *Store) WritePackedUsage(ctx context.Context, logs *LogBuffer, counts []UsageCount) error {
+	if logs.Len() == 0 && len(counts) == 0 {
 		return nil
 	}
 	// One order for every instance, so that two flushing at once cannot
@@ -144,119 +146,12 @@ func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []Usag
 	slices.SortFunc(counts, func(a, b UsageCount) int {
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
-	if s.engine != EnginePostgres {
-		// SQLite has one writer for every process on the file: a second's
-		// logs in one transaction held it long enough under load for another
-		// process (an operator command) to give up on busy_timeout
-		// (TestServeWhileAnotherProcessWrites). The logs go in transactions
-		// of sqliteLogChunk rows; a retry after a failure part-way skips
-		// those stored (INSERT OR IGNORE on the key (account_id, at, id)),
-		// and the counts commit once, with the last chunk.
-		for len(logs) > sqliteLogChunk {
-			chunk := logs[:sqliteLogChunk]
-			if err := s.inTx(ctx, func(tx *sql.Tx) error { return insertLogsSQLite(ctx, tx, chunk) }); err != nil {
-				return err
-			}
-			logs = logs[sqliteLogChunk:]
-		}
-		return s.inTx(ctx, func(tx *sql.Tx) error {
-			if err := insertLogsSQLite(ctx, tx, logs); err != nil {
-				return err
-			}
-			return addCounts(ctx, tx, counts)
-		})
-	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := insertLogsArrays(ctx, tx, logs); err != nil {
+		if err := insertLogBatches(ctx, tx, s.engine, logs.batches); err != nil {
 			return err
 		}
 		return addCounts(ctx, tx, counts)
 	})
-}
-
-// insertLogsArrays inserts logs on PostgreSQL in one statement of twelve
-// array parameters, whatever their number: a statement of many rows of
-// numbered parameters cost the server more to parse and plan than its
-// rows to insert. A log already stored (a retried batch) is skipped by
-// whichever unique key the table has: ON CONFLICT names none, so that the
-// primary key could move off the random request id (migration 0011, as
-// SQLite's did in 0010) while instances of the release before still wrote.
-func insertLogsArrays(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {
-	if len(logs) == 0 {
-		return nil
-	}
-	n := len(logs)
-	ids, accts, keys, methods, routes, paths, classes, codes, clients := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	ats, statuses, durs := make([]int64, n), make([]int64, n), make([]int64, n)
-	for i, l := range logs {
-		ids[i], accts[i], keys[i], methods[i], routes[i], paths[i] = l.ID, l.AccountID, l.KeyID, l.Method, l.Route, l.Path
-		classes[i], codes[i], clients[i] = UsageClass(l.Status), l.ErrorCode, l.Client
-		ats[i], statuses[i], durs[i] = toMS(l.At), int64(l.Status), l.Duration.Microseconds()
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO request_logs (id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $10::text[], $11::bigint[], $12::text[])
-		ON CONFLICT DO NOTHING`, ids, accts, keys, ats, methods, routes, paths, statuses, classes, codes, durs, clients); err != nil {
-		return fmt.Errorf("insert request logs: %w", err)
-	}
-	return nil
-}
-
-// sqliteLogsPerStatement is how many request logs one SQLite INSERT
-// writes. Rows bound as anonymous parameters (?) in a statement of 32,
-// prepared once a transaction, cost about 1.5 µs less CPU a log than one
-// statement a row (BenchmarkWriteUsage/sqlite); numbered parameters ($N)
-// would cost more than they save, the driver looking each up by name.
-const sqliteLogsPerStatement = 32
-
-// sqliteInsertLogs[n] inserts n request logs. OR IGNORE, not ON CONFLICT
-// DO NOTHING: no row can then abort the statement, so SQLite keeps no
-// statement journal for it (writing one to a temporary file cost 2 µs of
-// CPU a log, BenchmarkWriteUsage/sqlite). A log retried has a primary key
-// already stored: skipped.
-var sqliteInsertLogs = func() (out [sqliteLogsPerStatement + 1]string) {
-	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	for n := 1; n <= sqliteLogsPerStatement; n++ {
-		out[n] = `INSERT OR IGNORE INTO request_logs (id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client) VALUES ` +
-			strings.Repeat(row+", ", n-1) + row
-	}
-	return out
-}()
-
-// insertLogsSQLite inserts logs sqliteLogsPerStatement at a time through
-// one prepared statement, the rest in one statement of their number.
-func insertLogsSQLite(ctx context.Context, tx *sql.Tx, logs []RequestLog) error {
-	if len(logs) == 0 {
-		return nil
-	}
-	var full *sql.Stmt
-	if len(logs) >= sqliteLogsPerStatement {
-		var err error
-		if full, err = tx.PrepareContext(ctx, sqliteInsertLogs[sqliteLogsPerStatement]); err != nil {
-			return fmt.Errorf("prepare request logs: %w", err)
-		}
-		defer full.Close()
-	}
-	args := make([]any, 0, 12*sqliteLogsPerStatement)
-	for len(logs) > 0 {
-		n := min(len(logs), sqliteLogsPerStatement)
-		args = args[:0]
-		for _, l := range logs[:n] {
-			args = append(args, l.ID, l.AccountID, l.KeyID, toMS(l.At), l.Method, l.Route, l.Path, l.Status,
-				UsageClass(l.Status), l.ErrorCode, l.Duration.Microseconds(), l.Client)
-		}
-		var err error
-		if n == sqliteLogsPerStatement {
-			_, err = full.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, sqliteInsertLogs[n], args...)
-		}
-		if err != nil {
-			return fmt.Errorf("insert request logs: %w", err)
-		}
-		logs = logs[n:]
-	}
-	return nil
 }
 
 func addCounts(ctx context.Context, tx *sql.Tx, counts []UsageCount) error {
@@ -294,7 +189,7 @@ func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) e
 				return fmt.Errorf("take sweep lock: %w", err)
 			}
 		}
-		if err := sweepLogs(ctx, tx, toMS(now.Add(-LogRetention)), perAccount); err != nil {
+		if err := sweepLogs(ctx, tx, s.engine, toMS(now.Add(-LogRetention)), perAccount); err != nil {
 			return err
 		}
 		return rollUp(ctx, tx, now)
@@ -303,44 +198,6 @@ func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) e
 
 // usageSweepLock is the sweep's advisory lock key ("usage" in ASCII).
 const usageSweepLock int64 = 0x7573616765
-
-// sweepLogs removes, account by account, the logs older than cut and those
-// older than the account's perAccount-th newest. Each step is a range of
-// the (account_id, at, id) order that both engines keep (migration 0010):
-// there is no index on the time alone, which every log would pay for.
-func sweepLogs(ctx context.Context, tx *sql.Tx, cut int64, perAccount int) error {
-	for acct, first := "", true; ; first = false {
-		// The next account: a seek in the index, not a scan of the logs.
-		var next sql.NullString
-		q := `SELECT MIN(account_id) FROM request_logs WHERE account_id > $1`
-		if first {
-			q = `SELECT MIN(account_id) FROM request_logs WHERE account_id >= $1`
-		}
-		if err := tx.QueryRowContext(ctx, q, acct).Scan(&next); err != nil {
-			return fmt.Errorf("find account of request logs: %w", err)
-		}
-		if !next.Valid {
-			return nil
-		}
-		acct = next.String
-		if _, err := tx.ExecContext(ctx, `DELETE FROM request_logs WHERE account_id = $1 AND at < $2`, acct, cut); err != nil {
-			return fmt.Errorf("sweep request logs: %w", err)
-		}
-		var at int64
-		var id string
-		err := tx.QueryRowContext(ctx, `SELECT at, id FROM request_logs WHERE account_id = $1 ORDER BY at DESC, id DESC LIMIT 1 OFFSET $2`,
-			acct, perAccount-1).Scan(&at, &id)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // within its cap
-		}
-		if err != nil {
-			return fmt.Errorf("find oldest kept log: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM request_logs WHERE account_id = $1 AND (at, id) < ($2, $3)`, acct, at, id); err != nil {
-			return fmt.Errorf("cap request logs: %w", err)
-		}
-	}
-}
 
 func rollUp(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	cut := toMS(now.Add(-MinuteGrainKept).Truncate(time.Hour))
@@ -420,77 +277,4 @@ func (s *Store) AccountKeyRequests(ctx context.Context, accountID string, since 
 		out[id] = n
 	}
 	return out, rows.Err()
-}
-
-// RequestLogQuery selects a page of an account's request logs, newest first.
-type RequestLogQuery struct {
-	AccountID string
-	KeyID     string // "" for every key
-	Class     string // one of UsageClasses, or ""
-	Status    int    // an exact status, or 0
-	Route     string // an exact route pattern, or ""
-	RequestID string // the one request with this id, or ""
-	From, To  time.Time
-	After     Cursor
-	Limit     int
-}
-
-// RequestLogPage returns up to q.Limit logs and the cursor of the next page.
-// Every page reads the account's logs in (at, id) order from the cursor and
-// keeps those that pass the filters (on PostgreSQL a key's own index may
-// serve its filter). The search by request id first looks the log up by its
-// key: the time the id carries (domain.RequestIDTime) is the log's; an id
-// that carries none, or another (an older release's ids were random), is
-// then looked for among the account's logs.
-func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]RequestLog, Cursor, error) {
-	if !storable(q.AccountID, q.KeyID, q.Class, q.Route, q.RequestID) || q.Limit <= 0 {
-		return nil, Cursor{}, nil
-	}
-	if at, ok := domain.RequestIDTime(q.RequestID); ok {
-		if logs, next, err := s.requestLogPage(ctx, q, at); err != nil || len(logs) > 0 {
-			return logs, next, err
-		}
-	}
-	return s.requestLogPage(ctx, q, time.Time{})
-}
-
-// requestLogPage reads the page q asks for, among the logs of time at
-// only when at is not zero.
-func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.Time) ([]RequestLog, Cursor, error) {
-	if q.Status != 0 {
-		q.Class = UsageClass(q.Status)
-	}
-	var b builder
-	b.add(`SELECT id, account_id, key_id, at, method, route, path, status, error_code, duration_us, client FROM request_logs WHERE account_id = ` + b.arg(q.AccountID))
-	for _, f := range []struct{ col, v string }{{"id", q.RequestID}, {"key_id", q.KeyID}, {"class", q.Class}, {"route", q.Route}} {
-		if f.v != "" {
-			b.add(` AND ` + f.col + ` = ` + b.arg(f.v))
-		}
-	}
-	if q.Status != 0 {
-		b.add(` AND status = ` + b.arg(q.Status))
-	}
-	if !at.IsZero() {
-		b.add(` AND at = ` + b.arg(toMS(at)))
-	}
-	if !q.From.IsZero() {
-		b.add(` AND at >= ` + b.arg(toMS(q.From)))
-	}
-	if !q.To.IsZero() {
-		b.add(` AND at < ` + b.arg(toMS(q.To)))
-	}
-	if !q.After.IsZero() {
-		b.add(` AND (at, id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
-	}
-	b.add(` ORDER BY at DESC, id DESC LIMIT ` + b.arg(q.Limit+1))
-	return page(ctx, s, "request log", &b, q.Limit, scanRequestLog,
-		func(l RequestLog) Cursor { return Cursor{CreatedAt: l.At, ID: l.ID} })
-}
-
-func scanRequestLog(rows *sql.Rows) (RequestLog, error) {
-	var l RequestLog
-	var at, us int64
-	err := rows.Scan(&l.ID, &l.AccountID, &l.KeyID, &at, &l.Method, &l.Route, &l.Path, &l.Status, &l.ErrorCode, &us, &l.Client)
-	l.At, l.Duration = fromMS(at), time.Duration(us)*time.Microsecond
-	return l, err
 }

@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,6 +239,116 @@ func TestWriteUsageManyLogs(t *testing.T) {
 			if n != len(logs) {
 				t.Fatalf("round %d: %d logs stored, want %d", round, n, len(logs))
 			}
+		}
+	})
+}
+
+// A page reads batches a few dozen at a time: logs of one second spread
+// over more batches than one read (40 keys), pages of 7 under a filter
+// that matches one log in five, all come newest first, each once.
+func TestRequestLogPageAcrossBatches(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		var logs []store.RequestLog
+		for i := range 600 {
+			// 40 keys, 3 seconds; each second's logs are written in two flushes.
+			logs = append(logs, usageLog("acc_1", fmt.Sprintf("key_%02d", i%40), i, t0.Add(time.Duration(i%3)*time.Second+time.Duration(i%997)*time.Millisecond),
+				[]int{200, 200, 404, 200, 500}[i%5], "GET /v1/me"))
+		}
+		if err := s.WriteUsage(ctx, logs[:300], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteUsage(ctx, logs[300:], nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []store.RequestLogQuery{{}, {Status: 500}, {KeyID: "key_07"}, {Class: store.Class4xx, KeyID: "key_02"}} {
+			var want []store.RequestLog
+			for _, l := range logs {
+				if (q.Status == 0 || l.Status == q.Status) && (q.KeyID == "" || l.KeyID == q.KeyID) && (q.Class == "" || store.UsageClass(l.Status) == q.Class) {
+					want = append(want, l)
+				}
+			}
+			slices.SortFunc(want, func(a, b store.RequestLog) int {
+				return cmp.Or(b.At.Compare(a.At), strings.Compare(b.ID, a.ID))
+			})
+			q.AccountID, q.Limit = "acc_1", 7
+			var got []store.RequestLog
+			for range 200 {
+				page, next, err := s.RequestLogPage(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, page...)
+				if next.IsZero() {
+					break
+				}
+				q.After = next
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%+v: %d logs, want %d", q, len(got), len(want))
+			}
+			for i := range want {
+				if got[i].ID != want[i].ID || !got[i].At.Equal(want[i].At) || got[i].KeyID != want[i].KeyID {
+					t.Fatalf("%+v: log %d is %s, want %s", q, i, got[i].ID, want[i].ID)
+				}
+			}
+		}
+	})
+}
+
+// The sweep's bounds fall within seconds: the cut-off 7 days back at
+// 12:00:00.500 and the cap, both in a second whose logs are of two keys
+// in several batches. Exactly the logs the rules keep are kept.
+func TestSweepUsageWithinASecond(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 22, 12, 0, 0, 500_000_000, time.UTC)
+		cut := now.Add(-store.LogRetention)
+		var logs []store.RequestLog
+		for i := range 20 {
+			// acc_1: ten logs either side of the cut-off, in one second.
+			logs = append(logs, usageLog("acc_1", []string{"key_a", "key_b"}[i%2], i, cut.Add(time.Duration(i-10)*10*time.Millisecond), 200, "GET /v1/me"))
+		}
+		for i := range 30 {
+			// acc_2: three seconds of ten logs; the cap of 15 falls in the middle one.
+			logs = append(logs, usageLog("acc_2", []string{"key_c", "key_d"}[i%2], i, now.Add(-time.Duration(i/10)*time.Second+time.Duration(i%10)*time.Millisecond), 404, "GET /v1/me"))
+		}
+		for i := range logs {
+			if err := s.WriteUsage(ctx, logs[i:i+1], nil); err != nil { // a batch each
+				t.Fatal(err)
+			}
+		}
+		if err := s.SweepUsageKeeping(ctx, now, 15); err != nil {
+			t.Fatal(err)
+		}
+		kept := func(acct string) (ids []string) {
+			page, _, err := s.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range page {
+				ids = append(ids, l.ID)
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		var want1, want2 []string
+		for _, l := range logs {
+			switch {
+			case l.AccountID == "acc_1" && !l.At.Before(cut):
+				want1 = append(want1, l.ID)
+			case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+4*time.Millisecond)):
+				want2 = append(want2, l.ID) // the newest 15: the first second and the middle one's 5 latest
+			}
+		}
+		slices.Sort(want1)
+		slices.Sort(want2)
+		if got := kept("acc_1"); !slices.Equal(got, want1) {
+			t.Errorf("acc_1 kept %v, want %v", got, want1)
+		}
+		if got := kept("acc_2"); !slices.Equal(got, want2) || len(want2) != 15 {
+			t.Errorf("acc_2 kept %v, want %v", got, want2)
 		}
 	})
 }

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// A request log batch is one row of request_log_batches (migration 0012):
+// up to maxLogsPerBatch logs of one account and key whose times fall in one
+// second, packed into one blob. This file is the blob's format; what reads
+// and writes the rows is in requestlogs.go.
+//
+// Format 1: the byte 1, then each log in turn:
+//
+//	id        uvarint length, then its bytes
+//	at        uvarint: milliseconds past the batch's second
+//	status    uvarint
+//	duration  uvarint: microseconds
+//	method, route, path, error code, client: a string each, by table
+//
+// A string "by table" is written once and then referred to: each of those
+// five fields has a table of the last eight distinct values the batch
+// wrote. A value in its table is written as uvarint(i+1), its slot; any
+// other as uvarint(0), its length and bytes, after which it takes the
+// table's next slot in turn. The reader keeps the same tables, so a batch
+// of a key polling one path stores each log in its id and a dozen bytes.
+const (
+	logBatchFormat  = 1
+	maxLogsPerBatch = 512
+	tableSlots      = 8
+)
+
+// errBadBatch is a blob this release cannot read: a newer format, or one
+// damaged.
+var errBadBatch = errors.New("request log batch: unreadable blob")
+
+// Class bits: a batch's classes column has the bit of each class it holds,
+// so a filter by class or status skips the batches holding none.
+func classBit(class string) int {
+	switch class {
+	case Class2xx:
+		return 1
+	case Class4xx:
+		return 2
+	case Class429:
+		return 4
+	case Class5xx:
+		return 8
+	}
+	return 0
+}
+
+// strTable is one field's table of recent values.
+type strTable struct {
+	v    [tableSlots]string
+	n    int // slots filled
+	next int // the slot the next new value takes
+}
+
+func (t *strTable) slot(s string) int {
+	for i := range t.n {
+		if t.v[i] == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *strTable) add(s string) {
+	t.v[t.next] = s
+	if t.n < tableSlots {
+		t.n++
+	}
+	t.next = (t.next + 1) % tableSlots
+}
+
+func (t *strTable) append(b []byte, s string) []byte {
+	if i := t.slot(s); i >= 0 {
+		return binary.AppendUvarint(b, uint64(i+1))
+	}
+	t.add(s)
+	return appendStr(binary.AppendUvarint(b, 0), s)
+}
+
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// logEncoder packs logs of one batch.
+type logEncoder struct {
+	blob                              []byte
+	n                                 int // logs packed
+	classes                           int // bits of their classes
+	method, route, path, code, client strTable
+}
+
+func newLogEncoder() *logEncoder {
+	return &logEncoder{blob: append(make([]byte, 0, 256), logBatchFormat)}
+}
+
+// add packs l, whose time is atMS, within the batch's second sec.
+func (e *logEncoder) add(l *RequestLog, atMS, sec int64) {
+	b := appendStr(e.blob, l.ID)
+	b = binary.AppendUvarint(b, uint64(atMS-sec*1000))
+	b = binary.AppendUvarint(b, uint64(max(l.Status, 0)))
+	b = binary.AppendUvarint(b, uint64(max(l.Duration.Microseconds(), 0)))
+	b = e.method.append(b, l.Method)
+	b = e.route.append(b, l.Route)
+	b = e.path.append(b, l.Path)
+	b = e.code.append(b, l.ErrorCode)
+	e.blob = e.client.append(b, l.Client)
+	e.n++
+	e.classes |= classBit(UsageClass(l.Status))
+}
+
+// packedLog is a log as read from a blob: id still the blob's bytes, so a
+// log a filter drops costs no allocation for it.
+type packedLog struct {
+	id                                []byte
+	at                                int64 // Unix milliseconds
+	status                            int
+	durationUS                        int64
+	method, route, path, code, client string
+}
+
+// logDecoder reads a blob's logs in turn.
+type logDecoder struct {
+	b                                 []byte
+	sec                               int64
+	err                               error
+	method, route, path, code, client strTable
+}
+
+func newLogDecoder(blob []byte, sec int64) *logDecoder {
+	d := &logDecoder{sec: sec}
+	if len(blob) == 0 || blob[0] != logBatchFormat {
+		d.err = errBadBatch
+		return d
+	}
+	d.b = blob[1:]
+	return d
+}
+
+// next reads the next log into p; false at the end or on a damaged blob
+// (then err says so).
+func (d *logDecoder) next(p *packedLog) bool {
+	if d.err != nil || len(d.b) == 0 {
+		return false
+	}
+	p.id = d.bytes()
+	ms := d.uvarint()
+	p.at = d.sec*1000 + int64(min(ms, 999))
+	p.status = int(min(d.uvarint(), 999))
+	p.durationUS = int64(min(d.uvarint(), 1<<53))
+	p.method = d.str(&d.method)
+	p.route = d.str(&d.route)
+	p.path = d.str(&d.path)
+	p.code = d.str(&d.code)
+	p.client = d.str(&d.client)
+	return d.err == nil
+}
+
+func (d *logDecoder) fail() {
+	d.err, d.b = errBadBatch, nil
+}
+
+func (d *logDecoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *logDecoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	s := d.b[:n:n]
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *logDecoder) str(t *strTable) string {
+	i := d.uvarint()
+	if i == 0 {
+		s := string(d.bytes())
+		t.add(s)
+		return s
+	}
+	if i > uint64(t.n) {
+		d.fail()
+		return ""
+	}
+	return t.v[i-1]
+}
+
+// log is p as a RequestLog of the batch's account and key.
+func (p *packedLog) log(accountID, keyID string) RequestLog {
+	return RequestLog{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: fromMS(p.at),
+		Method: p.method, Route: p.route, Path: p.path, Status: p.status, ErrorCode: p.code,
+		Duration: durationUS(p.durationUS), Client: p.client}
+}
