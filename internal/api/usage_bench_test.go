@@ -22,7 +22,7 @@ import (
 // (store.BenchmarkWriteUsage).
 type discardUsage struct{}
 
-func (discardUsage) WriteUsage(context.Context, []store.RequestLog, []store.UsageCount) error {
+func (discardUsage) WritePackedUsage(context.Context, *store.LogBuffer, []store.UsageCount) error {
 	return nil
 }
 func (discardUsage) SweepUsage(context.Context, time.Time) error { return nil }

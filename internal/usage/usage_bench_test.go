@@ -11,8 +11,10 @@ import (
 // discard is a store that keeps nothing.
 type discard struct{}
 
-func (discard) WriteUsage(context.Context, []store.RequestLog, []store.UsageCount) error { return nil }
-func (discard) SweepUsage(context.Context, time.Time) error                              { return nil }
+func (discard) WritePackedUsage(context.Context, *store.LogBuffer, []store.UsageCount) error {
+	return nil
+}
+func (discard) SweepUsage(context.Context, time.Time) error { return nil }
 
 // BenchmarkRecord is Record from every CPU at once (a request's whole cost
 // of recording, contention on the buffer's lock included), the buffer

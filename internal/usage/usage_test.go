@@ -18,7 +18,7 @@ type fakeStore struct {
 	sweeps int
 }
 
-func (f *fakeStore) WriteUsage(_ context.Context, logs []store.RequestLog, counts []store.UsageCount) error {
+func (f *fakeStore) WritePackedUsage(_ context.Context, packed *store.LogBuffer, counts []store.UsageCount) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail {
@@ -27,7 +27,7 @@ func (f *fakeStore) WriteUsage(_ context.Context, logs []store.RequestLog, count
 	if f.counts == nil {
 		f.counts = map[string]int64{}
 	}
-	f.logs = append(f.logs, logs...)
+	f.logs = append(f.logs, packed.Logs()...)
 	for _, c := range counts {
 		f.counts[c.KeyID+"/"+c.Class+"/"+c.Minute.Format("15:04")] += c.Count
 	}
