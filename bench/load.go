@@ -184,40 +184,66 @@ func settle(p *proc, back *servers, r *result) {
 // abRounds alternates floor and service: A B A B, merging each side.
 // When prof is set, the first service half is profiled.
 func abRounds(ctx context.Context, c config, client *http.Client, floorP, svcP *proc, floor, svc request, prof *profiler) (result, result, error) {
-	var a, b result
+	a, bs, err := interleaved(ctx, c, client, floorP, floor, []*proc{svcP}, []request{svc}, prof)
+	if err != nil {
+		return a, result{}, err
+	}
+	return a, bs[0], nil
+}
+
+// interleaved measures the floor and each service in rounds: the floor,
+// then the services, starting each round from the next one, so that the
+// machine's drift and bursts fall on all of them alike. Each side's rounds
+// are merged. When prof is set, the first service's first half is
+// profiled.
+func interleaved(ctx context.Context, c config, client *http.Client, floorP *proc, floor request, svcPs []*proc, svcs []request, prof *profiler) (result, []result, error) {
+	var a result
+	bs := make([]result, len(svcs))
 	// A second of each, unmeasured: connections made, caches and pools
 	// warm, the runtime's heap grown to its working size.
-	for _, mk := range []request{floor, svc} {
+	for _, mk := range append([]request{floor}, svcs...) {
 		if _, err := drive(ctx, client, c.conns, time.Second, mk); err != nil {
-			return a, b, fmt.Errorf("warm-up: %w", err)
+			return a, bs, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	settle(svcP, c.back, &result{})
-	for range c.rounds {
+	for _, p := range svcPs {
+		settle(p, c.back, &result{})
+	}
+	for round := range c.rounds {
 		ra, err := measured(ctx, floorP, nil, client, c.conns, c.duration, floor)
 		if err != nil {
-			return a, b, fmt.Errorf("floor: %w", err)
-		}
-		var rb result
-		err = prof.during(func() (err error) {
-			rb, err = measured(ctx, svcP, c.back, client, c.conns, c.duration, svc)
-			if err == nil {
-				settle(svcP, c.back, &rb)
-			}
-			return err
-		})
-		if err != nil {
-			return a, b, fmt.Errorf("service: %w", err)
+			return a, bs, fmt.Errorf("floor: %w", err)
 		}
 		a.merge(ra)
-		b.merge(rb)
+		for k := range svcs {
+			i := (round + k) % len(svcs)
+			var rb result
+			measure := func() (err error) {
+				rb, err = measured(ctx, svcPs[i], c.back, client, c.conns, c.duration, svcs[i])
+				if err == nil {
+					settle(svcPs[i], c.back, &rb)
+				}
+				return err
+			}
+			if i == 0 {
+				err = prof.during(measure)
+			} else {
+				err = measure()
+			}
+			if err != nil {
+				return a, bs, fmt.Errorf("service: %w", err)
+			}
+			bs[i].merge(rb)
+		}
 	}
 	a.sort()
-	b.sort()
-	if bad := non2xx(b.statuses); bad != "" {
-		return a, b, fmt.Errorf("service answered %s", bad)
+	for i := range bs {
+		bs[i].sort()
+		if bad := non2xx(bs[i].statuses); bad != "" {
+			return a, bs, fmt.Errorf("service answered %s", bad)
+		}
 	}
-	return a, b, nil
+	return a, bs, nil
 }
 
 func non2xx(st map[int]int) string {

@@ -3,6 +3,9 @@
 // separate processes and are driven in turn (A B A B) by one load
 // generator with keep-alive connections; the table reports throughput,
 // p50/p99 latency and the ratio to the floor measured in the same run.
+// GET /v1/me is measured once more by two other serve processes on the
+// same store, one recording usage and one not, in the same rounds (floor,
+// on, off), so that recording's cost is a difference within one run.
 //
 //	go run ./bench                                   # SQLite, about 3 minutes
 //	go run ./bench -postgres postgres://... -redis redis://...   # adds PostgreSQL + Redis

@@ -142,6 +142,11 @@ func (r *engineRun) run(ctx context.Context, bin, tmp string) error {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
 	}
+	for _, conns := range []int{r.c.conns, 4 * r.c.conns} {
+		if err := r.recording(ctx, bin, tmp, conns); err != nil {
+			return fmt.Errorf("recording: %w", err)
+		}
+	}
 	if r.c.only != "" {
 		return nil
 	}
@@ -278,6 +283,65 @@ func (r *engineRun) read(ctx context.Context, sc readScenario) error {
 		return fmt.Errorf("round trips: %w", err)
 	}
 	r.t.add(r.e.name, sc.name+": round trips per request", "", "", "", fig)
+	return nil
+}
+
+// recordingName names the recording scenario at conns connections.
+func (r *engineRun) recordingName(conns int) string {
+	name := "GET /v1/me, recording on and off"
+	if conns != r.c.conns {
+		name += fmt.Sprintf(", %d connections", conns)
+	}
+	return name
+}
+
+// recording measures what usage recording costs GET /v1/me: two more serve
+// processes on the same store, one with --usage-recording=true and one
+// with false, measured against the floor in the same rounds (interleaved),
+// so the drop in the ratio is read within one run. Apart, in two runs,
+// the machine's drift between them was as large as the drop.
+func (r *engineRun) recording(ctx context.Context, bin, tmp string, conns int) error {
+	name := r.recordingName(conns)
+	if r.c.only != "" && !strings.Contains(name, r.c.only) {
+		return nil
+	}
+	fmt.Fprintf(r.out, "[%s] %s…\n", r.e.name, name)
+	var ps []*proc
+	defer func() {
+		for _, p := range ps {
+			p.stop()
+		}
+	}()
+	for _, on := range []string{"true", "false"} {
+		args := []string{"serve", "--db", r.e.dsn, "--unauth-rate-limit", "100000000", "--usage-recording=" + on}
+		if r.e.redis != "" {
+			args = append(args, "--redis", r.e.redis)
+		}
+		p, err := startProc(ctx, filepath.Join(tmp, "serve-"+r.engineWord()+"-recording-"+on+".log"), bin, args...)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, p)
+	}
+	cc, cl := r.c, newClient(conns)
+	defer cl.CloseIdleConnections()
+	cc.conns = conns
+	if r.e.redis != "" {
+		cc.back = localServers(r.e.dsn, r.e.redis)
+	}
+	a, bs, err := interleaved(ctx, cc, cl, r.floor, get(r.floor.base+"/", ""),
+		ps, []request{get(ps[0].base+"/v1/me", r.s.key), get(ps[1].base+"/v1/me", r.s.key)}, nil)
+	if err != nil {
+		return err
+	}
+	on, off := bs[0].rps()/a.rps(), bs[1].rps()/a.rps()
+	r.t.add(r.e.name, name, fmt.Sprintf("%.0f / %.0f req/s", bs[0].rps(), bs[1].rps()), ms(bs[0].pct(.5))+" / "+ms(bs[1].pct(.5)),
+		ms(bs[0].pct(.99))+" / "+ms(bs[1].pct(.99)), fmt.Sprintf("on %.2f, off %.2f: drop %.2f (floor %.0f req/s)", on, off, off-on, a.rps()))
+	fs, fg := a.cpuPerReq()
+	for i, side := range []string{"on", "off"} {
+		ss, sg := bs[i].cpuPerReq()
+		r.cpu.add(r.e.name, name+": "+side, us(ss), us(fs), us(sg), us(fg), cc.back.perReq(bs[i]))
+	}
 	return nil
 }
 
