@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"database/sql"
 	"errors"
@@ -335,14 +336,14 @@ func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.T
 		return nil, Cursor{}, nil
 	}
 
-	var out, second []RequestLog
-	var cur int64 // the second whose logs are in second
+	var out []RequestLog
+	var cur int64 // the second whose logs second holds
+	second := newestOf{n: q.Limit + 1}
+	truncated := false // a second held more matching logs than the page took
 	done := func() {
-		slices.SortFunc(second, func(a, b RequestLog) int {
-			return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.ID, a.ID))
-		})
-		second = slices.CompactFunc(second, func(a, b RequestLog) bool { return a.ID == b.ID && a.At.Equal(b.At) })
-		out, second = append(out, second...), second[:0]
+		truncated = truncated || second.dropped
+		out = append(out, second.sorted()...)
+		second = newestOf{n: q.Limit + 1 - len(out)}
 	}
 	var from struct {
 		sec, seq int64
@@ -375,7 +376,7 @@ func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.T
 			var p packedLog
 			for d.next(&p) {
 				if f.keep(&p) {
-					second = append(second, p.log(q.AccountID, keyID))
+					second.offer(&p, q.AccountID, keyID)
 				}
 			}
 			return true, d.err
@@ -388,12 +389,63 @@ func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.T
 		}
 	}
 	done()
-	if len(out) <= q.Limit {
+	if len(out) <= q.Limit && !truncated || len(out) == 0 {
 		return out, Cursor{}, nil
 	}
-	out = out[:q.Limit]
-	last := out[q.Limit-1]
+	// A page is short of q.Limit while there are more only when a log was
+	// written twice (a lost acknowledgement) and both took a place.
+	out = out[:min(len(out), q.Limit)]
+	last := out[len(out)-1]
 	return out, Cursor{CreatedAt: last.At, ID: last.ID}, nil
+}
+
+// newestOf keeps the newest n logs it is offered, by (at, id): a page
+// holds at most a page of the logs of one second, however many it has.
+type newestOf struct {
+	n       int
+	h       logHeap
+	dropped bool // a log offered was not kept
+}
+
+func (k *newestOf) offer(p *packedLog, accountID, keyID string) {
+	if k.n <= 0 {
+		k.dropped = true
+		return
+	}
+	if len(k.h) == k.n {
+		k.dropped = true
+		root := &k.h[0]
+		if at := toMS(root.At); p.at < at || p.at == at && string(p.id) <= root.ID {
+			return
+		}
+		*root = p.log(accountID, keyID)
+		heap.Fix(&k.h, 0)
+		return
+	}
+	heap.Push(&k.h, p.log(accountID, keyID))
+}
+
+// sorted is what k kept, newest first, a log written twice once.
+func (k *newestOf) sorted() []RequestLog {
+	logs := []RequestLog(k.h)
+	slices.SortFunc(logs, func(a, b RequestLog) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.ID, a.ID)) })
+	return slices.CompactFunc(logs, func(a, b RequestLog) bool { return a.ID == b.ID && a.At.Equal(b.At) })
+}
+
+// logHeap is a heap of logs, the oldest at its root.
+type logHeap []RequestLog
+
+func (h logHeap) Len() int { return len(h) }
+func (h logHeap) Less(i, j int) bool {
+	return cmp.Or(h[i].At.Compare(h[j].At), cmp.Compare(h[i].ID, h[j].ID)) < 0
+}
+func (h logHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *logHeap) Push(x any)   { *h = append(*h, x.(RequestLog)) }
+func (h *logHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Bounds of a log's time when a query sets none.

@@ -87,3 +87,45 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkRequestLogPageBusy is a page of an account whose 100,000 logs
+// (the retention's ceiling) came in four seconds, 25,000 a second from 20
+// keys, on SQLite: the first page, a key's, and one filter matching none
+// (every log read). B/op shows a page holding a page of a second's logs,
+// not the whole second.
+func BenchmarkRequestLogPageBusy(b *testing.B) {
+	s := storetest.Open(b, store.EngineSQLite)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	logs := make([]store.RequestLog, 0, 25_000)
+	for sec := range 4 {
+		logs = logs[:0]
+		for i := range 25_000 {
+			at := t0.Add(time.Duration(sec)*time.Second + time.Duration(i)*40*time.Microsecond)
+			logs = append(logs, store.RequestLog{ID: domain.NewRequestID(at), AccountID: "acc_1", KeyID: fmt.Sprintf("key_%02d", i%20),
+				At: at, Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: []int{200, 200, 200, 404}[i%4], Duration: time.Millisecond, Client: "192.0.2.1"})
+		}
+		if err := s.WriteUsage(ctx, logs, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, q := range []struct {
+		name string
+		q    store.RequestLogQuery
+	}{
+		{"first", store.RequestLogQuery{}},
+		{"key", store.RequestLogQuery{KeyID: "key_07"}},
+		{"none-match", store.RequestLogQuery{Status: 400}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			b.ReportAllocs()
+			q.q.AccountID, q.q.Limit = "acc_1", 50
+			for b.Loop() {
+				page, _, err := s.RequestLogPage(ctx, q.q)
+				if err != nil || (len(page) != 50) != (q.name == "none-match") {
+					b.Fatal(len(page), err)
+				}
+			}
+		})
+	}
+}

@@ -352,3 +352,44 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 		}
 	})
 }
+
+// Logs written twice (a batch whose commit was saved but not acknowledged,
+// written again) in a second holding more than a page: every log is read
+// once, in order, page after page.
+func TestRequestLogPageWrittenTwice(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		var logs []store.RequestLog
+		for i := range 10 {
+			logs = append(logs, usageLog("acc_1", "key_a", i, t0.Add(time.Duration(i)*time.Millisecond), 200, "GET /v1/me"))
+		}
+		for range 3 {
+			if err := s.WriteUsage(ctx, logs, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		q := store.RequestLogQuery{AccountID: "acc_1", Limit: 3}
+		var got []string
+		for range 20 {
+			page, next, err := s.RequestLogPage(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range page {
+				got = append(got, l.ID)
+			}
+			if next.IsZero() {
+				break
+			}
+			q.After = next
+		}
+		var want []string
+		for i := 9; i >= 0; i-- {
+			want = append(want, logs[i].ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("read %v\nwant %v", got, want)
+		}
+	})
+}
