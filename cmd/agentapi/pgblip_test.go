@@ -99,8 +99,8 @@ func blipLoad(t *testing.T, base, key string, cur *atomic.Pointer[blipCounts], s
 }
 
 // TestPostgresBlip takes PostgreSQL away (a proxy in front of it; the
-// server itself keeps running) for 10 s under load, with Redis up, in two
-// ways: cut (connections closed, new ones refused) and stall (connections
+// server itself keeps running) for 10 s (a stall, 12 s) under load, with
+// Redis up, in two ways: cut (connections closed, new ones refused) and stall (connections
 // held open, nothing passed: a stopped server or a hung host). Either way
 // GET /v1/me keeps answering 200 for the key held in memory, creates answer
 // 500 envelopes within a bound (at once when cut; within the request's
@@ -111,13 +111,18 @@ func TestPostgresBlip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 10 s outage")
 	}
-	t.Run("cut", func(t *testing.T) { postgresBlip(t, (*testenv.Proxy).Cut, 5*time.Second) })
-	t.Run("stall", func(t *testing.T) { postgresBlip(t, (*testenv.Proxy).Stall, 13*time.Second) })
+	t.Run("cut", func(t *testing.T) { postgresBlip(t, (*testenv.Proxy).Cut, 10*time.Second, 5*time.Second) })
+	// A stall outlasts the request's 10 s bound, so that creates sent in
+	// its first seconds answer 500 while it lasts: stalled for exactly the
+	// bound, only the creates already in flight when it began did, a few
+	// milliseconds before its end, and the test failed when they answered
+	// after it.
+	t.Run("stall", func(t *testing.T) { postgresBlip(t, (*testenv.Proxy).Stall, 12*time.Second, 13*time.Second) })
 }
 
-// postgresBlip is TestPostgresBlip with the outage that away starts; no
-// answer during it may take longer than slowest.
-func postgresBlip(t *testing.T, away func(*testenv.Proxy), slowest time.Duration) {
+// postgresBlip is TestPostgresBlip with the outage that away starts,
+// lasting outage; no answer during it may take longer than slowest.
+func postgresBlip(t *testing.T, away func(*testenv.Proxy), outage, slowest time.Duration) {
 	dsn := storetest.PostgresURL(t)
 	redisURL := testenv.RedisURL(t)
 	u, err := url.Parse(dsn)
@@ -165,7 +170,7 @@ func postgresBlip(t *testing.T, away func(*testenv.Proxy), slowest time.Duration
 	if code, body, _ := call(t, "GET", s.base+"/v1/me", quiet.Credential, ""); code != 200 {
 		t.Errorf("quiet key during the cut: %d %v", code, body)
 	}
-	time.Sleep(time.Until(cutAt.Add(10 * time.Second)))
+	time.Sleep(time.Until(cutAt.Add(outage)))
 	cur.Store(after)
 	proxy.Restore()
 
