@@ -100,13 +100,13 @@ func blipLoad(t *testing.T, base, key string, cur *atomic.Pointer[blipCounts], s
 
 // TestPostgresBlip takes PostgreSQL away (a proxy in front of it; the
 // server itself keeps running) for 10 s (a stall, 12 s) under load, with
-// Redis up, in two ways: cut (connections closed, new ones refused) and stall (connections
-// held open, nothing passed: a stopped server or a hung host). Either way
-// GET /v1/me keeps answering 200 for the key held in memory, creates answer
-// 500 envelopes within a bound (at once when cut; within the request's
-// 10 s bound when stalled), every acknowledged create is stored, the key's
-// last_used_at written during the outage is flushed on return, and
-// everything recovers without a restart.
+// Redis up, in two ways: cut (connections closed, new ones refused) and
+// stall (connections held open, nothing passed: a stopped server or a hung
+// host). Either way GET /v1/me keeps answering 200 for the key held in
+// memory, creates answer 500 envelopes within a bound (at once when cut;
+// within the request's 10 s bound when stalled), every acknowledged create
+// is stored, the key's last_used_at written during the outage is flushed on
+// return, and everything recovers without a restart.
 func TestPostgresBlip(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 10 s outage")
