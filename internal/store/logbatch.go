@@ -132,13 +132,24 @@ type logDecoder struct {
 }
 
 func newLogDecoder(blob []byte, sec int64) *logDecoder {
-	d := &logDecoder{sec: sec}
+	d := new(logDecoder)
+	d.reset(blob, sec)
+	return d
+}
+
+// reset makes d read blob, of second sec, from its start: one decoder
+// serves every batch a page reads, most of which hold one log when an
+// account's requests are sparse (BenchmarkLogsPage).
+func (d *logDecoder) reset(blob []byte, sec int64) {
+	for _, t := range []*strTable{&d.method, &d.route, &d.path, &d.code, &d.client} {
+		t.n, t.next = 0, 0
+	}
+	d.b, d.sec, d.err = nil, sec, nil
 	if len(blob) == 0 || blob[0] != logBatchFormat {
 		d.err = errBadBatch
-		return d
+		return
 	}
 	d.b = blob[1:]
-	return d
 }
 
 // next reads the next log into p; false at the end or on a damaged blob

@@ -85,9 +85,11 @@ func New(st Store, log *slog.Logger, o Options) *Recorder {
 //
 // The log is packed as it comes (store.LogBuffer): held as a struct until
 // the next flush, a second of requests at 25,000 a second was 5 MB of
-// pointers the garbage collector scanned at every cycle, which cost GET
-// /v1/me about as much CPU as recording's own work (bench's "recording on
-// and off" scenario, profiled).
+// pointers the garbage collector scanned at every cycle. Profiled under the
+// bench's GET /v1/me at 64 connections, the collector's mark workers took
+// 2.3 % of serve's CPU with structs buffered, 0.4 % with logs packed, and
+// 0.2–0.7 % with recording off; Record, Flush and the write together went
+// from 3.0 % to 1.5 %.
 func (r *Recorder) Record(l store.RequestLog) {
 	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: store.UsageClass(l.Status),
 		minute: l.At.Truncate(time.Minute).UnixMilli()}
