@@ -17,6 +17,25 @@ func usageLog(acct, key string, i int, at time.Time, status int, route string) s
 		Method: "GET", Route: route, Path: "/v1/me", Status: status, Duration: 1500 * time.Microsecond, Client: "192.0.2.1"}
 }
 
+// allLogs reads every page of q, q.Limit logs at a time.
+func allLogs(t *testing.T, s *store.Store, q store.RequestLogQuery) []store.RequestLog {
+	t.Helper()
+	var out []store.RequestLog
+	for range 1000 {
+		page, next, err := s.RequestLogPage(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next.IsZero() {
+			return out
+		}
+		q.After = next
+	}
+	t.Fatal("no last page")
+	return nil
+}
+
 // Two writers (two instances) add their counts to the same minute: the
 // totals are their sums; the chart's buckets and the Developers page's
 // 24-hour totals read them back.
@@ -208,9 +227,9 @@ func TestSweepUsage(t *testing.T) {
 	})
 }
 
-// TestWriteUsageManyLogs: a batch larger than one SQLite transaction of
-// logs stores every log once, also when it is retried whole (as after a
-// failure part-way, once some of its transactions committed).
+// TestWriteUsageManyLogs: a batch of more logs than one packed row holds
+// stores every log once, and read once also when the batch is written again
+// whole (a commit saved but not acknowledged, retried).
 func TestWriteUsageManyLogs(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
@@ -223,20 +242,7 @@ func TestWriteUsageManyLogs(t *testing.T) {
 			if err := s.WriteUsage(ctx, logs, nil); err != nil {
 				t.Fatal(err)
 			}
-			n := 0
-			q := store.RequestLogQuery{AccountID: "acc_1", Limit: 100}
-			for range 100 {
-				page, next, err := s.RequestLogPage(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n += len(page)
-				if next.IsZero() {
-					break
-				}
-				q.After = next
-			}
-			if n != len(logs) {
+			if n := len(allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 100})); n != len(logs) {
 				t.Fatalf("round %d: %d logs stored, want %d", round, n, len(logs))
 			}
 		}
@@ -273,18 +279,7 @@ func TestRequestLogPageAcrossBatches(t *testing.T) {
 				return cmp.Or(b.At.Compare(a.At), strings.Compare(b.ID, a.ID))
 			})
 			q.AccountID, q.Limit = "acc_1", 7
-			var got []store.RequestLog
-			for range 200 {
-				page, next, err := s.RequestLogPage(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, page...)
-				if next.IsZero() {
-					break
-				}
-				q.After = next
-			}
+			got := allLogs(t, s, q)
 			if len(got) != len(want) {
 				t.Fatalf("%+v: %d logs, want %d", q, len(got), len(want))
 			}
@@ -369,20 +364,9 @@ func TestRequestLogPageWrittenTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		q := store.RequestLogQuery{AccountID: "acc_1", Limit: 3}
 		var got []string
-		for range 20 {
-			page, next, err := s.RequestLogPage(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range page {
-				got = append(got, l.ID)
-			}
-			if next.IsZero() {
-				break
-			}
-			q.After = next
+		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 3}) {
+			got = append(got, l.ID)
 		}
 		var want []string
 		for i := 9; i >= 0; i-- {
