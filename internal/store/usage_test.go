@@ -36,6 +36,15 @@ func allLogs(t *testing.T, s *store.Store, q store.RequestLogQuery) []store.Requ
 	return nil
 }
 
+// logIDs is the ids of every log of the account, newest first.
+func logIDs(t *testing.T, s *store.Store, acct string) (ids []string) {
+	t.Helper()
+	for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: acct, Limit: 50}) {
+		ids = append(ids, l.ID)
+	}
+	return ids
+}
+
 // Two writers (two instances) add their counts to the same minute: the
 // totals are their sums; the chart's buckets and the Developers page's
 // 24-hour totals read them back.
@@ -197,16 +206,7 @@ func TestSweepUsage(t *testing.T) {
 		if err := s.SweepUsageKeeping(ctx, now, 4); err != nil {
 			t.Fatal(err)
 		}
-		ids := func(acct string) (out []string) {
-			page, _, err := s.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, Limit: 50})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range page {
-				out = append(out, l.ID)
-			}
-			return out
-		}
+		ids := func(acct string) []string { return logIDs(t, s, acct) }
 		if got := fmt.Sprint(ids("acc_1")); got != "[req_key_a_0000 req_key_a_0001 req_key_a_0002 req_key_a_0003]" {
 			t.Errorf("acc_1 kept %s", got)
 		}
@@ -325,13 +325,7 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept := func(acct string) (ids []string) {
-			page, _, err := s.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, Limit: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range page {
-				ids = append(ids, l.ID)
-			}
+			ids = logIDs(t, s, acct)
 			slices.Sort(ids)
 			return ids
 		}
