@@ -109,20 +109,7 @@ func TestRequestLogPage(t *testing.T) {
 		all := func(q store.RequestLogQuery) []store.RequestLog {
 			t.Helper()
 			q.AccountID, q.Limit = "acc_1", 4
-			var out []store.RequestLog
-			for range 20 {
-				page, next, err := s.RequestLogPage(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, page...)
-				if next.IsZero() {
-					return out
-				}
-				q.After = next
-			}
-			t.Fatal("no last page")
-			return nil
+			return allLogs(t, s, q)
 		}
 		got := all(store.RequestLogQuery{})
 		if len(got) != 25 {
