@@ -165,7 +165,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	owner := func(h handler) http.Handler { return c.page(h, passwordChosen, ownerOnly, formToken) }
 
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /console/static/", staticHandler(static))
+	mux.Handle("GET /console/static/", c.staticHandler(static))
 
 	mux.Handle("GET /console/signin", public(c.handleSignInForm))
 	mux.Handle("POST /console/signin", public(form(c.handleSignIn, c.showSignIn)))
@@ -245,11 +245,15 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-func staticHandler(root fs.FS) http.Handler {
+// staticHandler serves the console's assets. A path that names no file (a
+// directory included: no listings) gets the console's own 404 page, as
+// every other console path does, not net/http's plain text.
+func (c *Console) staticHandler(root fs.FS) http.Handler {
 	files := http.StripPrefix("/console/static/", http.FileServerFS(root))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/") {
-			http.NotFound(w, r) // no directory listings
+		name := strings.TrimPrefix(r.URL.Path, "/console/static/")
+		if st, err := fs.Stat(root, name); err != nil || st.IsDir() {
+			c.renderError(w, r, nil, http.StatusNotFound, errNotFound.Message)
 			return
 		}
 		// Assets hold nothing private and change only with the binary.

@@ -168,7 +168,14 @@ func TestSecurityHeaders(t *testing.T) {
 			t.Errorf("%s: inline script or style", name)
 		}
 	}
-	wantStatus(t, "static directory listing", anon.get("/console/static/"), http.StatusNotFound)
+	// No listing, and the console's own 404 page for a path naming no file.
+	for _, path := range []string{"/console/static/", "/console/static/nothing.css", "/console/static/nothing/"} {
+		p := anon.get(path)
+		wantStatus(t, path, p, http.StatusNotFound)
+		if ct := p.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(p.body, "There is no such page.") {
+			t.Errorf("%s: 404 as %q: %.80q", path, ct, p.body)
+		}
+	}
 }
 
 // developerRoutes are every Developers route, GET and POST, for a key id.
