@@ -219,6 +219,10 @@ func decodeObject(body []byte) (object, int, *domain.Error) {
 		return object{}, 0, domain.Errorf(domain.CodeInvalidJSON, "The request body is not valid UTF-8.")
 	}
 	if !json.Valid(body) {
+		if nestingDepth(body) > maxJSONDepth {
+			return object{}, 0, domain.Errorf(domain.CodeInvalidJSON,
+				"The request body nests arrays or objects more than %d levels deep.", maxJSONDepth)
+		}
 		return object{}, 0, domain.Errorf(domain.CodeInvalidJSON, "The request body is not valid JSON.")
 	}
 	o := object{body: body, text: string(body)}
@@ -319,6 +323,38 @@ func endOfString(s string, i int) int {
 			return i + 1
 		}
 	}
+}
+
+// maxJSONDepth is the deepest nesting encoding/json accepts (its
+// scanner's limit): a body nested deeper is not valid JSON to it, and the
+// error says why.
+const maxJSONDepth = 10000
+
+// nestingDepth is the deepest nesting of arrays and objects in body,
+// strings skipped, whether or not body is otherwise valid JSON.
+func nestingDepth(body []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // endOfValue returns the index just past the JSON value that starts at i.
