@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,96 +17,6 @@ import (
 // stopped answering: well above the limiter's 250 ms (a loaded machine,
 // the race detector) and well below go-redis's own 5 s read time-out.
 const hangBound = 2 * time.Second
-
-// freezer forwards to a real Redis until freeze: from then on it stops
-// passing bytes either way, and connects new connections to nothing,
-// while keeping every connection open; thaw passes bytes again. It plays
-// a Redis that stops mid-stream, on connections already in the pool.
-type freezer struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	frozen bool
-	thawed *sync.Cond
-	conns  []net.Conn
-}
-
-func newFreezer(t *testing.T, target string) *freezer {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &freezer{ln: ln, target: target}
-	f.thawed = sync.NewCond(&f.mu)
-	t.Cleanup(func() {
-		ln.Close()
-		f.thaw()
-		f.mu.Lock()
-		for _, c := range f.conns {
-			c.Close()
-		}
-		f.mu.Unlock()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.serve(c)
-		}
-	}()
-	return f
-}
-
-func (f *freezer) addr() string { return f.ln.Addr().String() }
-
-func (f *freezer) serve(c net.Conn) {
-	f.mu.Lock()
-	f.conns = append(f.conns, c)
-	f.mu.Unlock()
-	f.wait()
-	u, err := net.Dial("tcp", f.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	f.mu.Lock()
-	f.conns = append(f.conns, u)
-	f.mu.Unlock()
-	go f.pipe(u, c)
-	go f.pipe(c, u)
-}
-
-// pipe copies src to dst, holding what it read while frozen.
-func (f *freezer) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			f.wait()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (f *freezer) wait() {
-	f.mu.Lock()
-	for f.frozen {
-		f.thawed.Wait()
-	}
-	f.mu.Unlock()
-}
-
-func (f *freezer) freeze() { f.mu.Lock(); f.frozen = true; f.mu.Unlock() }
-func (f *freezer) thaw()   { f.mu.Lock(); f.frozen = false; f.thawed.Broadcast(); f.mu.Unlock() }
 
 // clientFor is the client serve builds for url (ClientOptions), closed
 // when the test ends.
@@ -178,15 +87,17 @@ func TestHangingRedisFromTheStart(t *testing.T) {
 // and the limiter returns to Redis when it answers again.
 func TestRedisThatStopsMidStream(t *testing.T) {
 	real := redisClient(t)
-	f := newFreezer(t, real.Options().Addr)
-	l := newRedis(t, clientFor(t, "redis://"+f.addr()+"/"+strconv.Itoa(real.Options().DB)), NewMemory(nil), nil)
+	// A proxy that stalls plays a Redis that stops mid-stream, on the
+	// connections already in the pool.
+	f := testenv.NewProxy(t, real.Options().Addr)
+	l := newRedis(t, clientFor(t, "redis://"+f.Addr()+"/"+strconv.Itoa(real.Options().DB)), NewMemory(nil), nil)
 	l.pause = 50 * time.Millisecond
 	key := uniqueKey()
 	// Connections open and in use.
 	if _, admitted := timedAllows(t, l, key, 100, 8); admitted != 16 || l.Fallbacks() != 0 {
 		t.Fatalf("with Redis up: admitted %d of 16, fallbacks %d", admitted, l.Fallbacks())
 	}
-	f.freeze()
+	f.Stall()
 	slowest, _ := timedAllows(t, l, key, 100, 8)
 	t.Logf("slowest decision after Redis stopped mid-stream: %v", slowest)
 	if slowest > hangBound {
@@ -195,7 +106,7 @@ func TestRedisThatStopsMidStream(t *testing.T) {
 	if l.Fallbacks() == 0 {
 		t.Fatal("no fallback while Redis was not answering")
 	}
-	f.thaw()
+	f.Restore()
 	for deadline := time.Now().Add(5 * time.Second); l.skipRedis(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("did not return to Redis after it answered again")
