@@ -8,14 +8,9 @@ import (
 
 func packedLogs(t *testing.T, blob []byte, sec int64, acct, key string) []RequestLog {
 	t.Helper()
-	d := newLogDecoder(blob, sec)
-	var out []RequestLog
-	var p packedLog
-	for d.next(&p) {
-		out = append(out, p.log(acct, key))
-	}
-	if d.err != nil {
-		t.Fatalf("decode: %v", d.err)
+	out, err := unpack(nil, blob, sec, acct, key)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
 	}
 	return out
 }
@@ -38,7 +33,7 @@ func TestLogBatchRoundTrip(t *testing.T) {
 			Client:    fmt.Sprintf("192.0.2.%d", i%17),
 		})
 	}
-	b := packLogs(logs)
+	b := packLogs(logs).batches
 	if len(b) != 1 || b[0].n != len(logs) || b[0].sec != sec || b[0].classes != 15 {
 		t.Fatalf("%d batches: %+v", len(b), b[0].batchKey)
 	}
@@ -68,7 +63,7 @@ func TestPackLogsSplits(t *testing.T) {
 		RequestLog{ID: "b", AccountID: "acc_2", KeyID: "key_1", At: t0, Status: 429},
 		RequestLog{ID: "c", AccountID: "acc_1", KeyID: "key_1", At: t0.Add(-time.Millisecond), Status: 404})
 	var got []string
-	for _, b := range packLogs(logs) {
+	for _, b := range packLogs(logs).batches {
 		got = append(got, fmt.Sprintf("%s/%s/%d:%d:%d", b.accountID, b.keyID, b.sec-t0.Unix(), b.n, b.classes))
 	}
 	want := "[acc_1/key_1/0:512:1 acc_1/key_1/0:512:1 acc_1/key_1/0:10:1 acc_1/key_2/0:1:8 acc_2/key_1/0:1:4 acc_1/key_1/-1:1:2]"
@@ -79,7 +74,7 @@ func TestPackLogsSplits(t *testing.T) {
 
 // A damaged or newer blob is an error, never a panic or a log made up.
 func TestLogBatchDamaged(t *testing.T) {
-	b := packLogs([]RequestLog{{ID: "req_1", AccountID: "a", KeyID: "k", At: time.UnixMilli(5_000), Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: 200}})[0].blob
+	b := packLogs([]RequestLog{{ID: "req_1", AccountID: "a", KeyID: "k", At: time.UnixMilli(5_000), Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: 200}}).batches[0].blob
 	for _, bad := range [][]byte{nil, {}, {2}, b[:len(b)-1], append(append([]byte{}, b...), 0x80), append([]byte{1, 5, 'x'}, b[1:]...)} {
 		d := newLogDecoder(bad, 5)
 		var p packedLog
@@ -107,7 +102,7 @@ func FuzzLogBatch(f *testing.F) {
 			logs = append(logs, RequestLog{ID: s1 + fmt.Sprint(i), AccountID: "a", KeyID: "k", At: time.UnixMilli(1_000 + int64(i)).UTC(),
 				Method: s1, Route: []string{s1, s2}[i%2], Path: s2 + fmt.Sprint(i%9), Status: status, ErrorCode: s2, Client: s1 + s2})
 		}
-		got := packedLogs(t, packLogs(logs)[0].blob, 1, "a", "k")
+		got := packedLogs(t, packLogs(logs).batches[0].blob, 1, "a", "k")
 		for i := range logs {
 			want := logs[i]
 			want.Status = min(max(want.Status, 0), 999)

@@ -94,7 +94,7 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read request_logs: %w", err)
 		}
-		if err := insertLogBatches(ctx, tx, engine, packLogs(logs)); err != nil {
+		if err := insertLogBatches(ctx, tx, engine, packLogs(logs).batches); err != nil {
 			return err
 		}
 		if len(logs) < chunk {
@@ -201,22 +201,35 @@ func (b *LogBuffer) Prepend(older *LogBuffer) {
 func (b *LogBuffer) Logs() []RequestLog {
 	out := make([]RequestLog, 0, b.n)
 	for _, bt := range b.batches {
-		d := newLogDecoder(bt.blob, bt.sec)
-		var p packedLog
-		for d.next(&p) {
-			out = append(out, p.log(bt.accountID, bt.keyID))
-		}
+		out, _ = unpack(out, bt.blob, bt.sec, bt.accountID, bt.keyID) // packed here: readable
 	}
 	return out
 }
 
-// packLogs packs logs into batches, in the order they come.
-func packLogs(logs []RequestLog) []*logBatch {
+// packLogs packs logs, in the order they come.
+func packLogs(logs []RequestLog) *LogBuffer {
 	var b LogBuffer
 	for i := range logs {
 		b.Add(&logs[i])
 	}
-	return b.batches
+	return &b
+}
+
+// unpack appends to out the logs of a batch of second sec, account and key.
+func unpack(out []RequestLog, blob []byte, sec int64, accountID, keyID string) ([]RequestLog, error) {
+	d := newLogDecoder(blob, sec)
+	var p packedLog
+	for d.next(&p) {
+		out = append(out, p.log(accountID, keyID))
+	}
+	return out, d.err
+}
+
+// newestFirst sorts logs by (at, id), newest first, and keeps one of a log
+// written twice.
+func newestFirst(logs []RequestLog) []RequestLog {
+	slices.SortFunc(logs, func(a, b RequestLog) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.ID, a.ID)) })
+	return slices.CompactFunc(logs, func(a, b RequestLog) bool { return a.ID == b.ID && a.At.Equal(b.At) })
 }
 
 // insertLogBatches writes batches: on PostgreSQL in one statement of array
@@ -432,11 +445,7 @@ func (k *newestOf) offer(p *packedLog, accountID, keyID string) {
 }
 
 // sorted is what k kept, newest first, a log written twice once.
-func (k *newestOf) sorted() []RequestLog {
-	logs := []RequestLog(k.h)
-	slices.SortFunc(logs, func(a, b RequestLog) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.ID, a.ID)) })
-	return slices.CompactFunc(logs, func(a, b RequestLog) bool { return a.ID == b.ID && a.At.Equal(b.At) })
-}
+func (k *newestOf) sorted() []RequestLog { return newestFirst(k.h) }
 
 // logHeap is a heap of logs, the oldest at its root.
 type logHeap []RequestLog
@@ -562,22 +571,16 @@ func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64,
 			rows.Close()
 			return fmt.Errorf("read request logs: %w", err)
 		}
-		d := newLogDecoder(blob, sec)
-		var p packedLog
-		for d.next(&p) {
-			logs = append(logs, p.log(acct, keyID))
-		}
-		if d.err != nil {
+		if logs, err = unpack(logs, blob, sec, acct, keyID); err != nil {
 			rows.Close()
-			return fmt.Errorf("request logs of %d: %w", sec, d.err)
+			return fmt.Errorf("request logs of %d: %w", sec, err)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read request logs: %w", err)
 	}
-	slices.SortFunc(logs, func(a, b RequestLog) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.ID, a.ID)) })
-	logs = slices.CompactFunc(logs, func(a, b RequestLog) bool { return a.ID == b.ID && a.At.Equal(b.At) })
+	logs = newestFirst(logs)
 	n := len(logs)
 	if logs = keep(logs); len(logs) == n {
 		return nil
@@ -585,5 +588,5 @@ func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64,
 	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec = $2`, acct, sec); err != nil {
 		return fmt.Errorf("trim request logs: %w", err)
 	}
-	return insertLogBatches(ctx, tx, engine, packLogs(logs))
+	return insertLogBatches(ctx, tx, engine, packLogs(logs).batches)
 }

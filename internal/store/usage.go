@@ -125,11 +125,7 @@ type UsageCount struct {
 
 // WriteUsage stores logs and counts as WritePackedUsage does.
 func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []UsageCount) error {
-	var b LogBuffer
-	for i := range logs {
-		b.Add(&logs[i])
-	}
-	return s.WritePackedUsage(ctx, &b, counts)
+	return s.WritePackedUsage(ctx, packLogs(logs), counts)
 }
 
 // WritePackedUsage stores a batch, in one transaction: the logs, packed
