@@ -202,10 +202,7 @@ func (r *engineRun) start(ctx context.Context, bin, tmp string) (stop func(), er
 // serveArgs is serve's command line, with an admin listener (whose address
 // it keeps) when profiles are asked for.
 func (r *engineRun) serveArgs() ([]string, error) {
-	args := []string{"serve", "--db", r.e.dsn, "--unauth-rate-limit", "100000000"}
-	if r.e.redis != "" {
-		args = append(args, "--redis", r.e.redis)
-	}
+	args := r.serveCommand()
 	if r.c.profileDir == "" {
 		return args, nil
 	}
@@ -215,6 +212,36 @@ func (r *engineRun) serveArgs() ([]string, error) {
 	}
 	r.adminAddr = addr
 	return append(args, "--admin-addr", addr), nil
+}
+
+// serveCommand is every serve's command line on this engine: the
+// service's and the recording scenario's alike.
+func (r *engineRun) serveCommand(more ...string) []string {
+	args := append([]string{"serve", "--db", r.e.dsn, "--unauth-rate-limit", "100000000"}, more...)
+	if r.e.redis != "" {
+		args = append(args, "--redis", r.e.redis)
+	}
+	return args
+}
+
+// driving is the configuration and client for a scenario at conns
+// connections, measuring the servers behind serve when they are local.
+func (r *engineRun) driving(conns int) (config, *http.Client) {
+	cc := r.c
+	cc.conns = conns
+	if r.e.redis != "" {
+		cc.back = localServers(r.e.dsn, r.e.redis)
+	}
+	return cc, newClient(conns)
+}
+
+// named is name with its number of connections when that is not the
+// default's.
+func (r *engineRun) named(name string, conns int) string {
+	if conns != r.c.conns {
+		name += fmt.Sprintf(", %d connections", conns)
+	}
+	return name
 }
 
 // engineWord is the engine's first word, for file names.
@@ -236,9 +263,7 @@ func (r *engineRun) scenarios() []readScenario {
 		if c.only != "" && !strings.Contains(sc.name, c.only) {
 			continue
 		}
-		if sc.conns != c.conns {
-			sc.name += fmt.Sprintf(", %d connections", sc.conns)
-		}
+		sc.name = r.named(sc.name, sc.conns)
 		out = append(out, sc)
 	}
 	return out
@@ -259,11 +284,7 @@ func (r *engineRun) profiler(sc readScenario) *profiler {
 // round trips each request makes.
 func (r *engineRun) read(ctx context.Context, sc readScenario) error {
 	fmt.Fprintf(r.out, "[%s] %s…\n", r.e.name, sc.name)
-	cc, cl := r.c, newClient(sc.conns)
-	cc.conns = sc.conns
-	if r.e.redis != "" {
-		cc.back = localServers(r.e.dsn, r.e.redis)
-	}
+	cc, cl := r.driving(sc.conns)
 	a, b, err := abRounds(ctx, cc, cl, r.floor, r.svc, get(r.floor.base+"/", ""), get(r.svc.base+sc.path, sc.key), r.profiler(sc))
 	cl.CloseIdleConnections()
 	if err != nil {
@@ -286,22 +307,13 @@ func (r *engineRun) read(ctx context.Context, sc readScenario) error {
 	return nil
 }
 
-// recordingName names the recording scenario at conns connections.
-func (r *engineRun) recordingName(conns int) string {
-	name := "GET /v1/me, recording on and off"
-	if conns != r.c.conns {
-		name += fmt.Sprintf(", %d connections", conns)
-	}
-	return name
-}
-
 // recording measures what usage recording costs GET /v1/me: two more serve
 // processes on the same store, one with --usage-recording=true and one
 // with false, measured against the floor in the same rounds (interleaved),
 // so the drop in the ratio is read within one run. Apart, in two runs,
 // the machine's drift between them was as large as the drop.
 func (r *engineRun) recording(ctx context.Context, bin, tmp string, conns int) error {
-	name := r.recordingName(conns)
+	name := r.named("GET /v1/me, recording on and off", conns)
 	if r.c.only != "" && !strings.Contains(name, r.c.only) {
 		return nil
 	}
@@ -313,22 +325,15 @@ func (r *engineRun) recording(ctx context.Context, bin, tmp string, conns int) e
 		}
 	}()
 	for _, on := range []string{"true", "false"} {
-		args := []string{"serve", "--db", r.e.dsn, "--unauth-rate-limit", "100000000", "--usage-recording=" + on}
-		if r.e.redis != "" {
-			args = append(args, "--redis", r.e.redis)
-		}
-		p, err := startProc(ctx, filepath.Join(tmp, "serve-"+r.engineWord()+"-recording-"+on+".log"), bin, args...)
+		p, err := startProc(ctx, filepath.Join(tmp, "serve-"+r.engineWord()+"-recording-"+on+".log"), bin,
+			r.serveCommand("--usage-recording="+on)...)
 		if err != nil {
 			return err
 		}
 		ps = append(ps, p)
 	}
-	cc, cl := r.c, newClient(conns)
+	cc, cl := r.driving(conns)
 	defer cl.CloseIdleConnections()
-	cc.conns = conns
-	if r.e.redis != "" {
-		cc.back = localServers(r.e.dsn, r.e.redis)
-	}
 	a, bs, err := interleaved(ctx, cc, cl, r.floor, get(r.floor.base+"/", ""),
 		ps, []request{get(ps[0].base+"/v1/me", r.s.key), get(ps[1].base+"/v1/me", r.s.key)}, nil)
 	if err != nil {
