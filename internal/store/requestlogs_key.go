@@ -20,11 +20,13 @@ import (
 // table of 0010's three indexes took 65–77 ms, into one of 0011's two 56–70
 // ms (same session, five rounds alternated; numbers in bench/RESULTS.md).
 //
-// What used the old key still works: a retried log is skipped by the new one
-// (insertLogsArrays names no conflict target, so this release's writes and
-// the previous one's both skip it), the search by request id looks a log up
-// by its account and time (RequestLogPage), and every page reads the
-// account's logs through the new key. SQLite has nothing to do.
+// What used the old key still worked: a retried log was skipped by the new
+// one (the insert of 0011's release named no conflict target, so its writes
+// and the previous release's both skipped it), the search by request id
+// looked a log up by its account and time, and every page read the
+// account's logs through the new key. SQLite has nothing to do. Migration
+// 0012 (requestlogs.go) then packs the table's rows into batches and drops
+// it.
 func keyRequestLogsByTime(ctx context.Context, tx *sql.Tx, engine string) error {
 	if engine != EnginePostgres {
 		return nil
