@@ -133,3 +133,15 @@ func parseHop(s string) (netip.Addr, bool) {
 	}
 	return netip.Addr{}, false
 }
+
+// Group is the unit a per-address limit counts for addr (as Addr returns
+// it): the address itself for IPv4, its /64 for IPv6, since one host is
+// routinely given a whole /64 and could otherwise spread its requests over
+// 2^64 "addresses". Text that is not an address is its own group.
+func Group(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return addr
+	}
+	return netip.PrefixFrom(a.WithZone(""), 64).Masked().String()
+}

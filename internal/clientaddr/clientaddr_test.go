@@ -81,3 +81,18 @@ func TestMappedAddresses(t *testing.T) {
 		t.Fatal("a prefix mixing mapped and plain IPv6 was accepted")
 	}
 }
+
+func TestGroup(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7":            "192.0.2.7",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":      "2001:db8:1:3::/64",
+		"::ffff:192.0.2.7":     "::ffff:192.0.2.7",
+		"not an address":       "not an address",
+	} {
+		if got := Group(in); got != want {
+			t.Errorf("Group(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
