@@ -194,6 +194,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
+	mux.Handle("GET /console/overview", manager(c.handleOverview))
 
 	mux.Handle("GET /console/users", owner(c.handleUsers))
 	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,9 +26,11 @@ type logRow struct {
 
 type logsPage struct {
 	Filter  logFilter
-	Classes []option
+	Classes []string
 	Rows    []logRow
 	Pager   pager
+	// Error and Field: a filter that could not be used, and its name.
+	Error, Field string
 }
 
 // logFilter is the page's query, as the form shows it.
@@ -38,8 +41,8 @@ type logFilter struct {
 // dateTimeLocal is the layout of an <input type="datetime-local">.
 const dateTimeLocal = "2006-01-02T15:04"
 
-// readLogFilter reads the filters into q; anything not made by the form
-// is a 400 naming the field.
+// readLogFilter reads the filters but the key (logKey) into q; a value it
+// cannot use is a 400 naming the field.
 func readLogFilter(r *http.Request, q *store.RequestLogQuery) (logFilter, error) {
 	v := r.URL.Query()
 	f := logFilter{Key: strings.TrimSpace(v.Get("key")), Status: strings.TrimSpace(v.Get("status")),
@@ -50,7 +53,7 @@ func readLogFilter(r *http.Request, q *store.RequestLogQuery) (logFilter, error)
 			return f, &pageError{Status: http.StatusBadRequest, Field: name, Message: "Enter at most " + strconv.Itoa(store.MaxSearch) + " characters of text."}
 		}
 	}
-	q.KeyID, q.Route, q.RequestID = f.Key, f.Route, f.RequestID
+	q.Route, q.RequestID = f.Route, f.RequestID
 	switch st := f.Status; {
 	case st == "":
 	case classIndex(st) >= 0:
@@ -58,7 +61,7 @@ func readLogFilter(r *http.Request, q *store.RequestLogQuery) (logFilter, error)
 	default:
 		code, err := strconv.Atoi(st)
 		if err != nil || code < 100 || code > 599 {
-			return f, &pageError{Status: http.StatusBadRequest, Field: "status", Message: "Choose a status class, or enter a status code such as 404."}
+			return f, &pageError{Status: http.StatusBadRequest, Field: "status", Message: "Enter a status class (2xx, 4xx, 429, 5xx) or a code such as 404."}
 		}
 		q.Status = code
 	}
@@ -86,25 +89,64 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	q := store.RequestLogQuery{AccountID: s.user.AccountID, After: lp.After, Limit: pageSize}
 	f, err := readLogFilter(r, &q)
-	if err != nil {
+	if err == nil {
+		q.KeyID, err = c.logKey(r.Context(), s.user.AccountID, f.Key)
+	}
+	p := logsPage{Filter: f, Classes: store.UsageClasses}
+	status := http.StatusOK
+	if e, ok := err.(*pageError); ok {
+		// The form again, the field marked, and no logs.
+		p.Error, p.Field, status = e.Message, e.Field, e.Status
+	} else if err != nil {
+		return err
+	} else if err = c.logsOf(r, q, lp, &p); err != nil {
 		return err
 	}
+	c.render(w, r, s, status, "logs", "Logs", p)
+	return nil
+}
+
+// logsOf reads q's page of logs, their keys named, into p.
+func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, p *logsPage) error {
 	logs, next, err := c.store.RequestLogPage(r.Context(), q)
 	if err != nil {
 		return err
 	}
-	rows, err := c.labelledRows(r, s.user.AccountID, logs)
-	if err != nil {
+	if p.Rows, err = c.labelledRows(r, q.AccountID, logs); err != nil {
 		return err
 	}
+	f := p.Filter
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
-	p := logsPage{Filter: f, Rows: rows, Pager: pagerOf("/console/developers/logs", keep, lp, next)}
-	p.Classes = append(p.Classes, option{Value: "", Label: "Any status", Checked: f.Status == ""})
-	for _, cl := range store.UsageClasses {
-		p.Classes = append(p.Classes, option{Value: cl, Label: cl, Checked: f.Status == cl})
-	}
-	c.render(w, r, s, http.StatusOK, "logs", "Logs", p)
+	p.Pager = pagerOf("/console/developers/logs", keep, lp, next)
 	return nil
+}
+
+// logKey finds the account's key that the key filter names: by its id,
+// else by its whole prefix or name (in any case), else the one key whose
+// name contains the filter or whose prefix starts with it.
+func (c *Console) logKey(ctx context.Context, accountID, v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if byID, err := c.store.KeyLabels(ctx, accountID, []string{v}); err != nil || len(byID) == 1 {
+		return v, err
+	}
+	ks, _, err := c.store.KeyPage(ctx, store.KeyPageQuery{AccountID: accountID, Search: v, Limit: pageSize})
+	if err != nil {
+		return "", err
+	}
+	for _, k := range ks {
+		if strings.EqualFold(k.Prefix, v) || strings.EqualFold(k.Name, v) {
+			return k.ID, nil
+		}
+	}
+	switch len(ks) {
+	case 0:
+		return "", &pageError{Status: http.StatusBadRequest, Field: "key", Message: "No key of this account has this name, prefix or id."}
+	case 1:
+		return ks[0].ID, nil
+	}
+	return "", &pageError{Status: http.StatusBadRequest, Field: "key", Message: "More than one key matches: enter a key's whole name, prefix or id."}
 }
 
 // labelledRows names each log's key (one query for the page).

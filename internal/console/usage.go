@@ -1,10 +1,13 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"html"
 	"html/template"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,147 +15,256 @@ import (
 	"github.com/agentapi/agentapi/internal/store"
 )
 
-// A key's usage (docs/console.md, Usage and request logs): two charts,
-// stacked by class, drawn here as SVG so that they read without JavaScript
-// (a title, a description with the totals, and a title per bar), with the
-// totals in text beside them; and the key's latest requests.
+// Usage (docs/console.md, Usage and request logs): a key's page and the
+// account overview chart the last 24 hours and 30 days, stacked by class.
+// The server draws each chart as SVG with its colours as attributes, so it
+// reads the same without JavaScript or the stylesheet: a title, a
+// description with the totals, a title per bar, and a legend with the
+// totals per class beside it.
 
-// keyUsage is the key page's usage section.
-type keyUsage struct {
-	Day, Month usageChart
-	Recent     []logRow
+// classFills are the classes' colours, in store.UsageClasses order: from
+// Okabe and Ito's palette, told apart with any colour vision.
+var classFills = [4]string{"#0072B2", "#E69F00", "#CC79A7", "#D55E00"}
+
+// period is what a chart spans: n buckets of width, the last holding now.
+type period struct {
+	ID, Title, Axis, layout string
+	width                   time.Duration
+	n, tick                 int // a label every tick buckets
+}
+
+var periods = []period{
+	{"24h", "Last 24 hours", "Requests per hour (UTC)", "15:04", time.Hour, 24, 6},
+	{"30d", "Last 30 days", "Requests per day (UTC)", "Jan 2", 24 * time.Hour, 30, 5},
 }
 
 // usageChart is one chart: its buckets and per-class totals.
 type usageChart struct {
-	ID      string // the element id of the SVG
-	Title   string
+	period
 	Buckets []usageBucket
-	Totals  []classCount
+	Totals  [4]int64 // in store.UsageClasses order
 	Total   int64
-	SVG     template.HTML
 }
 
 type usageBucket struct {
 	Start  time.Time
-	Label  string
-	Counts [4]int64 // in store.UsageClasses order
+	Counts [4]int64
 }
 
-type classCount struct {
-	Class string
-	Count int64
+// usageReader reads counts in [from, to), summed per bucket of width.
+type usageReader func(ctx context.Context, from, to time.Time, width time.Duration) ([]store.UsageBucket, error)
+
+// usageCharts reads and builds the chart of each period.
+func usageCharts(ctx context.Context, now time.Time, read usageReader) ([]usageChart, error) {
+	var out []usageChart
+	for _, p := range periods {
+		end := now.UTC().Truncate(p.width).Add(p.width)
+		start := end.Add(-time.Duration(p.n) * p.width)
+		rows, err := read(ctx, start, end, p.width)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, newChart(p, start, rows))
+	}
+	return out, nil
 }
 
-// Charts: the last 24 hours per hour, the last 30 days per UTC day.
-const (
-	dayBuckets   = 24
-	monthBuckets = 30
-	recentLogs   = 10
-)
-
-func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now time.Time) (keyUsage, error) {
-	var u keyUsage
-	hourEnd := now.UTC().Truncate(time.Hour).Add(time.Hour)
-	dayEnd := now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
-	var err error
-	if u.Day, err = c.usageChart(ctx, keyID, "usage-24h", "Requests in the last 24 hours, per hour", hourEnd, time.Hour, dayBuckets, "15:04"); err != nil {
-		return u, err
-	}
-	if u.Month, err = c.usageChart(ctx, keyID, "usage-30d", "Requests in the last 30 days, per day (UTC)", dayEnd, 24*time.Hour, monthBuckets, "01-02"); err != nil {
-		return u, err
-	}
-	logs, _, err := c.store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
-	if err != nil {
-		return u, err
-	}
-	u.Recent = logRows(logs, nil)
-	return u, nil
-}
-
-func (c *Console) usageChart(ctx context.Context, keyID, id, title string, end time.Time, width time.Duration, n int, layout string) (usageChart, error) {
-	start := end.Add(-time.Duration(n) * width)
-	rows, err := c.store.KeyUsage(ctx, keyID, start, end, width)
-	if err != nil {
-		return usageChart{}, err
-	}
-	ch := usageChart{ID: id, Title: title, Buckets: make([]usageBucket, n)}
+func newChart(p period, start time.Time, rows []store.UsageBucket) usageChart {
+	ch := usageChart{period: p, Buckets: make([]usageBucket, p.n)}
 	for i := range ch.Buckets {
-		t := start.Add(time.Duration(i) * width)
-		ch.Buckets[i] = usageBucket{Start: t, Label: t.Format(layout)}
+		ch.Buckets[i].Start = start.Add(time.Duration(i) * p.width)
 	}
-	var totals [4]int64
 	for _, r := range rows {
-		i := int(r.Start.Sub(start) / width)
-		ci := classIndex(r.Class)
-		if i < 0 || i >= n || ci < 0 {
+		i, ci := int(r.Start.Sub(start)/p.width), classIndex(r.Class)
+		if i < 0 || i >= p.n || ci < 0 {
 			continue
 		}
 		ch.Buckets[i].Counts[ci] += r.Count
-		totals[ci] += r.Count
+		ch.Totals[ci] += r.Count
+		ch.Total += r.Count
 	}
-	for i, cl := range store.UsageClasses {
-		ch.Totals = append(ch.Totals, classCount{Class: cl, Count: totals[i]})
-		ch.Total += totals[i]
-	}
-	ch.SVG = ch.svg()
-	return ch, nil
+	return ch
 }
 
-func classIndex(class string) int {
-	for i, c := range store.UsageClasses {
-		if c == class {
-			return i
+func classIndex(class string) int { return slices.Index(store.UsageClasses, class) }
+
+// keyUsage is the key page's usage section.
+type keyUsage struct {
+	Charts []usageChart
+	Recent []logRow
+}
+
+const recentLogs = 10
+
+func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now time.Time) (keyUsage, error) {
+	var u keyUsage
+	var err error
+	u.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
+		return c.store.KeyUsage(ctx, keyID, from, to, w)
+	})
+	if err != nil {
+		return u, err
+	}
+	logs, _, err := c.store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
+	u.Recent = logRows(logs, nil)
+	return u, err
+}
+
+// overviewPage is the account's usage: its charts and its busiest keys in
+// the last 24 hours.
+type overviewPage struct {
+	Charts []usageChart
+	Keys   []busyKey
+}
+
+type busyKey struct {
+	ID         string
+	Label      store.KeyLabel
+	Counts     [4]int64
+	Total      int64
+	ErrorShare string // of requests not 2xx
+}
+
+const busiestKeys = 10
+
+func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *session) error {
+	ctx, acct, now := r.Context(), s.user.AccountID, c.now()
+	var p overviewPage
+	var err error
+	p.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
+		return c.store.AccountUsage(ctx, acct, from, to, w)
+	})
+	if err != nil {
+		return err
+	}
+	counts, err := c.store.AccountKeyUsage(ctx, acct, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(time.Minute))
+	if err != nil {
+		return err
+	}
+	if p.Keys, err = c.busiest(ctx, acct, counts); err != nil {
+		return err
+	}
+	c.render(w, r, s, http.StatusOK, "overview", "Overview", p)
+	return nil
+}
+
+// busiest sums counts per key and names the busiest keys.
+func (c *Console) busiest(ctx context.Context, accountID string, counts []store.KeyClassCount) ([]busyKey, error) {
+	byKey := map[string]*busyKey{}
+	var keys []*busyKey
+	for _, n := range counts {
+		k := byKey[n.KeyID]
+		if k == nil {
+			k = &busyKey{ID: n.KeyID}
+			byKey[n.KeyID] = k
+			keys = append(keys, k)
+		}
+		if ci := classIndex(n.Class); ci >= 0 {
+			k.Counts[ci] += n.Count
+			k.Total += n.Count
 		}
 	}
-	return -1
+	slices.SortFunc(keys, func(a, b *busyKey) int { return cmp.Or(cmp.Compare(b.Total, a.Total), strings.Compare(a.ID, b.ID)) })
+	keys = keys[:min(len(keys), busiestKeys)]
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	labels, err := c.store.KeyLabels(ctx, accountID, ids)
+	out := make([]busyKey, len(keys))
+	for i, k := range keys {
+		k.Label = labels[k.ID]
+		k.ErrorShare = strconv.FormatFloat(100*float64(k.Total-k.Counts[0])/float64(max(k.Total, 1)), 'f', 1, 64) + " %"
+		out[i] = *k
+	}
+	return out, err
 }
 
-// Chart geometry, in SVG user units.
+// Chart geometry: widths are percentages of the chart's, so that text
+// keeps its size at any width; heights are pixels.
 const (
-	chartW, chartH = 720, 160
-	chartTop       = 8
-	chartBottom    = 20 // room for the axis labels
+	chartH    = 184
+	plotTop   = 26  // the peak's line; its label is above
+	plotBase  = 156 // the bars' base; the time labels are below
+	labelSize = 12
 )
 
-// svg draws the chart: one stacked bar per bucket. Its text is fixed or
-// digits, escaped all the same.
-func (ch usageChart) svg() template.HTML {
-	var peak int64 = 1
-	for _, b := range ch.Buckets {
-		peak = max(peak, b.Counts[0]+b.Counts[1]+b.Counts[2]+b.Counts[3])
-	}
+// Figure is the chart with its caption: the period, the total, and a
+// legend of the classes with their totals. Its text is fixed, digits or
+// times, escaped all the same.
+func (ch usageChart) Figure() template.HTML {
 	var sb strings.Builder
 	e := html.EscapeString
-	fmt.Fprintf(&sb, `<svg id="%s" class="usage-chart" role="img" viewBox="0 0 %d %d" width="100%%" aria-labelledby="%s-title %s-desc" data-total="%d">`,
-		e(ch.ID), chartW, chartH, e(ch.ID), e(ch.ID), ch.Total)
-	fmt.Fprintf(&sb, `<title id="%s-title">%s</title><desc id="%s-desc">%s</desc>`, e(ch.ID), e(ch.Title), e(ch.ID), e(ch.totalsText()))
-	slot := float64(chartW) / float64(len(ch.Buckets))
-	plot := float64(chartH - chartTop - chartBottom)
+	fmt.Fprintf(&sb, `<figure class="usage"><figcaption><span class="usage-title">%s</span> <strong class="usage-total">%s</strong> requests<ul class="legend">`,
+		e(ch.Title), thousands(ch.Total))
+	for i, cl := range store.UsageClasses {
+		fmt.Fprintf(&sb, `<li data-class="%s"><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" rx="2" fill="%s"></rect></svg> %s <span class="n">%s</span></li>`,
+			cl, classFills[i], cl, thousands(ch.Totals[i]))
+	}
+	id := "usage-" + ch.ID
+	fmt.Fprintf(&sb, `</ul></figcaption><svg id="%s" class="usage-chart" role="img" width="100%%" height="%d" aria-labelledby="%s-title %s-desc" data-total="%d">`,
+		id, chartH, id, id, ch.Total)
+	fmt.Fprintf(&sb, `<title id="%s-title">%s</title><desc id="%s-desc">%s</desc>`, id, e(ch.Title), id, e(ch.totalsText()))
+	fmt.Fprintf(&sb, `<g font-size="%d" fill="#5d6878"><text x="0" y="14" class="axis-title">%s</text>`, labelSize, e(ch.Axis))
+	ch.axes(&sb)
+	sb.WriteString(`</g>`)
+	ch.bars(&sb)
+	sb.WriteString(`</svg></figure>`)
+	return template.HTML(sb.String())
+}
+
+// axes writes the peak's label and line, the base line, the time labels
+// under the bars they start, and the empty state.
+func (ch usageChart) axes(sb *strings.Builder) {
+	if peak := ch.peak(); ch.Total > 0 {
+		fmt.Fprintf(sb, `<text x="100%%" y="14" text-anchor="end" class="peak">peak %s</text>`, thousands(peak))
+		fmt.Fprintf(sb, `<line x1="0" x2="100%%" y1="%d" y2="%d" stroke="#c9ced6" stroke-dasharray="3 3"></line>`, plotTop, plotTop)
+	} else {
+		fmt.Fprintf(sb, `<text x="50%%" y="%d" text-anchor="middle" class="empty">No requests in the %s</text>`,
+			(plotTop+plotBase)/2, strings.ToLower(ch.Title))
+	}
+	fmt.Fprintf(sb, `<line x1="0" x2="100%%" y1="%d" y2="%d" stroke="#8a94a3"></line>`, plotBase, plotBase)
+	slot := 100 / float64(ch.n)
+	for i := 0; i < ch.n; i += ch.tick {
+		fmt.Fprintf(sb, `<text x="%.2f%%" y="%d" class="tick">%s</text>`, float64(i)*slot, plotBase+labelSize+6, ch.Buckets[i].Start.Format(ch.layout))
+	}
+}
+
+// bars writes a stacked bar per bucket, the classes bottom up, each at
+// least a pixel high, under a title with its counts; a transparent rect of
+// the bucket's full height carries that title too.
+func (ch usageChart) bars(sb *strings.Builder) {
+	peak := float64(ch.peak())
+	slot := 100 / float64(ch.n)
 	for i, b := range ch.Buckets {
-		x := float64(i)*slot + 1
-		y := float64(chartH - chartBottom)
-		fmt.Fprintf(&sb, `<g class="bucket" data-start="%s"><title>%s: %s</title>`, b.Start.Format(time.RFC3339), e(b.Label), e(countsText(b.Counts)))
+		x := float64(i) * slot
+		fmt.Fprintf(sb, `<g class="bucket" data-start="%s"><title>%s: %s</title><rect class="hit" x="%.2f%%" y="%d" width="%.2f%%" height="%d" fill="transparent"></rect>`,
+			b.Start.Format(time.RFC3339), b.Start.Format(ch.layout), countsText(b.Counts), x, plotTop, slot, plotBase-plotTop)
+		y := float64(plotBase)
 		for ci, n := range b.Counts {
 			if n == 0 {
 				continue
 			}
-			h := plot * float64(n) / float64(peak)
+			h := max(1, float64(plotBase-plotTop)*float64(n)/peak)
 			y -= h
-			fmt.Fprintf(&sb, `<rect class="c%s" data-class="%s" data-count="%d" x="%.1f" y="%.1f" width="%.1f" height="%.1f"></rect>`,
-				store.UsageClasses[ci], store.UsageClasses[ci], n, x, y, slot-2, h)
+			fmt.Fprintf(sb, `<rect data-class="%s" data-count="%d" fill="%s" x="%.2f%%" y="%.1f" width="%.2f%%" height="%.1f"></rect>`,
+				store.UsageClasses[ci], n, classFills[ci], x+slot*0.1, y, slot*0.8, h)
 		}
 		sb.WriteString(`</g>`)
-		if i%(max(1, len(ch.Buckets)/6)) == 0 {
-			fmt.Fprintf(&sb, `<text x="%.1f" y="%d" class="axis">%s</text>`, x, chartH-6, e(b.Label))
-		}
 	}
-	fmt.Fprintf(&sb, `<text x="%d" y="%d" class="axis" text-anchor="end">peak %d</text></svg>`, chartW-2, chartTop+8, peak)
-	return template.HTML(sb.String())
+}
+
+// peak is the largest bucket's count, at least 1.
+func (ch usageChart) peak() int64 {
+	var peak int64 = 1
+	for _, b := range ch.Buckets {
+		peak = max(peak, b.Counts[0]+b.Counts[1]+b.Counts[2]+b.Counts[3])
+	}
+	return peak
 }
 
 func (ch usageChart) totalsText() string {
-	return strconv.FormatInt(ch.Total, 10) + " requests: " + countsText([4]int64{ch.Totals[0].Count, ch.Totals[1].Count, ch.Totals[2].Count, ch.Totals[3].Count})
+	return strconv.FormatInt(ch.Total, 10) + " requests: " + countsText(ch.Totals)
 }
 
 func countsText(c [4]int64) string {
@@ -161,4 +273,13 @@ func countsText(c [4]int64) string {
 		parts[i] = strconv.FormatInt(n, 10) + " " + store.UsageClasses[i]
 	}
 	return strings.Join(parts, ", ")
+}
+
+// thousands writes n with a comma between each group of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -28,7 +28,7 @@ func apiGet(t *testing.T, f *fixture, path, cred string) (int, string) {
 	return resp.StatusCode, resp.Header.Get("X-Request-Id")
 }
 
-var legendRE = regexp.MustCompile(`<span class="legend c[0-9x]+" data-class="([0-9x]+)">([0-9]+) `)
+var legendRE = regexp.MustCompile(`<li data-class="([0-9x]+)">.*? <span class="n">([0-9,]+)</span>`)
 
 // chartTotals reads the per-class totals of the key page's charts (24 h
 // first, then 30 days), as the page shows them in text.
@@ -42,7 +42,7 @@ func chartTotals(t *testing.T, body string) [2]map[string]int {
 	for i, part := range parts[1:] {
 		out[i] = map[string]int{}
 		for _, m := range legendRE.FindAllStringSubmatch(part, -1) {
-			n, _ := strconv.Atoi(m[2])
+			n, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
 			out[i][m[1]] += n
 		}
 	}
@@ -119,7 +119,7 @@ func TestUsageAcrossInstances(t *testing.T) {
 	if all := br.get("/console/developers/logs?status=4xx"); strings.Count(all.body, `data-request-id=`) != 5 {
 		t.Errorf("4xx filter: %d rows", strings.Count(all.body, `data-request-id=`))
 	}
-	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 {
+	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 || !strings.Contains(bad.body, `id="filter-error"`) {
 		t.Errorf("a bad status filter: %d", bad.status)
 	}
 	viewer := a.user(acct, "viewer@acme.example", domain.RoleAgent)
