@@ -157,7 +157,8 @@ func TestLogsKeyFilter(t *testing.T) {
 		p := b.get("/console/developers/logs?" + c.query)
 		wantStatus(t, c.query, p, 400)
 		if !strings.Contains(p.body, `id="log-filters"`) || !strings.Contains(p.body, `name="`+c.field+`" id="filter-`+c.field+`"`) ||
-			!regexp.MustCompile(`name="`+c.field+`"[^>]*aria-invalid="true"`).MatchString(p.body) || !strings.Contains(p.body, c.msg) ||
+			!regexp.MustCompile(`name="`+c.field+`"[^>]*aria-invalid="true" aria-describedby="`+c.field+`-error"`).MatchString(p.body) ||
+			!strings.Contains(p.body, `id="`+c.field+`-error">`+c.msg) ||
 			strings.Contains(p.body, "data-request-id=") {
 			t.Errorf("%s: not the form with %s marked and %q:\n%s", c.query, c.field, c.msg, p.body)
 		}

@@ -220,7 +220,7 @@ func (ch usageChart) axes(sb *strings.Builder) {
 		fmt.Fprintf(sb, `<text x="100%%" y="14" text-anchor="end" class="peak">peak %s</text>`, thousands(peak))
 		fmt.Fprintf(sb, `<line x1="0" x2="100%%" y1="%d" y2="%d" stroke="#c9ced6" stroke-dasharray="3 3"></line>`, plotTop, plotTop)
 	} else {
-		fmt.Fprintf(sb, `<text x="50%%" y="%d" text-anchor="middle" class="empty">No requests in the %s</text>`,
+		fmt.Fprintf(sb, `<text x="50%%" y="%d" text-anchor="middle" font-size="14" class="empty">No requests in the %s</text>`,
 			(plotTop+plotBase)/2, strings.ToLower(ch.Title))
 	}
 	fmt.Fprintf(sb, `<line x1="0" x2="100%%" y1="%d" y2="%d" stroke="#8a94a3"></line>`, plotBase, plotBase)

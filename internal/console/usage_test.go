@@ -119,7 +119,7 @@ func TestUsageAcrossInstances(t *testing.T) {
 	if all := br.get("/console/developers/logs?status=4xx"); strings.Count(all.body, `data-request-id=`) != 5 {
 		t.Errorf("4xx filter: %d rows", strings.Count(all.body, `data-request-id=`))
 	}
-	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 || !strings.Contains(bad.body, `id="filter-error"`) {
+	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 || !strings.Contains(bad.body, `<p class="field-error" role="alert" id="status-error">`) {
 		t.Errorf("a bad status filter: %d", bad.status)
 	}
 	viewer := a.user(acct, "viewer@acme.example", domain.RoleAgent)
