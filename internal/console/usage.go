@@ -127,6 +127,13 @@ type busyKey struct {
 
 const busiestKeys = 10
 
+// Requests and Errors are the key's counts as the table shows them: all,
+// then 4xx, 429 and 5xx.
+func (k busyKey) Requests() string { return thousands(k.Total) }
+func (k busyKey) Errors() []string {
+	return []string{thousands(k.Counts[1]), thousands(k.Counts[2]), thousands(k.Counts[3])}
+}
+
 func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *session) error {
 	ctx, acct, now := r.Context(), s.user.AccountID, c.now()
 	var p overviewPage
