@@ -95,21 +95,24 @@ func TestUsageAcrossInstances(t *testing.T) {
 	br.signIn(owner.Email, testPassword, "/console/")
 	p := br.get("/console/developers/keys/" + k.Key.ID)
 	wantStatus(t, "key page", p, 200)
-	got := chartTotals(t, p.body)
-	for i, g := range got {
-		if g["2xx"] != want["2xx"] || g["4xx"] != want["4xx"] || g["429"] != 0 || g["5xx"] != 0 {
-			t.Errorf("chart %d totals %v, want %v", i, g, want)
-		}
-	}
-	for _, s := range []string{`<svg id="usage-24h"`, `<title id="usage-24h-title">`, `<desc id="usage-30d-desc">12 requests: 7 2xx, 5 4xx, 0 429, 0 5xx</desc>`, `data-request-id="` + notFound + `"`} {
-		if !strings.Contains(p.body, s) {
-			t.Errorf("key page lacks %s", s)
-		}
-	}
+	checkKeyUsage(t, p.body, want, notFound)
 	dev := br.get("/console/developers")
 	if !regexp.MustCompile(`data-key-id="` + k.Key.ID + `"[\s\S]*?<span class="requests24h">12</span> in 24 h`).MatchString(dev.body) {
 		t.Error("the Developers page does not show the key's 12 requests")
 	}
+	checkLogs(t, br, notFound)
+	viewer := a.user(acct, "viewer@acme.example", domain.RoleAgent)
+	vb := a.browser()
+	vb.signIn(viewer.Email, testPassword, "/console/")
+	if p := vb.get("/console/developers/logs"); p.status != 404 {
+		t.Errorf("a Viewer opened Logs: %d", p.status)
+	}
+}
+
+// checkLogs finds the 4xx notFound by its id on the Logs page, the five
+// 4xx by their class, and a bad status filter marked.
+func checkLogs(t *testing.T, br *browser, notFound string) {
+	t.Helper()
 	logs := br.get("/console/developers/logs?id=" + notFound)
 	wantStatus(t, "logs page", logs, 200)
 	if strings.Count(logs.body, `data-request-id=`) != 1 || !strings.Contains(logs.body, `data-request-id="`+notFound+`"`) ||
@@ -122,10 +125,21 @@ func TestUsageAcrossInstances(t *testing.T) {
 	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 || !strings.Contains(bad.body, `<p class="field-error" role="alert" id="status-error">`) {
 		t.Errorf("a bad status filter: %d", bad.status)
 	}
-	viewer := a.user(acct, "viewer@acme.example", domain.RoleAgent)
-	vb := a.browser()
-	vb.signIn(viewer.Email, testPassword, "/console/")
-	if p := vb.get("/console/developers/logs"); p.status != 404 {
-		t.Errorf("a Viewer opened Logs: %d", p.status)
+}
+
+// checkKeyUsage wants the key page body to chart want's counts and list
+// the 4xx notFound.
+func checkKeyUsage(t *testing.T, body string, want map[string]int, notFound string) {
+	t.Helper()
+	got := chartTotals(t, body)
+	for i, g := range got {
+		if g["2xx"] != want["2xx"] || g["4xx"] != want["4xx"] || g["429"] != 0 || g["5xx"] != 0 {
+			t.Errorf("chart %d totals %v, want %v", i, g, want)
+		}
+	}
+	for _, s := range []string{`<svg id="usage-24h"`, `<title id="usage-24h-title">`, `<desc id="usage-30d-desc">12 requests: 7 2xx, 5 4xx, 0 429, 0 5xx</desc>`, `data-request-id="` + notFound + `"`} {
+		if !strings.Contains(body, s) {
+			t.Errorf("key page lacks %s", s)
+		}
 	}
 }
