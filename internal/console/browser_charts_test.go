@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -38,6 +39,10 @@ const chartsJS = `(() => {
       MinText: Math.min(...texts.map(t => t.height)), Right: svg.getBoundingClientRect().right};
   }));
 })()`
+
+// chartsHTML is the charts' markup and every bar's box on screen.
+const chartsHTML = `Array.from(document.querySelectorAll('figure.usage')).map(f => f.outerHTML +
+  Array.from(f.querySelectorAll('rect')).map(r => JSON.stringify(r.getBoundingClientRect())).join()).join()`
 
 // checkCharts wants n charts on the page, each drawn in four distinct
 // fills (none black: a bar with no fill of its own is) that its legend
@@ -94,6 +99,18 @@ func TestBrowserCharts(t *testing.T) {
 	for _, p := range pages {
 		b.do(p.name, chromedp.Navigate(f.srv.URL+p.path), chromedp.WaitVisible(chromedp.ID("usage")))
 		b.widths(p.name, func(width int64) { checkCharts(t, b, p.name, 2, p.empty) })
+	}
+	b.do("overview", chromedp.Navigate(f.srv.URL+"/console/overview"), chromedp.WaitVisible(chromedp.ID("usage")))
+	withJS := b.eval("charts", chartsHTML)
+	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.do("overview without JavaScript", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("usage")))
+	if without := b.eval("charts", chartsHTML); without != withJS {
+		t.Errorf("the charts differ without JavaScript:\n%s\nwith:\n%s", without, withJS)
+	}
+	if _, err := chromedp.Call(b.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
+		t.Fatal(err)
 	}
 	b.do("nav to overview", chromedp.Navigate(f.srv.URL+"/console/developers"), chromedp.Click(chromedp.ID("nav-overview")), chromedp.WaitVisible(chromedp.ID("busiest-keys")))
 	if n := b.count("#busiest-keys tr[data-key-id]"); n != 1 {
