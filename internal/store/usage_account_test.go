@@ -40,7 +40,9 @@ func TestAccountUsage(t *testing.T) {
 		}
 		want := []store.UsageBucket{{Start: old.Truncate(day), Class: store.Class429, Count: 9},
 			{Start: now.Truncate(day), Class: store.Class2xx, Count: 7}, {Start: now.Truncate(day), Class: store.Class5xx, Count: 1}}
-		if !slices.EqualFunc(got, want, func(x, y store.UsageBucket) bool { return x.Start.Equal(y.Start) && x.Class == y.Class && x.Count == y.Count }) {
+		if !slices.EqualFunc(got, want, func(x, y store.UsageBucket) bool {
+			return x.Start.Equal(y.Start) && x.Class == y.Class && x.Count == y.Count
+		}) {
 			t.Errorf("account usage per day %v, want %v", got, want)
 		}
 		keys, err := s.AccountKeyUsage(ctx, a.ID, now.Add(-24*time.Hour), now.Add(time.Minute))
