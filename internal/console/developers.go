@@ -499,13 +499,8 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	}
 	u := s.user
 	created, err := c.keys.Create(r.Context(), keys.Actor{User: &u}, params)
-	if de := (*domain.Error)(nil); errors.As(err, &de) && de.Code == domain.CodeNotFound {
-		// The one thing a create names that may not exist: an AI agent of
-		// the restriction. It is the form's to fix, not a missing page.
-		return fieldError("agent", capitalize(strings.TrimSuffix(de.Message, "."))+".")
-	}
 	if err != nil {
-		return err
+		return f.fieldOf(err)
 	}
 	c.log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
 	return c.reveal(w, r, s, created)
@@ -645,10 +640,9 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 }
 
 type editKeyPage struct {
-	Key               keyRow
-	Name, Description string
-	AllowedIPs        string
-	Error, Field      string
+	Key     keyRow
+	Revoked bool
+	newKeyPage
 }
 
 // allowListField reads the allowlist box (addresses and prefixes separated
@@ -669,48 +663,159 @@ func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *sess
 	return c.showEditForm(w, r, s, nil)
 }
 
+// showEditForm is the edit form: the key's settings, or the form as
+// posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	acct := s.user.AccountID
+	k, err := c.keys.Get(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	d, err := c.directory(r.Context(), acct, k)
 	if err != nil {
 		return err
 	}
-	p := editKeyPage{Key: d.row(k, c.now()), Name: k.Name, Description: k.Description, AllowedIPs: strings.Join(k.AllowedIPs.Strings(), "\n")}
+	f := editForm(k)
+	if r.Method == http.MethodPost {
+		f = readKeyForm(r)
+	}
+	np, err := c.newKeyPage(r.Context(), acct, f)
+	if err != nil {
+		return err
+	}
+	np.Expiry = editExpiry(k, f.expiry)
+	p := editKeyPage{Key: d.row(k, c.now()), Revoked: k.RevokedAt != nil, newKeyPage: np}
 	status := http.StatusOK
 	if e != nil {
-		p.Name, p.Description = r.PostForm.Get("name"), r.PostForm.Get("description")
-		p.AllowedIPs = r.PostForm.Get("allowed_ips")
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
 	c.render(w, r, s, status, "editkey", "Edit "+k.Name, p)
 	return nil
 }
 
+// editForm is k's settings as the edit form starts with them: its preset
+// when its scopes are one's, else Custom with them ticked.
+func editForm(k domain.APIKey) keyForm {
+	f := keyForm{name: k.Name, description: k.Description, preset: "custom", expiry: "keep",
+		allowedIPs: strings.Join(k.AllowedIPs.Strings(), "\n"), agents: k.AgentIDs}
+	if pr, ok := presetOf(k.Scopes); ok {
+		f.preset = pr.ID
+		return f
+	}
+	for _, sc := range k.Scopes {
+		f.scopes = append(f.scopes, string(sc))
+	}
+	return f
+}
+
+// presetOf is the preset granting exactly scopes.
+func presetOf(scopes []domain.Scope) (domain.Preset, bool) {
+	i := slices.IndexFunc(domain.Presets, func(p domain.Preset) bool { return slices.Equal(p.Scopes, scopes) })
+	if i < 0 {
+		return domain.Preset{}, false
+	}
+	return domain.Presets[i], true
+}
+
+// editExpiry are the edit form's expiry choices: unchanged, or an earlier
+// one (never is only "unchanged", for a key that never expires).
+func editExpiry(k domain.APIKey, chosen string) []option {
+	keep := option{Value: "keep", Label: "Unchanged (never)"}
+	if k.ExpiresAt != nil {
+		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
+	}
+	out := []option{keep}
+	for _, e := range expiryChoices[1:] {
+		out = append(out, e)
+	}
+	for i := range out {
+		out[i].Checked = out[i].Value == chosen || (chosen == "" && i == 0)
+	}
+	return out
+}
+
+// handleEditKey saves the edit form: the access (unless the key is
+// revoked), then the name and description. The picker's buttons only show
+// the form again.
 func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := readKeyForm(r)
+	switch f.op {
+	case "", "save":
+	case "search-agents", "more-agents":
+		return c.showEditForm(w, r, s, nil)
+	default:
+		return errUnreadableForm
+	}
 	u := s.user
-	id := r.PathValue("id")
-	// The list is read first, so that a bad entry changes nothing.
-	allowed, err := allowListField(r.PostForm.Get("allowed_ips"))
+	actor := keys.Actor{User: &u}
+	k, err := c.keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	ctx := withMirrorReport(r.Context())
-	k, err := c.keys.Rename(ctx, keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description"))
-	if err != nil {
-		return err
-	}
-	// A revoked key keeps its list (the service refuses a change); leaving
-	// the box as it was is no change.
-	if !slices.Equal(k.AllowedIPs, allowed) {
-		if _, err := c.keys.SetAllowedIPs(ctx, keys.Actor{User: &u}, s.user.AccountID, id, allowed); err != nil {
+	if k.RevokedAt == nil {
+		if err := c.editAccess(ctx, actor, k, f); err != nil {
 			return err
 		}
 	}
-	c.log.Info("console key edited", "key_id", id, "user_id", u.ID)
-	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(id)+"?done=edited"))
+	if _, err := c.keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
+		return err
+	}
+	c.log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
+	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
+}
+
+// editAccess saves the form's scopes, agents and expiry (a form of an
+// earlier release, without a preset, changes none of them) and allowed
+// addresses. Every field is read first, so that a bad one changes nothing.
+func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.APIKey, f keyForm) error {
+	allowed, err := allowListField(f.allowedIPs)
+	if err != nil {
+		return err
+	}
+	if f.preset != "" {
+		a, err := f.access(k, c.now())
+		if err != nil {
+			return err
+		}
+		if _, err := c.keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
+			return f.fieldOf(err)
+		}
+	}
+	if slices.Equal(k.AllowedIPs, allowed) {
+		return nil
+	}
+	_, err = c.keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
+	return err
+}
+
+// access is what the edit form asks k's access to be.
+func (f keyForm) access(k domain.APIKey, now time.Time) (keys.Access, error) {
+	a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
+	var err error
+	if a.Scopes, err = f.chosenScopes(); err != nil {
+		return a, err
+	}
+	if f.expiry != "keep" && f.expiry != "" {
+		a.ExpiresAt, err = f.expiryTime(now)
+	}
+	return a, err
+}
+
+// fieldOf puts the service's refusal of a key form on its field: an AI
+// agent of the restriction that is not there (not a missing page), an
+// expiry chosen from the list rather than typed.
+func (f keyForm) fieldOf(err error) error {
+	de := (*domain.Error)(nil)
+	switch {
+	case !errors.As(err, &de):
+		return err
+	case de.Code == domain.CodeNotFound && strings.Contains(de.Message, "AI agent"):
+		return fieldError("agent", capitalize(strings.TrimSuffix(de.Message, "."))+".")
+	case len(de.Fields) > 0 && de.Fields[0].Field == "expires_at" && f.expiry != "custom":
+		return fieldError("expiry", capitalize(strings.TrimSuffix(de.Message, "."))+".")
+	}
+	return err
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -760,6 +865,7 @@ var actionLabels = map[domain.AuditAction]string{
 	domain.AuditRenamed:            "renamed",
 	domain.AuditDescriptionChanged: "description changed",
 	domain.AuditAllowedIPsChanged:  "allowed addresses changed",
+	domain.AuditAccessChanged:      "access changed",
 	domain.AuditUserInvited:        "user invited",
 	domain.AuditUserRoleChanged:    "role changed",
 	domain.AuditUserDeactivated:    "user deactivated",

@@ -62,10 +62,11 @@ var funcs = template.FuncMap{
 	},
 }
 
-// parsePages builds one template per page: the layout plus that page's
-// "content", so pages cannot clash over block names.
+// parsePages builds one template per page: the layout (with the key
+// form's shared fields) plus that page's "content", so pages cannot clash
+// over block names.
 func parsePages() map[string]pageTemplate {
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html"))
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -73,7 +74,7 @@ func parsePages() map[string]pageTemplate {
 	pages := map[string]pageTemplate{}
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
-		if name == "layout" {
+		if name == "layout" || name == "keyform" {
 			continue
 		}
 		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
@@ -86,7 +87,7 @@ func parsePages() map[string]pageTemplate {
 var notices = map[string]string{
 	"password":       "Your password is changed. Other sessions of yours were signed out.",
 	"revoked":        "The key is revoked. Requests with it are refused from now on.",
-	"edited":         "The key's name and description are saved.",
+	"edited":         "The key's changes are saved. Its next request gets them.",
 	"deactivated":    "The user is deactivated and signed out everywhere.",
 	"role":           "The role is changed. It applies from their next page.",
 	"reactivated":    "The user is reactivated: they sign in with the password they had.",

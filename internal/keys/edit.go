@@ -67,12 +67,20 @@ func (s *Service) SetAccess(ctx context.Context, actor Actor, accountID, keyID s
 // future expiry (validate, with k's own settings for the rest), and the
 // expiry no later than k's.
 func (s *Service) validAccess(ctx context.Context, k domain.APIKey, a Access, now time.Time) (Access, error) {
-	v, err := s.validate(ctx, CreateParams{
-		AccountID: k.AccountID, Name: "key", Scopes: a.Scopes, AgentIDs: a.AgentIDs,
-		ExpiresAt: a.ExpiresAt, RateLimit: k.RateLimitPerMinute, Env: k.Env,
-	}, now)
+	// An expiry left as it is may have passed: only a new one must be in
+	// the future.
+	keep := a.ExpiresAt != nil && k.ExpiresAt != nil && a.ExpiresAt.Equal(*k.ExpiresAt)
+	p := CreateParams{AccountID: k.AccountID, Name: "key", Scopes: a.Scopes, AgentIDs: a.AgentIDs,
+		ExpiresAt: a.ExpiresAt, RateLimit: k.RateLimitPerMinute, Env: k.Env}
+	if keep {
+		p.ExpiresAt = nil
+	}
+	v, err := s.validate(ctx, p, now)
 	if err != nil {
 		return Access{}, err
+	}
+	if keep {
+		v.ExpiresAt = k.ExpiresAt
 	}
 	if k.ExpiresAt != nil && (v.ExpiresAt == nil || v.ExpiresAt.After(*k.ExpiresAt)) {
 		e := domain.Errorf(domain.CodeInvalidValue, "an expiry can only be brought earlier than %s", stamp(k.ExpiresAt))
