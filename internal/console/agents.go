@@ -136,7 +136,7 @@ func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "agent", a.Name, p)
+	c.render(w, r, s, http.StatusOK, "agent", isolate(a.Name), p)
 	return nil
 }
 
@@ -170,7 +170,7 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 	if p.Field == "" {
 		p.Field = "form"
 	}
-	c.render(w, r, s, e.Status, "agent", a.Name, p)
+	c.render(w, r, s, e.Status, "agent", isolate(a.Name), p)
 	return nil
 }
 

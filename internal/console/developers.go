@@ -557,7 +557,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
+	c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 	return nil
 }
 
@@ -610,7 +610,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "rotate", "Rotate "+k.Name, p)
+	c.render(w, r, s, status, "rotate", "Rotate "+isolate(k.Name), p)
 	return nil
 }
 
@@ -689,7 +689,7 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "editkey", "Edit "+k.Name, p)
+	c.render(w, r, s, status, "editkey", "Edit "+isolate(k.Name), p)
 	return nil
 }
 
@@ -827,7 +827,7 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+k.Name, keyPage{Key: d.row(k, c.now()), Revokeable: k.RevokedAt == nil})
+	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: d.row(k, c.now()), Revokeable: k.RevokedAt == nil})
 	return nil
 }
 

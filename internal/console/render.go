@@ -30,7 +30,13 @@ type view struct {
 	Page    any
 }
 
+// isolate keeps user text from reordering the text around it where no
+// <bdi> can go (a page title, a confirmation dialog): Unicode's first
+// strong isolate and pop directional isolate, <bdi> as characters.
+func isolate(s string) string { return "\u2068" + s + "\u2069" }
+
 var funcs = template.FuncMap{
+	"isolate": isolate,
 	// when shows a time in UTC; the date and the time each stay on one line.
 	"when": func(t any) template.HTML {
 		var tm time.Time

@@ -168,7 +168,7 @@ func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "user", u.Email, p)
+	c.render(w, r, s, status, "user", isolate(u.Email), p)
 	return nil
 }
 
@@ -211,7 +211,7 @@ func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s
 	if err := accounts.MayChange(&s.user, s.user.AccountID, u.ID, "deactivate"); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+u.Email, rowOf(u, s))
+	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+isolate(u.Email), rowOf(u, s))
 	return nil
 }
 
