@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // me is GET /v1/me's key: its scopes and expiry.
@@ -65,7 +66,11 @@ func TestEditKeyAccess(t *testing.T) {
 	if !slices.Equal(k.AgentIDs, []string{ag.ID}) {
 		t.Fatalf("agents %v", k.AgentIDs)
 	}
+	f.clock.Advance(3 * time.Minute)
 	history := b.get(path)
+	if made := k.CreatedAt.UTC(); !strings.Contains(history.body, `<time datetime="`+made.Format(time.RFC3339)+`" title="`+made.Format("2006-01-02 15:04:05")+` UTC">3 min ago</time>`) {
+		t.Fatalf("the creation time is not relative with the UTC time on hover:\n%s", history.body)
+	}
 	for _, want := range []string{"access changed", "scopes: aiagents:read → aiagents:read, aiagents:query", `AI agents: every AI agent → &#34;Agent 2&#34;`, "expires: never → "} {
 		if !strings.Contains(history.body, want) {
 			t.Fatalf("history lacks %s:\n%s", want, history.body)
