@@ -61,7 +61,8 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	if err != nil {
 		return agentsPage{}, err
 	}
-	p := agentsPage{Pager: pagerOf("/console/agents", url.Values{"q": {lp.Search}}, lp, next),
+	first, last := endsOf(items, func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID })
+	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, first, last),
 		CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
 	for _, it := range items {
 		p.Agents = append(p.Agents, agentRow{ID: it.ID, Name: it.Name, Enabled: it.Enabled, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, Stats: it.Stats})

@@ -137,7 +137,8 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
-	p := keysPage{Status: status, Pager: pagerOf("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next)}
+	first, last := endsOf(ks, func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID })
+	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, first, last)}
 	for _, k := range ks {
 		p.Keys = append(p.Keys, d.row(k, now))
 	}
@@ -553,7 +554,8 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if p.Events, next, err = c.auditRows(r, store.AuditPageQuery{AccountID: acct, KeyID: k.ID, After: lp.After, Limit: pageSize}); err != nil {
 		return err
 	}
-	p.Pager = pagerOf("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next)
+	first, last := endsOf(p.Events, auditRow.at)
+	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, first, last)
 	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
 		return err
 	}
@@ -849,12 +851,15 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 // key in its detail ("replaces key_…", "replaced by key_…") shows that
 // key by name, linked: DetailBefore, the key, DetailAfter.
 type auditRow struct {
+	ID                        string
 	At                        time.Time
 	Action, Actor, Detail     string
 	KeyID, KeyName, KeyPrefix string
 	DetailBefore, DetailAfter string
 	RelatedID, RelatedName    string
 }
+
+func (r auditRow) at() (time.Time, string) { return r.At, r.ID }
 
 var actionLabels = map[domain.AuditAction]string{
 	domain.AuditCreated:            "created",
@@ -898,7 +903,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 		if label == "" {
 			label = string(it.Action)
 		}
-		row := auditRow{At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
+		row := auditRow{ID: it.ID, At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
 			KeyID: it.KeyID, KeyName: it.KeyName, KeyPrefix: it.KeyPrefix}
 		if loc := keyIDInDetail.FindStringIndex(it.Detail); loc != nil {
 			id := it.Detail[loc[0]:loc[1]]
@@ -926,7 +931,8 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	p := auditPage{Events: events, Pager: pagerOf("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next)}
+	first, last := endsOf(events, auditRow.at)
+	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, first, last)}
 	c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
 	return nil
 }

@@ -54,7 +54,8 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if role == "" {
 		role = string(domain.RoleAgent)
 	}
-	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerOf("/console/users", url.Values{"q": {lp.Search}}, lp, next)}
+	first, last := endsOf(us, func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID })
+	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, first, last)}
 	for _, u := range us {
 		p.Users = append(p.Users, rowOf(u, s))
 	}
