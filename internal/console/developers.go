@@ -30,9 +30,9 @@ type keyRow struct {
 	RotatedFrom                        string
 	// ExpiresSoon: active, and expiring within expiresSoon.
 	ExpiresSoon bool
-	// AllScopes: the key holds the whole vocabulary (a list shows that,
-	// not ten names).
-	AllScopes bool
+	// Preset is the label of the preset granting exactly Scopes, else
+	// "Custom", as the key form names them.
+	Preset string
 }
 
 // expiresSoon is how close an expiry is marked on a key.
@@ -73,7 +73,10 @@ func (d directory) row(k domain.APIKey, now time.Time) keyRow {
 	for _, s := range k.Scopes {
 		r.Scopes = append(r.Scopes, string(s))
 	}
-	r.AllScopes = len(k.Scopes) == len(domain.Scopes)
+	r.Preset = "Custom"
+	if pr, ok := presetOf(k.Scopes); ok {
+		r.Preset = pr.Label
+	}
 	r.ExpiresSoon = r.Status == string(domain.KeyActive) && k.ExpiresAt != nil && k.ExpiresAt.Sub(now) <= expiresSoon
 	for _, id := range k.AgentIDs {
 		name, ok := d.agents[id]
@@ -315,6 +318,11 @@ func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, 
 	}
 	p.AgentsMore = p.AgentNext != ""
 	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
+	// Names as people read them (Agent 2 before Agent 10), within the page:
+	// the store pages by its name key.
+	byName := func(a, b option) int { return naturalCompare(a.Label, b.Label) }
+	slices.SortFunc(p.Selected, byName)
+	slices.SortFunc(p.Agents, byName)
 	return nil
 }
 

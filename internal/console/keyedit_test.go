@@ -87,3 +87,31 @@ func TestEditKeyAccess(t *testing.T) {
 		t.Fatalf("a refused edit moved the expiry to %v", again.ExpiresAt)
 	}
 }
+
+// TestPickerSortsNaturally: the key form's agent picker lists Agent 2
+// before Agent 6 before Agent 10, and the form and the keys list name the
+// presets as the contract does.
+func TestPickerSortsNaturally(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	for _, n := range []string{"Agent 10", "Agent 6", "Agent 2"} {
+		f.agent(a, n)
+	}
+	b := f.signedIn(owner)
+	form := b.get("/console/developers/keys/new").body
+	i2, i6, i10 := strings.Index(form, "> <bdi>Agent 2<"), strings.Index(form, "> <bdi>Agent 6<"), strings.Index(form, "> <bdi>Agent 10<")
+	if i2 < 0 || i2 > i6 || i6 > i10 {
+		t.Errorf("picker order: Agent 2 at %d, 6 at %d, 10 at %d", i2, i6, i10)
+	}
+	for _, label := range []string{"> AI agent read — aiagents:read</label>", "> aiagent-query — aiagents:read, aiagents:query</label>",
+		"> full-access — every scope</label>", "> Custom — choose scopes one by one</label>"} {
+		if !strings.Contains(form, label) {
+			t.Errorf("the form lacks %q", label)
+		}
+	}
+	b.created("/console/developers/keys/new", "/console/developers/keys",
+		url.Values{"name": {"ci"}, "preset": {"aiagent-read"}, "env": {"live"}, "expiry": {"never"}})
+	if list := b.get("/console/developers").body; !strings.Contains(list, `<span class="strong preset">AI agent read</span>`) {
+		t.Errorf("the keys list does not name the preset:\n%s", list)
+	}
+}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -18,5 +19,14 @@ func TestRelative(t *testing.T) {
 		if got := relative(now.Add(-tc.d), now); got != tc.want {
 			t.Errorf("%v: %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+func TestNaturalCompare(t *testing.T) {
+	names := []string{"Agent 10", "agent 2", "Agent 1", "Agent 02b", "Agent", "Bot 9", "Agent 100", "Agent 2a"}
+	slices.SortFunc(names, naturalCompare)
+	want := []string{"Agent", "Agent 1", "agent 2", "Agent 2a", "Agent 02b", "Agent 10", "Agent 100", "Bot 9"}
+	if !slices.Equal(names, want) {
+		t.Errorf("%q\nwant %q", names, want)
 	}
 }
