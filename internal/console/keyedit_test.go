@@ -115,3 +115,18 @@ func TestPickerSortsNaturally(t *testing.T) {
 		t.Errorf("the keys list does not name the preset:\n%s", list)
 	}
 }
+
+// TestFavicon: every page links the console's icon, served with the
+// static files as SVG.
+func TestFavicon(t *testing.T) {
+	f := newFixture(t)
+	b := f.browser()
+	if p := b.get("/console/signin"); !strings.Contains(p.body, `<link rel="icon" href="/console/static/favicon.svg" type="image/svg+xml">`) {
+		t.Fatalf("no icon link:\n%s", p.body)
+	}
+	p := b.get("/console/static/favicon.svg")
+	wantStatus(t, "favicon", p, http.StatusOK)
+	if ct := p.header.Get("Content-Type"); ct != "image/svg+xml" || !strings.HasPrefix(p.body, "<svg") {
+		t.Fatalf("favicon: %s %.40s", ct, p.body)
+	}
+}
