@@ -40,6 +40,8 @@ const (
 	revealSecret = "console-reveal"
 	// maxRevealCookie bounds what is decoded: a credential is 60 bytes.
 	maxRevealCookie = 256
+	// revealClaim prefixes the store claim of a seal's one showing.
+	revealClaim = "console-reveal:"
 )
 
 func revealPath(keyID string) string {
@@ -79,6 +81,10 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 	nonce := make([]byte, aead.NonceSize())
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
 	sealed := aead.Seal(nonce, nonce, plain, revealAD(created.Key.ID, s))
+	// Claims of seals that expired can go (Claim stamps the wall clock).
+	if err := c.store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
+		c.log.Warn("delete reveal claims", "err", err)
+	}
 	path := revealPath(created.Key.ID)
 	http.SetCookie(w, &http.Cookie{
 		Name: revealCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
@@ -110,7 +116,7 @@ func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, onc
 	if err != nil || len(plain) < 8 || c.now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
 		return "", "", nil
 	}
-	return string(plain[8:]), "console-reveal:" + hex.EncodeToString(nonce), nil
+	return string(plain[8:]), revealClaim + hex.EncodeToString(nonce), nil
 }
 
 // forgetReveal clears the reveal cookie of key keyID.

@@ -46,3 +46,17 @@ func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scope
 		return insertAuditEvent(ctx, tx, ev)
 	})
 }
+
+// DeleteClaims removes the claims (Claim) whose name starts with prefix
+// made before before: a claim that guards something short-lived, such as
+// a credential's one showing, need not outlive it.
+func (s *Store) DeleteClaims(ctx context.Context, prefix string, before time.Time) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM claims WHERE name LIKE $1 ESCAPE '\' AND claimed_at < $2`,
+			likePrefix(prefix), toMS(before))
+		if err != nil {
+			return fmt.Errorf("delete claims: %w", err)
+		}
+		return nil
+	})
+}

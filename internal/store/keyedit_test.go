@@ -57,3 +57,23 @@ func TestUpdateKeyAccess(t *testing.T) {
 		}
 	})
 }
+
+// TestDeleteClaims drops the old claims of a prefix only.
+func TestDeleteClaims(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		for _, n := range []string{"console-reveal:ab", "bootstrap"} {
+			if won, err := s.Claim(ctx, n); !won || err != nil {
+				t.Fatal(n, won, err)
+			}
+		}
+		if err := s.DeleteClaims(ctx, "console-reveal:", time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		for n, want := range map[string]bool{"console-reveal:ab": true, "bootstrap": false} {
+			if won, _ := s.Claim(ctx, n); won != want {
+				t.Errorf("claim %s again: %v, want %v", n, won, want)
+			}
+		}
+	})
+}
