@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
 )
 
 // overflowJS names what sticks out of the window, or of its card or
@@ -35,14 +37,20 @@ const overflowJS = `(function () {
 func TestBrowserEveryPageAt400(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
-	for i := range 12 {
-		f.agent(a, fmt.Sprintf("Agent %d", i+1))
+	var agents []domain.Agent
+	for i := range 55 {
+		agents = append(agents, f.agent(a, fmt.Sprintf("Agent %d", i+1)))
 	}
 	ag := f.agent(a, "Support bot with a rather long name for a narrow screen")
 	for i := range 3 {
 		f.user(a, fmt.Sprintf("user%02d@acme.example", i), domain.RoleAgent)
 	}
 	k := f.key(a, owner, "Billing sync (production)")
+	soon := f.clock.Now().Add(5 * 24 * time.Hour)
+	if _, err := f.keys.SetAccess(context.Background(), domainActor(owner), a.ID, k.Key.ID, keys.Access{
+		Scopes: domain.Presets[1].Scopes, AgentIDs: []string{agents[1].ID, agents[9].ID}, ExpiresAt: &soon}); err != nil {
+		t.Fatal(err)
+	}
 	key := "/console/developers/keys/" + k.Key.ID
 	b := newTab(t, f.srv.URL, 1400, 150*time.Second)
 	b.prefix = "every"
@@ -77,6 +85,8 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 	visit("revoke", key+"/revoke", "confirm-revoke")
 	visit("audit", "/console/developers/audit", "audit")
 	visit("agents", "/console/agents", "agent-name")
+	b.do("next agents", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("prev-page")))
+	look("agents-2")
 	visit("agent", "/console/agents/"+ag.ID, "instructions")
 	visit("users", "/console/users", "invite")
 	b.do("invite", chromedp.SendKeys(chromedp.ID("invite-email"), "new.colleague@acme.example"),
