@@ -597,12 +597,18 @@ func (c *Console) handleRotateForm(w http.ResponseWriter, r *http.Request, s *se
 	return c.showRotateForm(w, r, s, nil)
 }
 
-func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+// pathKey is the key the path names, with its row.
+func (c *Console) pathKey(r *http.Request, s *session) (domain.APIKey, keyRow, error) {
 	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
-		return err
+		return k, keyRow{}, err
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	return k, d.row(k, c.now()), err
+}
+
+func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -610,7 +616,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if r.Method == http.MethodPost {
 		chosen = r.PostForm.Get("old_expires")
 	}
-	p := rotatePage{Key: d.row(k, c.now()), Revoked: k.RevokedAt != nil}
+	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil}
 	for _, ch := range rotateChoices {
 		o := ch.option
 		o.Checked = o.Value == chosen
@@ -676,12 +682,7 @@ func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *sess
 // showEditForm is the edit form: the key's settings, or the form as
 // posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	acct := s.user.AccountID
-	k, err := c.keys.Get(r.Context(), acct, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	d, err := c.directory(r.Context(), acct, k)
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -689,12 +690,12 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if r.Method == http.MethodPost {
 		f = readKeyForm(r)
 	}
-	np, err := c.newKeyPage(r.Context(), acct, f)
+	np, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
 	if err != nil {
 		return err
 	}
 	np.Expiry = editExpiry(k, f.expiry)
-	p := editKeyPage{Key: d.row(k, c.now()), Revoked: k.RevokedAt != nil, newKeyPage: np}
+	p := editKeyPage{Key: row, Revoked: k.RevokedAt != nil, newKeyPage: np}
 	status := http.StatusOK
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
@@ -829,15 +830,11 @@ func (f keyForm) fieldOf(err error) error {
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
-	if err != nil {
-		return err
-	}
-	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: d.row(k, c.now()), Revokeable: k.RevokedAt == nil})
+	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
 	return nil
 }
 
