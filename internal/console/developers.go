@@ -746,8 +746,8 @@ func editExpiry(k domain.APIKey, chosen string) []option {
 }
 
 // handleEditKey saves the edit form: the access (unless the key is
-// revoked), then the name and description. The picker's buttons only show
-// the form again.
+// revoked), then the name and description, each checked before anything
+// is saved. The picker's buttons only show the form again.
 func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := readKeyForm(r)
 	switch f.op {
@@ -756,6 +756,9 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 		return c.showEditForm(w, r, s, nil)
 	default:
 		return errUnreadableForm
+	}
+	if err := keys.CheckText(f.name, f.description); err != nil {
+		return err
 	}
 	u := s.user
 	actor := keys.Actor{User: &u}

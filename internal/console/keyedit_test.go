@@ -86,6 +86,14 @@ func TestEditKeyAccess(t *testing.T) {
 	if again, _ := f.keys.Get(ctx, a.ID, ks[0].ID); !again.ExpiresAt.Equal(*k.ExpiresAt) {
 		t.Fatalf("a refused edit moved the expiry to %v", again.ExpiresAt)
 	}
+	// A refused name saves none of the rest.
+	edit.Set("expiry", "keep")
+	edit.Set("preset", "full-access")
+	edit.Set("name", "\u200b")
+	wantStatus(t, "invisible name", b.post(path+"/edit", path+"/edit", edit), http.StatusUnprocessableEntity)
+	if again, _ := f.keys.Get(ctx, a.ID, ks[0].ID); len(again.Scopes) != 2 {
+		t.Fatalf("a refused name saved the scopes %v", again.Scopes)
+	}
 }
 
 // TestPickerSortsNaturally: the key form's agent picker lists Agent 2

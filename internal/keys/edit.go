@@ -141,3 +141,11 @@ func stamp(t *time.Time) string {
 	}
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
+
+// CheckText says whether Rename would take name and description, without
+// reading or writing anything: a form that saves more than the text asks
+// first, so that a refused name changes nothing.
+func CheckText(name, description string) error {
+	_, _, err := checkText(name, description)
+	return err
+}
