@@ -61,7 +61,8 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	if err != nil {
 		return agentsPage{}, err
 	}
-	p := agentsPage{Pager: pagerOf("/console/agents", url.Values{"q": {lp.Search}}, lp, next),
+	first, last := endsOf(items, func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID })
+	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, first, last),
 		CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
 	for _, it := range items {
 		p.Agents = append(p.Agents, agentRow{ID: it.ID, Name: it.Name, Enabled: it.Enabled, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, Stats: it.Stats})
@@ -136,7 +137,7 @@ func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "agent", a.Name, p)
+	c.render(w, r, s, http.StatusOK, "agent", isolate(a.Name), p)
 	return nil
 }
 
@@ -170,7 +171,7 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 	if p.Field == "" {
 		p.Field = "form"
 	}
-	c.render(w, r, s, e.Status, "agent", a.Name, p)
+	c.render(w, r, s, e.Status, "agent", isolate(a.Name), p)
 	return nil
 }
 

@@ -123,7 +123,7 @@ func New(cfg Config) *Console {
 	c.agents = agents.New(c.store, c.now)
 	// Users' rules; its hashes go through the console's capped gate.
 	c.accounts = accounts.New(c.store, c.passwords.Hash, c.now)
-	c.pages = parsePages()
+	c.pages = parsePages(c.now)
 	mux := http.NewServeMux()
 	c.routes(mux)
 	c.handler = securityHeaders(c.crossOrigin(bounded(mux)))

@@ -555,7 +555,7 @@ func TestDeactivatedUserIsSignedOutAtOnce(t *testing.T) {
 
 	confirm := ob.get("/console/users/" + agentUser.ID + "/deactivate")
 	wantStatus(t, "confirmation page", confirm, http.StatusOK)
-	if !strings.Contains(confirm.body, "Deactivate agent@acme.example?") {
+	if !strings.Contains(confirm.body, "Deactivate <bdi>agent@acme.example</bdi>?") {
 		t.Fatal("no confirmation step")
 	}
 	p := ob.post("/console/users", "/console/users/"+agentUser.ID+"/deactivate", nil)
@@ -763,7 +763,7 @@ func TestRotateThenRevoke(t *testing.T) {
 	audit := b.get("/console/developers/audit")
 	// Related keys show by name, linked, never as a raw id.
 	for _, want := range []string{"created", "rotated", "revoked", owner.Email,
-		`replaces <a href="/console/developers/keys/` + old.Key.ID + `">prod</a>`} {
+		`replaces <a href="/console/developers/keys/` + old.Key.ID + `"><bdi>prod</bdi></a>`} {
 		if !strings.Contains(audit.body, want) {
 			t.Errorf("audit trail lacks %q", want)
 		}
@@ -774,7 +774,7 @@ func TestRotateThenRevoke(t *testing.T) {
 	}
 	// The old key's own History shows its rotation.
 	if history := b.get("/console/developers/keys/" + old.Key.ID); !strings.Contains(history.body,
-		`replaced by <a href="/console/developers/keys/`+ks[1].ID+`">`+ks[1].Name+`</a>`) || strings.Contains(history.body, "replaced by "+ks[1].ID) {
+		`replaced by <a href="/console/developers/keys/`+ks[1].ID+`"><bdi>`+ks[1].Name+`</bdi></a>`) || strings.Contains(history.body, "replaced by "+ks[1].ID) {
 		t.Fatal("the old key's history does not show its rotation by name")
 	}
 	list := b.get("/console/developers")

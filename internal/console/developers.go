@@ -30,9 +30,9 @@ type keyRow struct {
 	RotatedFrom                        string
 	// ExpiresSoon: active, and expiring within expiresSoon.
 	ExpiresSoon bool
-	// AllScopes: the key holds the whole vocabulary (a list shows that,
-	// not ten names).
-	AllScopes bool
+	// Preset is the label of the preset granting exactly Scopes, else
+	// "Custom", as the key form names them.
+	Preset string
 }
 
 // expiresSoon is how close an expiry is marked on a key.
@@ -73,7 +73,10 @@ func (d directory) row(k domain.APIKey, now time.Time) keyRow {
 	for _, s := range k.Scopes {
 		r.Scopes = append(r.Scopes, string(s))
 	}
-	r.AllScopes = len(k.Scopes) == len(domain.Scopes)
+	r.Preset = "Custom"
+	if pr, ok := presetOf(k.Scopes); ok {
+		r.Preset = pr.Label
+	}
 	r.ExpiresSoon = r.Status == string(domain.KeyActive) && k.ExpiresAt != nil && k.ExpiresAt.Sub(now) <= expiresSoon
 	for _, id := range k.AgentIDs {
 		name, ok := d.agents[id]
@@ -137,7 +140,8 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
-	p := keysPage{Status: status, Pager: pagerOf("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next)}
+	first, last := endsOf(ks, func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID })
+	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, first, last)}
 	for _, k := range ks {
 		p.Keys = append(p.Keys, d.row(k, now))
 	}
@@ -314,6 +318,11 @@ func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, 
 	}
 	p.AgentsMore = p.AgentNext != ""
 	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
+	// Names as people read them (Agent 2 before Agent 10), within the page:
+	// the store pages by its name key.
+	byName := func(a, b option) int { return naturalCompare(a.Label, b.Label) }
+	slices.SortFunc(p.Selected, byName)
+	slices.SortFunc(p.Agents, byName)
 	return nil
 }
 
@@ -499,13 +508,8 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	}
 	u := s.user
 	created, err := c.keys.Create(r.Context(), keys.Actor{User: &u}, params)
-	if de := (*domain.Error)(nil); errors.As(err, &de) && de.Code == domain.CodeNotFound {
-		// The one thing a create names that may not exist: an AI agent of
-		// the restriction. It is the form's to fix, not a missing page.
-		return fieldError("agent", capitalize(strings.TrimSuffix(de.Message, "."))+".")
-	}
 	if err != nil {
-		return err
+		return f.fieldOf(err)
 	}
 	c.log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
 	return c.reveal(w, r, s, created)
@@ -558,11 +562,12 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if p.Events, next, err = c.auditRows(r, store.AuditPageQuery{AccountID: acct, KeyID: k.ID, After: lp.After, Limit: pageSize}); err != nil {
 		return err
 	}
-	p.Pager = pagerOf("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next)
+	first, last := endsOf(p.Events, auditRow.at)
+	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, first, last)
 	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "key", k.Name, p)
+	c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 	return nil
 }
 
@@ -592,12 +597,18 @@ func (c *Console) handleRotateForm(w http.ResponseWriter, r *http.Request, s *se
 	return c.showRotateForm(w, r, s, nil)
 }
 
-func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+// pathKey is the key the path names, with its row.
+func (c *Console) pathKey(r *http.Request, s *session) (domain.APIKey, keyRow, error) {
 	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
-		return err
+		return k, keyRow{}, err
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	return k, d.row(k, c.now()), err
+}
+
+func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -605,7 +616,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if r.Method == http.MethodPost {
 		chosen = r.PostForm.Get("old_expires")
 	}
-	p := rotatePage{Key: d.row(k, c.now()), Revoked: k.RevokedAt != nil}
+	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil}
 	for _, ch := range rotateChoices {
 		o := ch.option
 		o.Checked = o.Value == chosen
@@ -615,7 +626,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "rotate", "Rotate "+k.Name, p)
+	c.render(w, r, s, status, "rotate", "Rotate "+isolate(k.Name), p)
 	return nil
 }
 
@@ -645,10 +656,9 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 }
 
 type editKeyPage struct {
-	Key               keyRow
-	Name, Description string
-	AllowedIPs        string
-	Error, Field      string
+	Key     keyRow
+	Revoked bool
+	newKeyPage
 }
 
 // allowListField reads the allowlist box (addresses and prefixes separated
@@ -669,60 +679,165 @@ func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *sess
 	return c.showEditForm(w, r, s, nil)
 }
 
+// showEditForm is the edit form: the key's settings, or the form as
+// posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	f := editForm(k)
+	if r.Method == http.MethodPost {
+		f = readKeyForm(r)
+	}
+	np, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
 	if err != nil {
 		return err
 	}
-	p := editKeyPage{Key: d.row(k, c.now()), Name: k.Name, Description: k.Description, AllowedIPs: strings.Join(k.AllowedIPs.Strings(), "\n")}
+	np.Expiry = editExpiry(k, f.expiry)
+	p := editKeyPage{Key: row, Revoked: k.RevokedAt != nil, newKeyPage: np}
 	status := http.StatusOK
 	if e != nil {
-		p.Name, p.Description = r.PostForm.Get("name"), r.PostForm.Get("description")
-		p.AllowedIPs = r.PostForm.Get("allowed_ips")
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "editkey", "Edit "+k.Name, p)
+	c.render(w, r, s, status, "editkey", "Edit "+isolate(k.Name), p)
 	return nil
 }
 
+// editForm is k's settings as the edit form starts with them: its preset
+// when its scopes are one's, else Custom with them ticked.
+func editForm(k domain.APIKey) keyForm {
+	f := keyForm{name: k.Name, description: k.Description, preset: "custom", expiry: "keep",
+		allowedIPs: strings.Join(k.AllowedIPs.Strings(), "\n"), agents: k.AgentIDs}
+	if pr, ok := presetOf(k.Scopes); ok {
+		f.preset = pr.ID
+		return f
+	}
+	for _, sc := range k.Scopes {
+		f.scopes = append(f.scopes, string(sc))
+	}
+	return f
+}
+
+// presetOf is the preset granting exactly scopes.
+func presetOf(scopes []domain.Scope) (domain.Preset, bool) {
+	i := slices.IndexFunc(domain.Presets, func(p domain.Preset) bool { return slices.Equal(p.Scopes, scopes) })
+	if i < 0 {
+		return domain.Preset{}, false
+	}
+	return domain.Presets[i], true
+}
+
+// editExpiry are the edit form's expiry choices: unchanged, or an earlier
+// one (never is only "unchanged", for a key that never expires).
+func editExpiry(k domain.APIKey, chosen string) []option {
+	keep := option{Value: "keep", Label: "Unchanged (never)"}
+	if k.ExpiresAt != nil {
+		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
+	}
+	out := []option{keep}
+	for _, e := range expiryChoices[1:] {
+		out = append(out, e)
+	}
+	for i := range out {
+		out[i].Checked = out[i].Value == chosen || (chosen == "" && i == 0)
+	}
+	return out
+}
+
+// handleEditKey saves the edit form: the access (unless the key is
+// revoked), then the name and description, each checked before anything
+// is saved. The picker's buttons only show the form again.
 func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *session) error {
+	f := readKeyForm(r)
+	switch f.op {
+	case "", "save":
+	case "search-agents", "more-agents":
+		return c.showEditForm(w, r, s, nil)
+	default:
+		return errUnreadableForm
+	}
+	if err := keys.CheckText(f.name, f.description); err != nil {
+		return err
+	}
 	u := s.user
-	id := r.PathValue("id")
-	// The list is read first, so that a bad entry changes nothing.
-	allowed, err := allowListField(r.PostForm.Get("allowed_ips"))
+	actor := keys.Actor{User: &u}
+	k, err := c.keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	ctx := withMirrorReport(r.Context())
-	k, err := c.keys.Rename(ctx, keys.Actor{User: &u}, s.user.AccountID, id, r.PostForm.Get("name"), r.PostForm.Get("description"))
-	if err != nil {
-		return err
-	}
-	// A revoked key keeps its list (the service refuses a change); leaving
-	// the box as it was is no change.
-	if !slices.Equal(k.AllowedIPs, allowed) {
-		if _, err := c.keys.SetAllowedIPs(ctx, keys.Actor{User: &u}, s.user.AccountID, id, allowed); err != nil {
+	if k.RevokedAt == nil {
+		if err := c.editAccess(ctx, actor, k, f); err != nil {
 			return err
 		}
 	}
-	c.log.Info("console key edited", "key_id", id, "user_id", u.ID)
-	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(id)+"?done=edited"))
+	if _, err := c.keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
+		return err
+	}
+	c.log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
+	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
+}
+
+// editAccess saves the form's scopes, agents and expiry (a form of an
+// earlier release, without a preset, changes none of them) and allowed
+// addresses. Every field is read first, so that a bad one changes nothing.
+func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.APIKey, f keyForm) error {
+	allowed, err := allowListField(f.allowedIPs)
+	if err != nil {
+		return err
+	}
+	if f.preset != "" {
+		a, err := f.access(k, c.now())
+		if err != nil {
+			return err
+		}
+		if _, err := c.keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
+			return f.fieldOf(err)
+		}
+	}
+	if slices.Equal(k.AllowedIPs, allowed) {
+		return nil
+	}
+	_, err = c.keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
+	return err
+}
+
+// access is what the edit form asks k's access to be.
+func (f keyForm) access(k domain.APIKey, now time.Time) (keys.Access, error) {
+	a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
+	var err error
+	if a.Scopes, err = f.chosenScopes(); err != nil {
+		return a, err
+	}
+	if f.expiry != "keep" && f.expiry != "" {
+		a.ExpiresAt, err = f.expiryTime(now)
+	}
+	return a, err
+}
+
+// fieldOf puts the service's refusal of a key form on its field: an AI
+// agent of the restriction that is not there (not a missing page), an
+// expiry chosen from the list rather than typed.
+func (f keyForm) fieldOf(err error) error {
+	de := (*domain.Error)(nil)
+	switch {
+	case !errors.As(err, &de):
+		return err
+	case de.Code == domain.CodeNotFound && strings.Contains(de.Message, "AI agent"):
+		return fieldError("agent", capitalize(strings.TrimSuffix(de.Message, "."))+".")
+	case len(de.Fields) > 0 && de.Fields[0].Field == "expires_at" && f.expiry != "custom":
+		return fieldError("expiry", capitalize(strings.TrimSuffix(de.Message, "."))+".")
+	}
+	return err
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
-	if err != nil {
-		return err
-	}
-	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+k.Name, keyPage{Key: d.row(k, c.now()), Revokeable: k.RevokedAt == nil})
+	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
 	return nil
 }
 
@@ -744,12 +859,15 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 // key in its detail ("replaces key_…", "replaced by key_…") shows that
 // key by name, linked: DetailBefore, the key, DetailAfter.
 type auditRow struct {
+	ID                        string
 	At                        time.Time
 	Action, Actor, Detail     string
 	KeyID, KeyName, KeyPrefix string
 	DetailBefore, DetailAfter string
 	RelatedID, RelatedName    string
 }
+
+func (r auditRow) at() (time.Time, string) { return r.At, r.ID }
 
 var actionLabels = map[domain.AuditAction]string{
 	domain.AuditCreated:            "created",
@@ -760,6 +878,7 @@ var actionLabels = map[domain.AuditAction]string{
 	domain.AuditRenamed:            "renamed",
 	domain.AuditDescriptionChanged: "description changed",
 	domain.AuditAllowedIPsChanged:  "allowed addresses changed",
+	domain.AuditAccessChanged:      "access changed",
 	domain.AuditUserInvited:        "user invited",
 	domain.AuditUserRoleChanged:    "role changed",
 	domain.AuditUserDeactivated:    "user deactivated",
@@ -792,7 +911,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 		if label == "" {
 			label = string(it.Action)
 		}
-		row := auditRow{At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
+		row := auditRow{ID: it.ID, At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
 			KeyID: it.KeyID, KeyName: it.KeyName, KeyPrefix: it.KeyPrefix}
 		if loc := keyIDInDetail.FindStringIndex(it.Detail); loc != nil {
 			id := it.Detail[loc[0]:loc[1]]
@@ -820,7 +939,8 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	p := auditPage{Events: events, Pager: pagerOf("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next)}
+	first, last := endsOf(events, auditRow.at)
+	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, first, last)}
 	c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzSafeNext: whatever arrives in ?next=, the redirect after sign-in stays
@@ -51,7 +52,7 @@ func FuzzCrossOrigin(f *testing.F) {
 	f.Add("", "https://CONSOLE.example", "console.example")
 	f.Add("", "null", "console.example")
 	passed := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	c := &Console{log: slog.New(slog.DiscardHandler), pages: parsePages()}
+	c := &Console{log: slog.New(slog.DiscardHandler), pages: parsePages(time.Now)}
 	h := c.crossOrigin(passed)
 	f.Fuzz(func(t *testing.T, site, origin, host string) {
 		if host == "" || strings.ContainsAny(host, " /?#@\x00") {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/store"
@@ -44,17 +45,64 @@ func readList(r *http.Request) (listParams, error) {
 }
 
 // pager is what a list template needs for its links: the search as given,
-// the next page's address ("" on the last page) and the first page's (""
-// on the first page).
+// the previous and next pages' addresses and the first page's ("" where
+// there is none: Prev and First on the first page, Next on the last).
 type pager struct {
-	Search      string
-	Next, First string
+	Search            string
+	Prev, Next, First string
 }
 
-// pagerOf builds the links of a list at path; keep are the query
-// parameters every page keeps (the search and any filter), empty ones left
-// out.
+// pagerOf builds the links of a list at path that pages forward only;
+// keep are the query parameters every page keeps (the search and any
+// filter), empty ones left out.
 func pagerOf(path string, keep url.Values, lp listParams, next store.Cursor) pager {
+	link := linker(path, keep)
+	p := pager{Search: lp.Search}
+	if !next.IsZero() {
+		p.Next = link(next)
+	}
+	if !lp.After.IsZero() {
+		p.First = link(store.Cursor{})
+	}
+	return p
+}
+
+// pagerBoth builds the links of a list that pages both ways: more is the
+// store's cursor on the way the page was read (lp.After), first and last
+// are the page's first and last rows (endsOf).
+func pagerBoth(path string, keep url.Values, lp listParams, more, first, last store.Cursor) pager {
+	link := linker(path, keep)
+	forward, back := more, store.Cursor{}
+	switch {
+	case lp.After.Back:
+		forward, back = last, more
+	case !lp.After.IsZero():
+		back = first
+		back.Back = true
+	}
+	p := pager{Search: lp.Search}
+	if !forward.IsZero() {
+		p.Next = link(forward)
+	}
+	if !back.IsZero() {
+		p.Prev, p.First = link(back), link(store.Cursor{})
+	}
+	return p
+}
+
+// endsOf are the cursors of rows' first and last row (zero when empty).
+func endsOf[T any](rows []T, at func(T) (time.Time, string)) (first, last store.Cursor) {
+	if len(rows) == 0 {
+		return first, last
+	}
+	first.CreatedAt, first.ID = at(rows[0])
+	last.CreatedAt, last.ID = at(rows[len(rows)-1])
+	return first, last
+}
+
+// linker makes a list's page links: path with keep's non-empty values and
+// the cursor.
+func linker(path string, keep url.Values) func(store.Cursor) string {
 	q := url.Values{}
 	for k, vs := range keep {
 		for _, v := range vs {
@@ -63,25 +111,17 @@ func pagerOf(path string, keep url.Values, lp listParams, next store.Cursor) pag
 			}
 		}
 	}
-	link := func(after string) string {
+	return func(c store.Cursor) string {
 		v := url.Values{}
 		for k, vs := range q {
 			v[k] = vs
 		}
-		if after != "" {
-			v.Set("after", after)
+		if !c.IsZero() {
+			v.Set("after", c.String())
 		}
 		if e := v.Encode(); e != "" {
 			return path + "?" + e
 		}
 		return path
 	}
-	p := pager{Search: lp.Search}
-	if !next.IsZero() {
-		p.Next = link(next.String())
-	}
-	if !lp.After.IsZero() {
-		p.First = link("")
-	}
-	return p
 }

@@ -133,7 +133,7 @@ func TestTwoInstances(t *testing.T) {
 // TestCredentialShownOnAnotherInstance: the create's POST is answered by
 // one instance and the page that shows the credential by another, as a
 // balancer may do: the sealing key is a server secret both read from the
-// one database.
+// one database, and so is the claim that shows it once.
 func TestCredentialShownOnAnotherInstance(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
 	open := func() *fixture {
@@ -188,5 +188,11 @@ func TestCredentialShownOnAnotherInstance(t *testing.T) {
 	b.secrets = append(b.secrets, cred)
 	if a.apiStatus(cred) != http.StatusOK {
 		t.Fatal("the credential shown on B does not work")
+	}
+	// The same cookie sent again, to the other instance: shown once.
+	rec = httptest.NewRecorder()
+	a.h.ServeHTTP(rec, get)
+	if rec.Code != http.StatusSeeOther || credentialRE.MatchString(rec.Body.String()) {
+		t.Fatalf("the reveal replayed on A: %d", rec.Code)
 	}
 }

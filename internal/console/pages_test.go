@@ -129,6 +129,17 @@ func TestListPagesHoldAtMost50(t *testing.T) {
 			t.Errorf("%s: no next page", tc.path)
 		}
 	}
+	for _, tc := range []struct {
+		path string
+		row  *regexp.Regexp
+	}{
+		{"/console/developers/audit", regexp.MustCompile(`<tr data-event-id="([^"]+)"`)},
+		{"/console/users", regexp.MustCompile(`<tr data-user-id="([^"]+)"`)},
+	} {
+		if seen, _ := walkPages(t, b, tc.path, tc.row); len(seen) < 300 {
+			t.Errorf("%s: %d rows over every page", tc.path, len(seen))
+		}
+	}
 	if p := b.get("/console/users?q=user0299"); rowsOf(t, p.body, "users") != 1 {
 		t.Error("users search")
 	}
@@ -287,30 +298,63 @@ func TestRotateAndEditFieldErrors(t *testing.T) {
 	}
 }
 
-// walkPages follows a list's "Next page" links from path and returns the
-// ids (rowRE's first group) it saw and the pages it read; each page must
-// answer 200 with 1 to 50 rows, and no id may come twice.
+// walkPages follows a list's "Next page" links from path, then its
+// "Previous page" links back, and returns the ids (rowRE's first group) it
+// saw and the pages it read; each page must answer 200 with 1 to 50 rows,
+// no id may come twice, and each page read backwards must hold what it
+// held forwards, the first one without a previous page.
 func walkPages(t *testing.T, b *browser, path string, rowRE *regexp.Regexp) (map[string]bool, int) {
 	t.Helper()
 	seen := map[string]bool{}
-	pages := 0
-	for ; path != ""; pages++ {
-		p := b.get(path)
-		wantStatus(t, path, p, http.StatusOK)
-		ids := rowRE.FindAllStringSubmatch(p.body, -1)
-		if len(ids) > 50 || len(ids) == 0 {
-			t.Fatalf("%s: %d rows", path, len(ids))
-		}
-		for _, m := range ids {
-			if seen[m[1]] {
-				t.Fatalf("%s: %s again", path, m[1])
+	var forward []string
+	var p page
+	for path != "" {
+		var ids []string
+		p, ids = listPage(t, b, path, rowRE)
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("%s: %s again", path, id)
 			}
-			seen[m[1]] = true
+			seen[id] = true
 		}
-		path = ""
-		if m := nextPageRE.FindStringSubmatch(p.body); m != nil {
-			path = strings.ReplaceAll(m[1], "&amp;", "&")
+		forward = append(forward, strings.Join(ids, " "))
+		path = pageLink(nextPageRE, p)
+	}
+	for i := len(forward) - 2; i >= 0; i-- {
+		path = pageLink(prevPageRE, p)
+		var ids []string
+		p, ids = listPage(t, b, path, rowRE)
+		if got := strings.Join(ids, " "); got != forward[i] {
+			t.Fatalf("page %d read backwards (%s) holds %s, forwards %s", i+1, path, got, forward[i])
 		}
 	}
-	return seen, pages
+	if prev := pageLink(prevPageRE, p); prev != "" {
+		t.Fatalf("the first page links a previous one: %s", prev)
+	}
+	return seen, len(forward)
+}
+
+var prevPageRE = regexp.MustCompile(`href="([^"]+)" rel="prev"`)
+
+// listPage reads a page of a list and the ids of its rows.
+func listPage(t *testing.T, b *browser, path string, rowRE *regexp.Regexp) (page, []string) {
+	t.Helper()
+	p := b.get(path)
+	wantStatus(t, path, p, http.StatusOK)
+	var ids []string
+	for _, m := range rowRE.FindAllStringSubmatch(p.body, -1) {
+		ids = append(ids, m[1])
+	}
+	if len(ids) > 50 || len(ids) == 0 {
+		t.Fatalf("%s: %d rows", path, len(ids))
+	}
+	return p, ids
+}
+
+// pageLink is p's link that re finds, "" when it has none.
+func pageLink(re *regexp.Regexp, p page) string {
+	if m := re.FindStringSubmatch(p.body); m != nil {
+		return strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	return ""
 }

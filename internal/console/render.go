@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,42 +31,88 @@ type view struct {
 	Page    any
 }
 
-var funcs = template.FuncMap{
-	// when shows a time in UTC; the date and the time each stay on one line.
-	"when": func(t any) template.HTML {
-		var tm time.Time
-		switch v := t.(type) {
-		case time.Time:
-			tm = v
-		case *time.Time:
-			if v == nil {
+// isolate keeps user text from reordering the text around it where no
+// <bdi> can go (a page title, a confirmation dialog): Unicode's first
+// strong isolate and pop directional isolate, <bdi> as characters.
+func isolate(s string) string { return "\u2068" + s + "\u2069" }
+
+// funcs are the templates' functions; when reads now at render time.
+func funcs(now func() time.Time) template.FuncMap {
+	return template.FuncMap{
+		"isolate": isolate,
+		// when shows a time relative to now ("3 min ago", "in 5 days"),
+		// with the UTC time on hover and for machines.
+		"when": func(t any) template.HTML {
+			tm, ok := timeOf(t)
+			if !ok {
 				return ""
 			}
-			tm = *v
-		default:
-			return ""
-		}
-		tm = tm.UTC()
-		// Only digits, dashes and colons come from the time: nothing to escape.
-		return template.HTML(`<time datetime="` + tm.Format(time.RFC3339) + `"><span class="nw">` +
-			tm.Format("2006-01-02") + `</span> <span class="nw">` + tm.Format("15:04") + ` UTC</span></time>`)
-	},
-	"join": func(list []string) string { return strings.Join(list, ", ") },
-	// invalid marks the form field named want when the form's error is
-	// about it: aria-invalid, and the id of the message beside it. Only
-	// fixed text and field names from the console's own templates.
-	"invalid": func(field, want string) template.HTMLAttr {
-		if field == "" || field != want {
-			return ""
-		}
-		return template.HTMLAttr(`aria-invalid="true" aria-describedby="` + want + `-error"`)
-	},
+			// Only digits, letters, dashes and colons: nothing to escape.
+			return template.HTML(`<time datetime="` + tm.Format(time.RFC3339) + `" title="` + tm.Format("2006-01-02 15:04:05 UTC") + `">` +
+				relative(tm, now()) + `</time>`)
+		},
+		"join": func(list []string) string { return strings.Join(list, ", ") },
+		// invalid marks the form field named want when the form's error is
+		// about it: aria-invalid, and the id of the message beside it. Only
+		// fixed text and field names from the console's own templates.
+		"invalid": func(field, want string) template.HTMLAttr {
+			if field == "" || field != want {
+				return ""
+			}
+			return template.HTMLAttr(`aria-invalid="true" aria-describedby="` + want + `-error"`)
+		},
+	}
 }
 
-// parsePages builds one template per page: the layout plus that page's
-// "content", so pages cannot clash over block names.
-func parsePages() map[string]pageTemplate {
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+// timeOf is a template's time.Time or *time.Time, in UTC; false for nil.
+func timeOf(t any) (time.Time, bool) {
+	switch v := t.(type) {
+	case time.Time:
+		return v.UTC(), true
+	case *time.Time:
+		if v != nil {
+			return v.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// relative is t seen from now, rounded down to the largest unit: "just
+// now", "3 min ago", "in 2 h", "5 days ago"; past 30 days, t's date.
+func relative(t, now time.Time) string {
+	d := now.Sub(t)
+	past := d >= 0
+	if !past {
+		d = -d
+	}
+	var n int
+	var unit string
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		n, unit = int(d/time.Minute), " min"
+	case d < 24*time.Hour:
+		n, unit = int(d/time.Hour), " h"
+	case d < 30*24*time.Hour:
+		n, unit = int(d/(24*time.Hour)), " days"
+	default:
+		return t.Format("2006-01-02")
+	}
+	if n == 1 && unit == " days" {
+		unit = " day"
+	}
+	if past {
+		return strconv.Itoa(n) + unit + " ago"
+	}
+	return "in " + strconv.Itoa(n) + unit
+}
+
+// parsePages builds one template per page: the layout (with the key
+// form's shared fields) plus that page's "content", so pages cannot clash
+// over block names.
+func parsePages(now func() time.Time) map[string]pageTemplate {
+	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html"))
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -73,7 +120,7 @@ func parsePages() map[string]pageTemplate {
 	pages := map[string]pageTemplate{}
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
-		if name == "layout" {
+		if name == "layout" || name == "keyform" {
 			continue
 		}
 		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
@@ -86,7 +133,7 @@ func parsePages() map[string]pageTemplate {
 var notices = map[string]string{
 	"password":       "Your password is changed. Other sessions of yours were signed out.",
 	"revoked":        "The key is revoked. Requests with it are refused from now on.",
-	"edited":         "The key's name and description are saved.",
+	"edited":         "The key's changes are saved. Its next request gets them.",
 	"deactivated":    "The user is deactivated and signed out everywhere.",
 	"role":           "The role is changed. It applies from their next page.",
 	"reactivated":    "The user is reactivated: they sign in with the password they had.",
@@ -124,7 +171,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 }
 
 func navOf(path string) string {
-	for _, p := range []string{"developers", "users", "agents", "password"} {
+	for _, p := range []string{"developers/logs", "overview", "developers", "users", "agents", "password"} {
 		if strings.HasPrefix(path, "/console/"+p) {
 			return p
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,6 +40,8 @@ const (
 	revealSecret = "console-reveal"
 	// maxRevealCookie bounds what is decoded: a credential is 60 bytes.
 	maxRevealCookie = 256
+	// revealClaim prefixes the store claim of a seal's one showing.
+	revealClaim = "console-reveal:"
 )
 
 func revealPath(keyID string) string {
@@ -78,6 +81,10 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 	nonce := make([]byte, aead.NonceSize())
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
 	sealed := aead.Seal(nonce, nonce, plain, revealAD(created.Key.ID, s))
+	// Claims of seals that expired can go (Claim stamps the wall clock).
+	if err := c.store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
+		c.log.Warn("delete reveal claims", "err", err)
+	}
 	path := revealPath(created.Key.ID)
 	http.SetCookie(w, &http.Cookie{
 		Name: revealCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
@@ -88,35 +95,28 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 }
 
 // revealed opens the request's reveal cookie for key keyID: the
-// credential, or "" when there is none to show (shown already, expired,
-// another session's or key's, or not sealed by this service).
-func (c *Console) revealed(r *http.Request, s *session, keyID string) (string, error) {
+// credential and the name of its one showing (a store claim, by the
+// seal's nonce), or "" when there is none to show (expired, another
+// session's or key's, or not sealed by this service).
+func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, once string, err error) {
 	ck, err := r.Cookie(revealCookie)
-	if err != nil {
-		return "", nil
-	}
-	if len(ck.Value) > maxRevealCookie {
-		return "", nil
+	if err != nil || len(ck.Value) > maxRevealCookie {
+		return "", "", nil
 	}
 	sealed, err := base64.RawURLEncoding.DecodeString(ck.Value)
 	if err != nil {
-		return "", nil
+		return "", "", nil
 	}
 	aead, err := c.revealAEAD(r.Context())
-	if err != nil {
-		return "", err
+	if err != nil || len(sealed) < aead.NonceSize() {
+		return "", "", err
 	}
-	if len(sealed) < aead.NonceSize() {
-		return "", nil
+	nonce := sealed[:aead.NonceSize()]
+	plain, err := aead.Open(nil, nonce, sealed[aead.NonceSize():], revealAD(keyID, s))
+	if err != nil || len(plain) < 8 || c.now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
+		return "", "", nil
 	}
-	plain, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], revealAD(keyID, s))
-	if err != nil || len(plain) < 8 {
-		return "", nil
-	}
-	if c.now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
-		return "", nil
-	}
-	return string(plain[8:]), nil
+	return string(plain[8:]), revealClaim + hex.EncodeToString(nonce), nil
 }
 
 // forgetReveal clears the reveal cookie of key keyID.
@@ -126,16 +126,18 @@ func forgetReveal(w http.ResponseWriter, r *http.Request, keyID string) {
 }
 
 // handleCreated shows a key's new credential, once; without one to show
-// (a reload, a bookmark, a history entry) it is the key's page. The cookie
-// is cleared only with the page that shows the credential: if anything
-// fails before, a reload within revealTTL tries again.
+// (a reload, a bookmark, a history entry, the cookie sent again) it is the
+// key's page. The cookie is cleared by the browser, and its seal claimed
+// in the store (shared by every instance) just before the page is shown,
+// so a copy of the cookie replayed within revealTTL shows nothing; if
+// anything fails before, a reload tries again.
 func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
 	id := r.PathValue("id")
 	k, err := c.keys.Get(r.Context(), s.user.AccountID, id)
 	if err != nil {
 		return err
 	}
-	cred, err := c.revealed(r, s, k.ID)
+	cred, once, err := c.revealed(r, s, k.ID)
 	if err != nil {
 		return err
 	}
@@ -165,6 +167,13 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 	}
 	forgetReveal(w, r, k.ID)
+	first, err := c.store.Claim(r.Context(), once)
+	if err != nil {
+		return err
+	}
+	if !first {
+		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
+	}
 	c.render(w, r, s, http.StatusOK, "created", title, p)
 	return nil
 }

@@ -386,7 +386,7 @@ func TestRevokeAsksInADialogToo(t *testing.T) {
 	b.signIn(owner.Email, testPassword, "/console/")
 	p := b.get("/console/developers/keys/" + k.Key.ID + "/revoke")
 	form := regexp.MustCompile(`<form [^>]*action="/console/developers/keys/` + k.Key.ID + `/revoke"[^>]*>`).FindString(p.body)
-	if !strings.Contains(form, `data-confirm="Revoke prod (`+k.Key.Prefix+`)?`) {
+	if !strings.Contains(form, `data-confirm="Revoke `+"\u2068prod\u2069"+` (`+k.Key.Prefix+`)?`) {
 		t.Fatalf("the revocation form asks for no confirmation: %s", form)
 	}
 }

@@ -54,7 +54,8 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if role == "" {
 		role = string(domain.RoleAgent)
 	}
-	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerOf("/console/users", url.Values{"q": {lp.Search}}, lp, next)}
+	first, last := endsOf(us, func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID })
+	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, first, last)}
 	for _, u := range us {
 		p.Users = append(p.Users, rowOf(u, s))
 	}
@@ -168,7 +169,7 @@ func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "user", u.Email, p)
+	c.render(w, r, s, status, "user", isolate(u.Email), p)
 	return nil
 }
 
@@ -211,7 +212,7 @@ func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s
 	if err := accounts.MayChange(&s.user, s.user.AccountID, u.ID, "deactivate"); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+u.Email, rowOf(u, s))
+	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+isolate(u.Email), rowOf(u, s))
 	return nil
 }
 

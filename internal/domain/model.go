@@ -230,6 +230,9 @@ const (
 	AuditExpiredInUse       AuditAction = "expired_in_use"
 	AuditRateLimitChanged   AuditAction = "rate_limit_changed"
 	AuditAllowedIPsChanged  AuditAction = "allowed_ips_changed"
+	// AuditAccessChanged: scopes, agent restriction or expiry, each
+	// changed one with its before and after.
+	AuditAccessChanged AuditAction = "access_changed"
 
 	// A user's events (internal/accounts): they name no key.
 	AuditUserInvited       AuditAction = "user_invited"
@@ -247,7 +250,7 @@ var UserAuditActions = []AuditAction{
 // AuditActions lists every AuditAction.
 var AuditActions = append([]AuditAction{
 	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
-	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged,
+	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged, AuditAccessChanged,
 }, UserAuditActions...)
 
 // AuditEvent records something that happened to a key or a user, for the

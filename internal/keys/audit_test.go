@@ -37,6 +37,10 @@ func TestAuditActionsAreTyped(t *testing.T) {
 			_, err = w.svc.SetAllowedIPs(ctx, actor, w.account.ID, c.Key.ID, list)
 			return err
 		}},
+		{"access", func() error {
+			_, err := w.svc.SetAccess(ctx, actor, w.account.ID, c.Key.ID, keys.Access{Scopes: []domain.Scope{domain.ScopeAgentsQuery}})
+			return err
+		}},
 		{"rotate", func() error { _, err := w.svc.Rotate(ctx, actor, w.account.ID, c.Key.ID, nil); return err }},
 		{"revoke", func() error { return w.svc.Revoke(ctx, actor, w.account.ID, c.Key.ID) }},
 	}

@@ -38,7 +38,7 @@ func (s *Store) AgentPage(ctx context.Context, q AgentPageQuery) ([]AgentPageIte
 		return nil, Cursor{}, nil
 	}
 	b := agentPageSQL(q)
-	return page(ctx, s, "agent", b, q.Limit, scanAgentPageItem,
+	return page(ctx, s, "agent", b, q.Limit, q.After, scanAgentPageItem,
 		func(it AgentPageItem) Cursor { return Cursor{CreatedAt: it.CreatedAt, ID: it.ID} })
 }
 
@@ -50,10 +50,8 @@ func agentPageSQL(q AgentPageQuery) *builder {
 	if q.Search != "" {
 		b.add(` AND lower(name) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'`)
 	}
-	if !q.After.IsZero() {
-		b.add(` AND (created_at, id) > (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
-	}
-	b.add(` ORDER BY created_at, id LIMIT ` + b.arg(q.Limit+1) + `)
+	b.keyset("", q.After, false, q.Limit)
+	b.add(`)
 		SELECT pg.id, pg.name, pg.enabled, pg.created_at, pg.updated_at,
 			COALESCE(qs.total, 0), COALESCE(qs.answered, 0), COALESCE(qs.failed, 0), qs.last,
 			COALESCE(qs.answered_ms, 0), COALESCE(cs.total, 0)
@@ -68,7 +66,7 @@ func agentPageSQL(q AgentPageQuery) *builder {
 		LEFT JOIN (SELECT agent_id, count(*) AS total FROM conversations
 			WHERE account_id = ` + acct + ` AND agent_id IN (SELECT id FROM pg) GROUP BY agent_id) cs
 			ON cs.agent_id = pg.id
-		ORDER BY pg.created_at, pg.id`)
+		` + order("pg.", q.After.Back))
 	return &b
 }
 

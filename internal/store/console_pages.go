@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +18,13 @@ import (
 // OFFSET), so a page costs its length whatever the account holds.
 
 // Cursor is where a page continues: strictly after the row with this
-// creation time and id, in the list's order. The zero Cursor is the first
+// creation time and id, in the list's order, or strictly before it when
+// Back (the page before, read backwards). The zero Cursor is the first
 // page.
 type Cursor struct {
 	CreatedAt time.Time
 	ID        string
+	Back      bool
 }
 
 // IsZero reports whether c is the first page.
@@ -32,7 +35,11 @@ func (c Cursor) String() string {
 	if c.IsZero() {
 		return ""
 	}
-	return strconv.FormatInt(toMS(c.CreatedAt), 10) + "." + c.ID
+	s := strconv.FormatInt(toMS(c.CreatedAt), 10) + "." + c.ID
+	if c.Back {
+		return "b" + s
+	}
+	return s
 }
 
 // ParseCursor reads Cursor.String's form; ok is false for anything else.
@@ -40,12 +47,13 @@ func ParseCursor(s string) (c Cursor, ok bool) {
 	if s == "" {
 		return Cursor{}, true
 	}
-	ms, id, found := strings.Cut(s, ".")
+	rest, back := strings.CutPrefix(s, "b")
+	ms, id, found := strings.Cut(rest, ".")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if !found || err != nil || id == "" || len(id) > 64 || !storable(id) {
 		return Cursor{}, false
 	}
-	return Cursor{CreatedAt: fromMS(n), ID: id}, true
+	return Cursor{CreatedAt: fromMS(n), ID: id, Back: back}, true
 }
 
 // MaxSearch bounds a search term, in bytes.
@@ -75,10 +83,33 @@ func (q *builder) arg(v any) string {
 
 func (q *builder) add(s string) { q.b.WriteString(s) }
 
-// page runs b, which asked for limit+1 rows, and returns at most limit of
-// them with the cursor of the last one when there were more (zero when this
-// is the last page). at names the (created_at, id) a row is ordered by.
-func page[T any](ctx context.Context, s *Store, what string, b *builder, limit int,
+// keyset continues a list ordered by (created_at, id) of alias (newest
+// first when desc) from c: the rows after it, or before it when c.Back,
+// nearest first; and asks for limit+1 of them (page).
+func (q *builder) keyset(alias string, c Cursor, desc bool, limit int) {
+	if !c.IsZero() {
+		op := " > ("
+		if desc != c.Back {
+			op = " < ("
+		}
+		q.add(` AND (` + alias + `created_at, ` + alias + `id)` + op + q.arg(toMS(c.CreatedAt)) + `, ` + q.arg(c.ID) + `)`)
+	}
+	q.add(order(alias, desc != c.Back) + ` LIMIT ` + q.arg(limit+1))
+}
+
+// order is keyset's ORDER BY.
+func order(alias string, desc bool) string {
+	if desc {
+		return ` ORDER BY ` + alias + `created_at DESC, ` + alias + `id DESC`
+	}
+	return ` ORDER BY ` + alias + `created_at, ` + alias + `id`
+}
+
+// page runs b, which asked for limit+1 rows from from (keyset), and
+// returns at most limit of them, in the list's order, with the cursor that
+// goes on the same way when there were more (zero when this is the last
+// page that way). at names the (created_at, id) a row is ordered by.
+func page[T any](ctx context.Context, s *Store, what string, b *builder, limit int, from Cursor,
 	scan func(*sql.Rows) (T, error), at func(T) Cursor) ([]T, Cursor, error) {
 	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
 	if err != nil {
@@ -96,11 +127,16 @@ func page[T any](ctx context.Context, s *Store, what string, b *builder, limit i
 	if err := rows.Err(); err != nil {
 		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
 	}
-	if len(out) <= limit {
-		return out, Cursor{}, nil
+	var more Cursor
+	if len(out) > limit {
+		out = out[:limit]
+		more = at(out[limit-1])
+		more.Back = from.Back
 	}
-	out = out[:limit]
-	return out, at(out[limit-1]), nil
+	if from.Back {
+		slices.Reverse(out)
+	}
+	return out, more, nil
 }
 
 // KeyPageQuery selects a page of an account's keys, newest first.
@@ -137,11 +173,8 @@ func (s *Store) KeyPage(ctx context.Context, q KeyPageQuery) ([]domain.APIKey, C
 	case domain.KeyRevoked:
 		b.add(` AND k.revoked_at IS NOT NULL`)
 	}
-	if !q.After.IsZero() {
-		b.add(` AND (k.created_at, k.id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
-	}
-	b.add(` ORDER BY k.created_at DESC, k.id DESC LIMIT ` + b.arg(q.Limit+1))
-	return page(ctx, s, "key", &b, q.Limit,
+	b.keyset("k.", q.After, true, q.Limit)
+	return page(ctx, s, "key", &b, q.Limit, q.After,
 		func(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) },
 		func(k domain.APIKey) Cursor { return Cursor{CreatedAt: k.CreatedAt, ID: k.ID} })
 }
@@ -317,11 +350,8 @@ func (s *Store) AuditPage(ctx context.Context, q AuditPageQuery) ([]AuditItem, C
 			` OR lower(k.prefix) LIKE ` + b.arg(likePrefix(q.Search)) + ` ESCAPE '\'` +
 			` OR lower(e.actor) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\')`)
 	}
-	if !q.After.IsZero() {
-		b.add(` AND (e.created_at, e.id) < (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
-	}
-	b.add(` ORDER BY e.created_at DESC, e.id DESC LIMIT ` + b.arg(q.Limit+1))
-	return page(ctx, s, "audit event", &b, q.Limit, func(rows *sql.Rows) (AuditItem, error) {
+	b.keyset("e.", q.After, true, q.Limit)
+	return page(ctx, s, "audit event", &b, q.Limit, q.After, func(rows *sql.Rows) (AuditItem, error) {
 		var (
 			it      AuditItem
 			created int64
@@ -356,11 +386,8 @@ func (s *Store) UserPage(ctx context.Context, q UserPageQuery) ([]domain.User, C
 	if q.Search != "" {
 		b.add(` AND lower(email) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'`)
 	}
-	if !q.After.IsZero() {
-		b.add(` AND (created_at, id) > (` + b.arg(toMS(q.After.CreatedAt)) + `, ` + b.arg(q.After.ID) + `)`)
-	}
-	b.add(` ORDER BY created_at, id LIMIT ` + b.arg(q.Limit+1))
-	return page(ctx, s, "user", &b, q.Limit,
+	b.keyset("", q.After, false, q.Limit)
+	return page(ctx, s, "user", &b, q.Limit, q.After,
 		func(rows *sql.Rows) (domain.User, error) { return scanUser(rows) },
 		func(u domain.User) Cursor { return Cursor{CreatedAt: u.CreatedAt, ID: u.ID} })
 }

@@ -1,0 +1,100 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
+)
+
+// overflowJS names what sticks out of the window, or of its card or
+// fieldset, sideways (outside the tables' own scrolling boxes), or says
+// "ok".
+const overflowJS = `(function () {
+	var w = document.documentElement.clientWidth, bad = [];
+	document.querySelectorAll('body *').forEach(function (e) {
+		var r = e.getBoundingClientRect(), box = e.parentElement.closest('.card, fieldset');
+		var right = box ? Math.min(w, box.getBoundingClientRect().right) : w;
+		if (r.width > 0 && r.right > right + 1 && !e.closest('.tablewrap') && !e.closest('.sr-only')) {
+			bad.push(e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + String(e.className).split(' ')[0] : '') + ' to ' + Math.round(r.right));
+		}
+	});
+	if (document.documentElement.scrollWidth > w + 1) { bad.unshift('page scrolls to ' + document.documentElement.scrollWidth); }
+	return bad.length ? bad.slice(0, 6).join(', ') : 'ok';
+})()`
+
+// TestBrowserEveryPageAt400 opens every keys, agents, users and account
+// page of the console in headless Chromium and looks at each at 1400 and
+// at 400 pixels wide: nothing may stick out sideways at 400 (a table may
+// scroll in its own box). Screenshots go to $AGENTAPI_ARTIFACTS_DIR as
+// every-<page>-<width>.png.
+func TestBrowserEveryPageAt400(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	var agents []domain.Agent
+	for i := range 55 {
+		agents = append(agents, f.agent(a, fmt.Sprintf("Agent %d", i+1)))
+	}
+	ag := f.agent(a, "Support bot with a rather long name for a narrow screen")
+	for i := range 3 {
+		f.user(a, fmt.Sprintf("user%02d@acme.example", i), domain.RoleAgent)
+	}
+	k := f.key(a, owner, "Billing sync (production)")
+	soon := f.clock.Now().Add(5 * 24 * time.Hour)
+	if _, err := f.keys.SetAccess(context.Background(), domainActor(owner), a.ID, k.Key.ID, keys.Access{
+		Scopes: domain.Presets[1].Scopes, AgentIDs: []string{agents[1].ID, agents[9].ID}, ExpiresAt: &soon}); err != nil {
+		t.Fatal(err)
+	}
+	key := "/console/developers/keys/" + k.Key.ID
+	b := newTab(t, f.srv.URL, 1400, 150*time.Second)
+	b.prefix = "every"
+	look := func(name string) {
+		t.Helper()
+		for _, width := range []int64{1400, 400} {
+			b.do("viewport", chromedp.EmulateViewport(width, 900))
+			if width == 400 {
+				if got := b.eval(name+" overflow", overflowJS); got != "ok" {
+					t.Errorf("%s at 400 pixels: %s", name, got)
+				}
+			}
+			b.shot(fmt.Sprintf("every-%s-%d", name, width))
+		}
+		b.do("viewport", chromedp.EmulateViewport(1400, 900))
+	}
+	visit := func(name, path string, ready chromedp.ID) {
+		t.Helper()
+		b.do(name, chromedp.Navigate(f.srv.URL+path), chromedp.WaitVisible(ready))
+		look(name)
+	}
+	visit("signin", "/console/signin", "signin")
+	b.signIn(owner.Email, testPassword, "new-key")
+	visit("keys", "/console/developers", "new-key")
+	visit("newkey", "/console/developers/keys/new", "create-key")
+	b.do("create", chromedp.SendKeys(chromedp.ID("key-name"), "Nightly warehouse export"),
+		chromedp.Click(chromedp.ID("create-key")), chromedp.WaitVisible(chromedp.ID("credential")))
+	look("created")
+	visit("key", key, "edit")
+	visit("editkey", key+"/edit", "save-key")
+	visit("rotate", key+"/rotate", "rotate-form")
+	visit("revoke", key+"/revoke", "confirm-revoke")
+	visit("audit", "/console/developers/audit", "audit")
+	visit("agents", "/console/agents", "agent-name")
+	b.do("next agents", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("prev-page")))
+	look("agents-2")
+	visit("agent", "/console/agents/"+ag.ID, "instructions")
+	visit("users", "/console/users", "invite")
+	b.do("invite", chromedp.SendKeys(chromedp.ID("invite-email"), "new.colleague@acme.example"),
+		chromedp.Click(chromedp.ID("invite")), chromedp.WaitVisible(chromedp.ID("done")))
+	look("invited")
+	visit("password", "/console/password", "save-password")
+	visit("error", "/console/no-such-page", "nav-developers")
+	if !strings.Contains(b.eval("title", "document.title"), "agentapi") {
+		t.Error("no title")
+	}
+}

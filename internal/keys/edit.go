@@ -1,0 +1,151 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// Access is what a key may do after creation: its scopes, the AI agents
+// it is restricted to (none: every agent) and when it expires (nil: never).
+type Access struct {
+	Scopes    []domain.Scope
+	AgentIDs  []string
+	ExpiresAt *time.Time
+}
+
+// SetAccess changes a key's scopes, agent restriction and expiry by the
+// rules of Create, except that an expiry only comes earlier, never later
+// (a later one is refused on the field expires_at). It records one
+// "access_changed" event naming each part that changed with its before
+// and after; changing nothing records nothing. The change applies on the
+// key's next request on every instance (the store bumps the key epoch). A
+// revoked key cannot change.
+func (s *Service) SetAccess(ctx context.Context, actor Actor, accountID, keyID string, a Access) (domain.APIKey, error) {
+	if actor.User != nil && actor.User.AccountID != accountID {
+		return domain.APIKey{}, domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), accountID)
+	}
+	k, err := s.Get(ctx, accountID, keyID)
+	if err != nil {
+		return k, err
+	}
+	if k.RevokedAt != nil {
+		return k, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; its access cannot change", keyID)
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	next, err := s.validAccess(ctx, k, a, now)
+	if err != nil {
+		return k, err
+	}
+	detail, err := s.describeAccess(ctx, k, next)
+	if err != nil || detail == "" {
+		return k, err
+	}
+	ev := domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
+		Action: domain.AuditAccessChanged, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
+	}
+	err = s.store.UpdateKeyAccess(ctx, accountID, keyID, next.Scopes, next.AgentIDs, next.ExpiresAt, ev)
+	if errors.Is(err, domain.ErrNotFound) {
+		// Revoked, or its expiry brought earlier, since it was read.
+		return k, domain.Errorf(domain.CodeInconsistentState, "key %s changed meanwhile; reload it and try again", keyID)
+	}
+	if err != nil {
+		return k, fmt.Errorf("set key access: %w", err)
+	}
+	k.Scopes, k.AgentIDs, k.ExpiresAt = next.Scopes, next.AgentIDs, next.ExpiresAt
+	return k, nil
+}
+
+// validAccess is a as stored: Create's rules for scopes, agents and a
+// future expiry (validate, with k's own settings for the rest), and the
+// expiry no later than k's.
+func (s *Service) validAccess(ctx context.Context, k domain.APIKey, a Access, now time.Time) (Access, error) {
+	// An expiry left as it is may have passed: only a new one must be in
+	// the future.
+	keep := a.ExpiresAt != nil && k.ExpiresAt != nil && a.ExpiresAt.Equal(*k.ExpiresAt)
+	p := CreateParams{AccountID: k.AccountID, Name: "key", Scopes: a.Scopes, AgentIDs: a.AgentIDs,
+		ExpiresAt: a.ExpiresAt, RateLimit: k.RateLimitPerMinute, Env: k.Env}
+	if keep {
+		p.ExpiresAt = nil
+	}
+	v, err := s.validate(ctx, p, now)
+	if err != nil {
+		return Access{}, err
+	}
+	if keep {
+		v.ExpiresAt = k.ExpiresAt
+	}
+	if k.ExpiresAt != nil && (v.ExpiresAt == nil || v.ExpiresAt.After(*k.ExpiresAt)) {
+		e := domain.Errorf(domain.CodeInvalidValue, "an expiry can only be brought earlier than %s", stamp(k.ExpiresAt))
+		e.Fields = []domain.FieldError{{Field: "expires_at", Code: domain.CodeInvalidValue, Message: e.Message}}
+		return Access{}, e
+	}
+	return Access{Scopes: v.Scopes, AgentIDs: v.AgentIDs, ExpiresAt: v.ExpiresAt}, nil
+}
+
+// describeAccess is the audit detail of the change from k to a: each part
+// that changes, before → after; "" when nothing does.
+func (s *Service) describeAccess(ctx context.Context, k domain.APIKey, a Access) (string, error) {
+	var parts []string
+	if !slices.Equal(k.Scopes, a.Scopes) {
+		parts = append(parts, "scopes: "+joinScopes(k.Scopes)+" → "+joinScopes(a.Scopes))
+	}
+	if !slices.Equal(k.AgentIDs, a.AgentIDs) {
+		names, err := s.store.AgentNames(ctx, k.AccountID, append(slices.Clone(k.AgentIDs), a.AgentIDs...))
+		if err != nil {
+			return "", fmt.Errorf("agent names: %w", err)
+		}
+		parts = append(parts, "AI agents: "+agentList(k.AgentIDs, names)+" → "+agentList(a.AgentIDs, names))
+	}
+	if stamp(k.ExpiresAt) != stamp(a.ExpiresAt) {
+		parts = append(parts, "expires: "+stamp(k.ExpiresAt)+" → "+stamp(a.ExpiresAt))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+func joinScopes(l []domain.Scope) string {
+	out := make([]string, len(l))
+	for i, sc := range l {
+		out[i] = string(sc)
+	}
+	return strings.Join(out, ", ")
+}
+
+// agentList names a restriction in the trail: quoted names (an id when
+// the agent is gone), or "every AI agent".
+func agentList(ids []string, names map[string]string) string {
+	if len(ids) == 0 {
+		return "every AI agent"
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id
+		if n, ok := names[id]; ok {
+			out[i] = strconv.Quote(n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// stamp is an expiry as the trail shows it.
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// CheckText says whether Rename would take name and description, without
+// reading or writing anything: a form that saves more than the text asks
+// first, so that a refused name changes nothing.
+func CheckText(name, description string) error {
+	_, _, err := checkText(name, description)
+	return err
+}
