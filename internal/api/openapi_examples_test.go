@@ -15,9 +15,9 @@ import (
 // TestOpenAPIExamples is a dry run of what example-driven tools (Dredd,
 // mock servers, rendered samples) do with the document: every parameter,
 // request body and response, and every header of a response, has an
-// example; a request built from the examples is valid, and every response
-// example, with its headers' examples, validates as the response of its
-// operation and status.
+// example, except the parameters in sentAsIs, which have none; a request
+// built from the examples is valid, and every response example, with its
+// headers' examples, validates as the response of its operation and status.
 func TestOpenAPIExamples(t *testing.T) {
 	v := openAPI(t)
 	var doc map[string]any
@@ -84,6 +84,12 @@ func TestOpenAPIExamples(t *testing.T) {
 			for _, p := range append(slices.Clone(params), opParams...) {
 				p := resolve(p)
 				name := p["name"].(string)
+				if sentAsIs[name] {
+					if _, ok := p["example"]; ok || p["examples"] != nil {
+						t.Errorf("%s parameter %s has an example, which tools would send as is", id, name)
+					}
+					continue
+				}
 				ex := examplesOf(fmt.Sprintf("%s parameter %s", id, name), p)
 				if len(ex) == 0 {
 					continue
@@ -169,6 +175,12 @@ func TestOpenAPIExamples(t *testing.T) {
 	t.Logf("%d examples checked", checked)
 }
 
+// sentAsIs are the parameters whose example a tool (Swagger UI's "Try it
+// out", Dredd) would send as is, to harm: one Idempotency-Key shared by
+// every user of the tool for 24 hours, a cursor that is always invalid, a
+// filter that hides the caller's newer agents. They have no example.
+var sentAsIs = map[string]bool{"Idempotency-Key": true, "next": true, "updated_since": true}
+
 // TestOpenAPILimitAsAccepted: the document accepts every limit the service
 // accepts (clamped or falling back to the default), so a request validator
 // in front of the service refuses none of them; and the service answers
@@ -186,5 +198,36 @@ func TestOpenAPILimitAsAccepted(t *testing.T) {
 		}
 		// Through the fixture, which validates the accepted request too.
 		f.get("/v1/ai-agents?limit="+url.QueryEscape(limit), key).wantStatus(t, 200)
+	}
+}
+
+// TestOpenAPIRequestsHaveNoDefault: a default on a request property makes
+// openapi-typescript declare the property required (AskRequest.stream's
+// did: a body without it failed tsc), and example-driven tools send it.
+func TestOpenAPIRequestsHaveNoDefault(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	requests := 0
+	for name, schema := range doc.Components.Schemas {
+		if !strings.HasSuffix(name, "Request") {
+			continue
+		}
+		requests++
+		for prop, p := range schema.Properties {
+			if d, ok := p["default"]; ok {
+				t.Errorf("%s.%s has default %v", name, prop, d)
+			}
+		}
+	}
+	if requests < 4 {
+		t.Fatalf("found %d request schemas", requests)
 	}
 }

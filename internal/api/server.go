@@ -107,10 +107,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := s.root(cfg)
-	if err != nil {
-		return nil, err
-	}
+	root := s.root(cfg)
 	openAPI := cfg.OpenAPI
 	if openAPI == nil {
 		openAPI = handleOpenAPI()
@@ -173,17 +170,13 @@ func newServer(cfg Config) (*Server, error) {
 
 // root serves what is not /v1: the health endpoints, the API reference,
 // the secret-scanning endpoint and the console when configured, and 404.
-func (s *Server) root(cfg Config) (*http.ServeMux, error) {
+func (s *Server) root(cfg Config) *http.ServeMux {
 	root := http.NewServeMux()
 	root.Handle("GET /healthz", handleHealth())
 	root.Handle("GET /readyz", handleReady(s.store))
-	docs, err := apiDocs()
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
 	// The API reference needs no key and no session (internal/apidocs).
-	root.Handle("GET "+apidocs.Path, docs)
-	root.Handle("GET "+apidocs.StylePath, docs)
+	root.Handle("GET "+apidocs.Path, apidocs.Handler())
+	root.Handle("GET "+apidocs.BundlePath, apidocs.Handler())
 	if cfg.SecretScanningKeys != nil {
 		root.Handle("POST /secret-scanning/github", s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now)))
 	}
@@ -194,7 +187,7 @@ func (s *Server) root(cfg Config) (*http.ServeMux, error) {
 	root.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 	}))
-	return root, nil
+	return root
 }
 
 // dispatch sends /v1 requests to the API and the rest to root.

@@ -1,89 +1,64 @@
-// Package apidocs renders the API reference served at GET /docs: a plain
-// HTML page the service builds from its own OpenAPI document at start-up
-// (operations grouped by tag, their parameters, bodies, responses with
-// their error codes and examples, and the schemas), styled by the console's
-// stylesheet and one of its own. It loads nothing from elsewhere and runs no
-// script; its Content-Security-Policy allows only this origin's styles.
+// Package apidocs serves the API reference at GET /docs: Redoc (vendor/, MIT,
+// pinned and updated by update.sh) renders the service's own OpenAPI
+// document, /v1/openapi.json, in the browser. The bundle is part of the
+// binary: the page loads nothing from elsewhere, and its
+// Content-Security-Policy allows nothing else.
 package apidocs
 
 import (
-	"bytes"
 	"embed"
-	"encoding/json"
-	"fmt"
-	"html/template"
 	"net/http"
 	"strconv"
 )
 
-// Path is where the reference is served; StylePath its stylesheet.
+// Path is the reference's page; BundlePath the viewer it loads.
 const (
-	Path      = "/docs"
-	StylePath = "/docs/docs.css"
+	Path       = "/docs"
+	BundlePath = "/docs/redoc.standalone.js"
 )
 
-//go:embed docs.html docs.css
+//go:embed docs.html vendor/redoc.standalone.js
 var files embed.FS
 
-var page = template.Must(template.New("docs.html").ParseFS(files, "docs.html"))
+// csp is the tightest policy under which Redoc 2 works, each source for a reason:
+//   - script-src 'self': the bundle, served here; no inline script, no eval.
+//   - style-src 'self' 'unsafe-inline': Redoc styles itself with
+//     styled-components, which inserts <style> elements at run time (and
+//     sets style attributes); without it the page has no layout.
+//   - worker-src blob:: the search index runs in a Web Worker that the
+//     bundle creates from a blob: URL of its own code.
+//   - connect-src 'self': the page fetches /v1/openapi.json.
+//   - img-src 'self' data:: icons are inline data: SVGs.
+//
+// Everything else is 'none'; no form, no framing, no <base>.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; worker-src blob:; " +
+	"connect-src 'self'; img-src 'self' data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
 
-// Handler serves the rendered reference and its stylesheet.
-type Handler struct {
-	html, css []byte
-}
-
-// New renders openAPI (an OpenAPI 3.1 JSON document) once; it fails on a document it
-// cannot read or whose $refs it cannot resolve.
-func New(openAPI []byte) (*Handler, error) {
-	var doc document
-	if err := json.Unmarshal(openAPI, &doc); err != nil {
-		return nil, fmt.Errorf("apidocs: read OpenAPI document: %w", err)
-	}
-	v, err := build(&doc)
-	if err != nil {
-		return nil, fmt.Errorf("apidocs: %w", err)
-	}
-	var b bytes.Buffer
-	if err := page.Execute(&b, v); err != nil {
-		return nil, fmt.Errorf("apidocs: render: %w", err)
-	}
-	css, err := files.ReadFile("docs.css")
-	if err != nil {
-		return nil, err
-	}
-	return &Handler{html: b.Bytes(), css: css}, nil
-}
-
-// ServeHTTP answers GET and HEAD of Path and StylePath; anything else is 404.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body []byte
-	var ctype string
-	switch r.URL.Path {
-	case Path:
-		body, ctype = h.html, "text/html; charset=utf-8"
-	case StylePath:
-		body, ctype = h.css, "text/css; charset=utf-8"
-	default:
-		http.NotFound(w, r)
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "Method not allowed.", http.StatusMethodNotAllowed)
-		return
-	}
-	hd := w.Header()
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; "+
-		"form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "same-origin")
-	// The page changes only with the binary.
-	hd.Set("Cache-Control", "public, max-age=300")
-	hd.Set("Content-Type", ctype)
-	hd.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(body)
-	}
+// Handler serves the page at Path and the bundle at BundlePath (GET and
+// HEAD); the caller routes only those two paths to it.
+func Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ctype := "docs.html", "text/html; charset=utf-8"
+		if r.URL.Path == BundlePath {
+			name, ctype = "vendor/redoc.standalone.js", "text/javascript; charset=utf-8"
+		}
+		body, err := files.ReadFile(name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		// Both change only with the binary.
+		h.Set("Cache-Control", "public, max-age=300")
+		h.Set("Content-Type", ctype)
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusOK)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(body)
+		}
+	})
 }
