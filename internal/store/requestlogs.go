@@ -5,7 +5,6 @@ import (
 	"container/heap"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -499,10 +498,11 @@ func (s *Store) readBatches(ctx context.Context, b *builder, fn func(sec, seq in
 	return n, nil
 }
 
-// sweepLogs removes, account by account, the logs older than cut and those
-// older than the account's perAccount-th newest. Whole seconds go by the
-// primary key; the one second a bound falls within is unpacked and written
-// again with the logs it keeps (trimSecond).
+// sweepLogs removes, account by account, the logs older than cut and, of
+// an account holding more than perAccount, the oldest logs of the keys
+// holding the most (fairShares). Whole seconds go by the primary key; the
+// one second a bound falls within is unpacked and written again with the
+// logs it keeps (trimSecond).
 func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAccount int) error {
 	for acct, first := "", true; ; first = false {
 		// The next account: a seek in the primary key, not a scan.
@@ -522,7 +522,7 @@ func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAcc
 		if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec < $2`, acct, cutSec); err != nil {
 			return fmt.Errorf("sweep request logs: %w", err)
 		}
-		if err := trimSecond(ctx, tx, engine, acct, cutSec, func(logs []RequestLog) []RequestLog {
+		if err := trimSecond(ctx, tx, engine, acct, "", cutSec, func(logs []RequestLog) []RequestLog {
 			i := slices.IndexFunc(logs, func(l RequestLog) bool { return toMS(l.At) < cut })
 			if i < 0 {
 				return logs
@@ -531,35 +531,102 @@ func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAcc
 		}); err != nil {
 			return err
 		}
-		// The newest second at which the account's logs, counted from the
-		// newest, reach perAccount; within it keep only those that fit.
-		var sec, total, inSec int64
-		err := tx.QueryRowContext(ctx, `SELECT sec, total, n FROM (
-				SELECT sec, SUM(n) AS n, SUM(SUM(n)) OVER (ORDER BY sec DESC) AS total
-				FROM request_log_batches WHERE account_id = $1 GROUP BY sec
-			) t WHERE total >= $2 ORDER BY sec DESC LIMIT 1`, acct, perAccount).Scan(&sec, &total, &inSec)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // within its cap
-		}
-		if err != nil {
-			return fmt.Errorf("find oldest kept log: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec < $2`, acct, sec); err != nil {
-			return fmt.Errorf("cap request logs: %w", err)
-		}
-		keep := int64(perAccount) - (total - inSec)
-		if err := trimSecond(ctx, tx, engine, acct, sec, func(logs []RequestLog) []RequestLog {
-			return logs[:min(int64(len(logs)), keep)]
-		}); err != nil {
+		if err := capAccount(ctx, tx, engine, acct, int64(perAccount)); err != nil {
 			return err
 		}
 	}
 }
 
-// trimSecond unpacks the account's logs of second sec, newest first, and
-// when keep drops any, writes those it keeps in their place.
-func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64, keep func([]RequestLog) []RequestLog) error {
-	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE account_id = $1 AND sec = $2`, acct, sec)
+// capAccount keeps at most perAccount of the account's logs, taking them
+// from the keys that hold the most (fairShares): a key flooding the logs,
+// with refusals or otherwise, pushes out its own, never another key's.
+func capAccount(ctx context.Context, tx *sql.Tx, engine, acct string, perAccount int64) error {
+	rows, err := tx.QueryContext(ctx, `SELECT key_id, SUM(n) FROM request_log_batches WHERE account_id = $1 GROUP BY key_id`, acct)
+	if err != nil {
+		return fmt.Errorf("count request logs: %w", err)
+	}
+	held, err := collect(rows, func(r *sql.Rows) (keyCount, error) {
+		var c keyCount
+		return c, r.Scan(&c.keyID, &c.n)
+	})
+	if err != nil {
+		return fmt.Errorf("count request logs: %w", err)
+	}
+	for i, keep := range fairShares(held, perAccount) {
+		if keep < held[i].n {
+			if err := capKey(ctx, tx, engine, acct, held[i].keyID, keep); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+type keyCount struct {
+	keyID string
+	n     int64
+}
+
+// fairShares is how many logs each key keeps (in held's order) when the
+// keys together may keep at most limit: every key keeps its logs up to one
+// level, the highest at which they fit, and the keys above it are cut to
+// that level (the first of them, by key id, keep one more while the limit
+// allows). So logs go from the key holding the most first.
+func fairShares(held []keyCount, limit int64) []int64 {
+	slices.SortFunc(held, func(a, b keyCount) int { return cmp.Compare(a.keyID, b.keyID) })
+	kept := func(level int64) (n int64) {
+		for _, h := range held {
+			n += min(h.n, level)
+		}
+		return n
+	}
+	lo, hi := int64(0), limit // kept(lo) <= limit; the level is in [lo, hi]
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; kept(mid) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	slack := limit - kept(lo)
+	out := make([]int64, len(held))
+	for i, h := range held {
+		out[i] = min(h.n, lo)
+		if h.n > lo && slack > 0 {
+			out[i]++
+			slack--
+		}
+	}
+	return out
+}
+
+// capKey keeps the key's newest keep logs of the account.
+func capKey(ctx context.Context, tx *sql.Tx, engine, acct, keyID string, keep int64) error {
+	// The newest second at which the key's logs, counted from the newest,
+	// reach keep; within it keep only those that fit.
+	var sec, total, inSec int64
+	err := tx.QueryRowContext(ctx, `SELECT sec, total, n FROM (
+			SELECT sec, SUM(n) AS n, SUM(SUM(n)) OVER (ORDER BY sec DESC) AS total
+			FROM request_log_batches WHERE account_id = $1 AND key_id = $2 GROUP BY sec
+		) t WHERE total >= $3 ORDER BY sec DESC LIMIT 1`, acct, keyID, keep).Scan(&sec, &total, &inSec)
+	if err != nil {
+		return fmt.Errorf("find oldest kept log: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND key_id = $2 AND sec < $3`, acct, keyID, sec); err != nil {
+		return fmt.Errorf("cap request logs: %w", err)
+	}
+	keep -= total - inSec
+	return trimSecond(ctx, tx, engine, acct, keyID, sec, func(logs []RequestLog) []RequestLog {
+		return logs[:min(int64(len(logs)), keep)]
+	})
+}
+
+// trimSecond unpacks the account's logs of second sec (of keyID alone
+// unless it is ""), newest first, and when keep drops any, writes those it
+// keeps in their place.
+func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct, keyID string, sec int64, keep func([]RequestLog) []RequestLog) error {
+	const ofKey = `account_id = $1 AND sec = $2 AND ($3 = '' OR key_id = $3)`
+	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE `+ofKey, acct, sec, keyID)
 	if err != nil {
 		return fmt.Errorf("read request logs: %w", err)
 	}
@@ -585,7 +652,7 @@ func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64,
 	if logs = keep(logs); len(logs) == n {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec = $2`, acct, sec); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE `+ofKey, acct, sec, keyID); err != nil {
 		return fmt.Errorf("trim request logs: %w", err)
 	}
 	return insertLogBatches(ctx, tx, engine, packLogs(logs).batches)

@@ -148,3 +148,17 @@ func splitList[T ~string](s string) []T {
 	}
 	return out
 }
+
+// collect reads every row of rows through scan, then closes rows.
+func collect[T any](rows *sql.Rows, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

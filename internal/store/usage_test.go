@@ -321,8 +321,12 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 			switch {
 			case l.AccountID == "acc_1" && !l.At.Before(cut):
 				want1 = append(want1, l.ID)
-			case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+4*time.Millisecond)):
-				want2 = append(want2, l.ID) // the newest 15: the first second and the middle one's 5 latest
+			case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+5*time.Millisecond)),
+				l.KeyID == "key_c" && l.At.Equal(now.Add(-time.Second+4*time.Millisecond)):
+				// A fair share each (15 between two keys of 15 logs: key_c,
+				// first by id, keeps one more): the newest second's 10 and
+				// of the middle one's, key_c's 3 latest and key_d's 2.
+				want2 = append(want2, l.ID)
 			}
 		}
 		slices.Sort(want1)
@@ -332,6 +336,56 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 		}
 		if got := kept("acc_2"); !slices.Equal(got, want2) || len(want2) != 15 {
 			t.Errorf("acc_2 kept %v, want %v", got, want2)
+		}
+	})
+}
+
+// TestSweepKeepsOtherKeysLogs: one key flooding its account's logs (429s,
+// the newest of them all) beyond the cap pushes out its own logs at the
+// sweep, never another key's; the keys holding the most lose first, down to
+// one level, and the account keeps exactly its cap.
+func TestSweepKeepsOtherKeysLogs(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		var logs []store.RequestLog
+		for i := range 10 {
+			logs = append(logs, usageLog("acc_1", "key_quiet", i, now.Add(-time.Hour+time.Duration(i)*time.Second), 200, "GET /v1/me"))
+		}
+		for i := range 40 {
+			logs = append(logs, usageLog("acc_1", "key_mid", i, now.Add(-30*time.Minute+time.Duration(i)*time.Second), 200, "GET /v1/me"))
+		}
+		for i := range 500 {
+			logs = append(logs, usageLog("acc_1", "key_flood", i, now.Add(-time.Minute+time.Duration(i)*time.Millisecond), 429, "GET /v1/me"))
+		}
+		if err := s.WriteUsage(ctx, logs, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SweepUsageKeeping(ctx, now, 100); err != nil {
+			t.Fatal(err)
+		}
+		perKey := map[string]int{}
+		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
+			perKey[l.KeyID]++
+		}
+		// 10 + 40 + 50: key_flood keeps its 50 newest, the others all theirs.
+		if want := map[string]int{"key_quiet": 10, "key_mid": 40, "key_flood": 50}; fmt.Sprint(perKey) != fmt.Sprint(want) {
+			t.Fatalf("kept %v, want %v", perKey, want)
+		}
+		flood := allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", KeyID: "key_flood", Limit: 50})
+		if flood[len(flood)-1].ID != "req_key_flood_0450" {
+			t.Errorf("key_flood's oldest kept log is %s, want its 50th newest", flood[len(flood)-1].ID)
+		}
+		// Below one level: two keys over it are cut to it, the quiet one kept.
+		if err := s.SweepUsageKeeping(ctx, now, 50); err != nil {
+			t.Fatal(err)
+		}
+		clear(perKey)
+		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
+			perKey[l.KeyID]++
+		}
+		if want := map[string]int{"key_quiet": 10, "key_mid": 20, "key_flood": 20}; fmt.Sprint(perKey) != fmt.Sprint(want) {
+			t.Fatalf("kept %v, want %v", perKey, want)
 		}
 	})
 }
