@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -50,7 +51,17 @@ type Recorder struct {
 	mu     sync.Mutex
 	logs   *store.LogBuffer // packed as they are stored: bytes, not structs the GC would scan
 	counts map[countKey]int64
+	// refused counts this minute's logged refusals per key or, for a
+	// request that identified none, per client address group (budget).
+	refused       map[string]int
+	refusedMinute int64
 }
+
+// RefusedLogsPerMinute is how many refused requests (401, 403, 429) a key,
+// or a client address that identified no key, has logged in a minute; the
+// rest are counted, not logged, so that no flood of refusals fills its
+// account's logs (the sweep's fair shares do the rest).
+const RefusedLogsPerMinute = 60
 
 // Options tune a Recorder; zero fields take the defaults.
 type Options struct {
@@ -78,7 +89,7 @@ func New(st Store, log *slog.Logger, o Options) *Recorder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Recorder{st: st, log: log, interval: o.Interval, sweepEach: o.SweepEvery,
-		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(store.LogBuffer), counts: map[countKey]int64{}}
+		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(store.LogBuffer), counts: map[countKey]int64{}, refused: map[string]int{}}
 }
 
 // Record notes one request. It never touches the store.
@@ -95,9 +106,36 @@ func (r *Recorder) Record(l store.RequestLog) {
 		minute: l.At.Truncate(time.Minute).UnixMilli()}
 	r.mu.Lock()
 	r.addCount(k, 1)
-	r.logs.Add(&l)
-	r.bound()
+	if r.budget(&l, k.minute) {
+		r.logs.Add(&l)
+		r.bound()
+	}
 	r.mu.Unlock()
+}
+
+// budget reports whether l may be logged: any request that was not
+// refused may; a refused one while its key (or, without one, its client's
+// address group: IPv6 per /64) has logged fewer than RefusedLogsPerMinute
+// this minute. The tally is memory only, reset each minute and bounded as
+// the counts are; r.mu is held.
+func (r *Recorder) budget(l *store.RequestLog, minute int64) bool {
+	if l.Status != 401 && l.Status != 403 && l.Status != 429 {
+		return true
+	}
+	if minute > r.refusedMinute {
+		clear(r.refused)
+		r.refusedMinute = minute
+	}
+	unit := "key " + l.KeyID
+	if l.KeyID == "" {
+		unit = "addr " + clientaddr.Group(l.Client)
+	}
+	n, held := r.refused[unit]
+	if n >= RefusedLogsPerMinute || !held && len(r.refused) >= r.maxCounts {
+		return false
+	}
+	r.refused[unit] = n + 1
+	return true
 }
 
 // bound drops the oldest logs, a packed batch at a time, while there are
