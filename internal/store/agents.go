@@ -46,9 +46,6 @@ func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 	if isUnique(err) {
 		return s.duplicateAgent(ctx, a.AccountID, nameKey, a.ID)
 	}
-	if err == nil {
-		s.agentsChanged(ctx, a.AccountID)
-	}
 	return err
 }
 
@@ -96,9 +93,6 @@ type AgentQuery struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
-	// Version is the account's list version read before the call
-	// (ListAgentItems may then answer from memory: listversion.go).
-	Version ListVersion
 }
 
 // ListAgents returns up to q.Limit agents ordered by (created_at, id). A
@@ -143,14 +137,8 @@ const agentItemColumns = `id, name, enabled, created_at`
 const maxItemPrealloc = 1024
 
 // ListAgentItems is ListAgents reading only what a list item shows, for
-// GET /ai-agents: same filters, same order, same keyset. On SQLite a page
-// may come from the list cache (listcache.go): the items are then shared,
-// and callers must not modify them.
+// GET /ai-agents: same filters, same order, same keyset.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
-	return s.cachedListAgentItems(ctx, q, func() ([]AgentItem, error) { return s.readAgentItems(ctx, q) })
-}
-
-func (s *Store) readAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {
@@ -191,7 +179,6 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	var (
 		out     domain.Agent
 		nameKey string
-		changed bool
 	)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		a, err := scanAgent(tx.QueryRowContext(ctx,
@@ -203,7 +190,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 			return fmt.Errorf("get agent: %w", err)
 		}
 		created, oldName := a.CreatedAt, a.Name
-		changed, err = fn(&a)
+		changed, err := fn(&a)
 		if err != nil {
 			return err
 		}
@@ -238,9 +225,6 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	}
 	if err != nil {
 		return domain.Agent{}, err
-	}
-	if changed {
-		s.agentsChanged(ctx, accountID)
 	}
 	return out, nil
 }
@@ -369,11 +353,6 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 		}
 		if err != nil {
 			return fmt.Errorf("import agents: %w", err)
-		}
-		for i, a := range chunk {
-			if i == 0 || a.AccountID != chunk[i-1].AccountID {
-				s.agentsChanged(ctx, a.AccountID)
-			}
 		}
 	}
 	return nil

@@ -19,7 +19,6 @@ type Mirrored struct {
 	Store    *store.Store
 	Redis    *redis.Client
 	Mirror   *ratelimit.Mirror
-	Versions *ratelimit.Versions
 	Limiter  *ratelimit.Redis
 }
 
@@ -40,10 +39,8 @@ func OpenMirrored(t testing.TB, dsn string, opts *redis.Options) *Mirrored {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Mirrored{Store: st, Redis: rc, Mirror: ratelimit.NewMirror(rc, ratelimit.MirrorKey(id), nil),
-		Versions: ratelimit.NewVersions(rc, id, nil)}
+	m := &Mirrored{Store: st, Redis: rc, Mirror: ratelimit.NewMirror(rc, ratelimit.MirrorKey(id), nil)}
 	st.SetEpochNotifier(m.Mirror)
-	st.SetListNotifier(m.Versions)
 	fallback := ratelimit.NewMemory(nil)
 	t.Cleanup(fallback.Close)
 	m.Limiter = ratelimit.NewRedis(rc, fallback, nil)
