@@ -45,12 +45,12 @@ type keyCache struct {
 	// that succeeded. hungGen counts the checks that gave up on a store
 	// that did not answer within AuthReadTimeout, hungErr (guarded by sem)
 	// is the last one's error.
-	sem      chan struct{}
-	checkSeq atomic.Uint64
+	sem       chan struct{}
+	checkSeq  atomic.Uint64
 	doneSeq   uint64
 	doneEpoch int64
-	hungGen  atomic.Uint64
-	hungErr  error
+	hungGen   atomic.Uint64
+	hungErr   error
 
 	mu      sync.RWMutex
 	epoch   int64 // the epoch under which every entry was read

@@ -86,7 +86,9 @@ func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
 }
 
 // epochCheck is the check f.
-func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (int64, error) { return f }
+func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (int64, error) {
+	return f
+}
 
 // TestKeyCacheFailedCheckIsNotShared: a failed check (say, its caller's
 // context ended) is not handed to others; the next caller checks again.

@@ -16,10 +16,10 @@ import (
 // agent-list versions the store's writes raise and set, and a Redis
 // limiter that checks held keys against the mirror.
 type Mirrored struct {
-	Store    *store.Store
-	Redis    *redis.Client
-	Mirror   *ratelimit.Mirror
-	Limiter  *ratelimit.Redis
+	Store   *store.Store
+	Redis   *redis.Client
+	Mirror  *ratelimit.Mirror
+	Limiter *ratelimit.Redis
 }
 
 // OpenMirrored opens one instance's Mirrored on the database dsn
