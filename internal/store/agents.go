@@ -33,7 +33,7 @@ func scanAgent(row interface{ Scan(...any) error }) (domain.Agent, error) {
 // (domain.NameKey). Concurrent creates of one name: exactly one wins.
 func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 	nameKey := domain.NameKey(a.Name)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -180,7 +180,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 		out     domain.Agent
 		nameKey string
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		a, err := scanAgent(tx.QueryRowContext(ctx,
 			`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`+s.d.forUpdate, id, accountID))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -344,7 +344,7 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 			args = append(args, a.ID, a.AccountID, a.Name, domain.NameKey(a.Name), a.Instructions, a.Enabled,
 				toMS(a.CreatedAt), toMS(a.UpdatedAt))
 		}
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
+		err := s.inTx(ctx, func(tx *Tx) error {
 			_, err := tx.ExecContext(ctx, b.String(), args...)
 			return err
 		})

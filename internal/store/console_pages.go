@@ -421,7 +421,7 @@ func (s *Store) AgentPickerPage(ctx context.Context, accountID, search, after st
 // makes the key it replaces (oldID, of the same account) stop working at
 // oldExpiresAt, unless that key is revoked or already expires sooner.
 func (s *Store) CreateKeyRetiring(ctx context.Context, k domain.APIKey, oldID string, oldExpiresAt time.Time, evs ...domain.AuditEvent) error {
-	return s.createKey(ctx, k, func(tx *sql.Tx) error {
+	return s.createKey(ctx, k, func(tx *Tx) error {
 		at := toMS(oldExpiresAt)
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET expires_at = $1
 			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`,
@@ -446,7 +446,7 @@ func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, descript
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
 			name, description, id, accountID)
 		if err != nil {

@@ -299,12 +299,11 @@ const (
 // revocation or rate limit, an account's active flag. Any new write of that
 // kind must call it. The transaction must be run by inTx, which tells
 // the EpochNotifier the new epoch once it commits.
-func bumpKeyEpoch(ctx context.Context, tx *sql.Tx) error {
-	var epoch int64
-	if err := tx.QueryRowContext(ctx, bumpKeyEpochSQL).Scan(&epoch); err != nil {
+func bumpKeyEpoch(ctx context.Context, tx *Tx) error {
+	if err := tx.QueryRowContext(ctx, bumpKeyEpochSQL).Scan(&tx.epoch); err != nil {
 		return fmt.Errorf("bump key epoch: %w", err)
 	}
-	bumped.Store(tx, epoch)
+	tx.bumped = true
 	return nil
 }
 

@@ -61,8 +61,8 @@ func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, evs ...domain.Au
 
 // createKey is CreateKey, running also (when set) in the same transaction
 // after the key is stored (console_pages.go: a rotation's old key).
-func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*sql.Tx) error, evs ...domain.AuditEvent) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*Tx) error, evs ...domain.AuditEvent) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, description, prefix, env, hash,
 			scopes, rate_limit_per_minute, last_used_at, expires_at, created_at, created_by,
 			revoked_at, revoked_by, rotated_from, allowed_ips)
@@ -102,7 +102,7 @@ func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*sql.T
 
 // insertKeyAgents stores the restriction in as few statements as the
 // engines' parameter limits allow (SQLite: 32766).
-func insertKeyAgents(ctx context.Context, tx *sql.Tx, keyID string, agentIDs []string) error {
+func insertKeyAgents(ctx context.Context, tx *Tx, keyID string, agentIDs []string) error {
 	var ids []string
 	for _, id := range agentIDs {
 		if id != "" && !slices.Contains(ids, id) {
@@ -244,7 +244,7 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE api_keys SET revoked_at = $1, revoked_by = $2
 			WHERE id = $3 AND account_id = $4 AND revoked_at IS NULL`,
@@ -283,7 +283,7 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 	if !storable(id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		// The condition is in the UPDATE, not read before it, so that two
 		// support sessions setting the same value record one change
 		// (PostgreSQL re-checks it on the row the first one updated).
@@ -324,7 +324,7 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		stmt, err := tx.PrepareContext(ctx,
 			`UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`)
 		if err != nil {
@@ -341,10 +341,10 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 }
 
 func (s *Store) AddAuditEvent(ctx context.Context, ev domain.AuditEvent) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error { return insertAuditEvent(ctx, tx, ev) })
+	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvent(ctx, tx, ev) })
 }
 
-func insertAuditEvent(ctx context.Context, tx *sql.Tx, ev domain.AuditEvent) error {
+func insertAuditEvent(ctx context.Context, tx *Tx, ev domain.AuditEvent) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))

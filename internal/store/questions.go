@@ -74,7 +74,7 @@ func (s *Store) RecordQuestion(ctx context.Context, q domain.Question, newConver
 			convID = ""
 		}
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		if newConversation && convID != "" {
 			if _, err := tx.ExecContext(ctx,
 				`INSERT INTO conversations (id, account_id, agent_id, created_at) VALUES ($1, $2, $3, $4)`,

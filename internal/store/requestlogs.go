@@ -503,7 +503,7 @@ func (s *Store) readBatches(ctx context.Context, b *builder, fn func(sec, seq in
 // holding the most (fairShares). Whole seconds go by the primary key; the
 // one second a bound falls within is unpacked and written again with the
 // logs it keeps (trimSecond).
-func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAccount int) error {
+func sweepLogs(ctx context.Context, tx *Tx, engine string, cut int64, perAccount int) error {
 	for acct, first := "", true; ; first = false {
 		// The next account: a seek in the primary key, not a scan.
 		var next sql.NullString
@@ -540,7 +540,7 @@ func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAcc
 // capAccount keeps at most perAccount of the account's logs, taking them
 // from the keys that hold the most (fairShares): a key flooding the logs,
 // with refusals or otherwise, pushes out its own, never another key's.
-func capAccount(ctx context.Context, tx *sql.Tx, engine, acct string, perAccount int64) error {
+func capAccount(ctx context.Context, tx *Tx, engine, acct string, perAccount int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT key_id, SUM(n) FROM request_log_batches WHERE account_id = $1 GROUP BY key_id`, acct)
 	if err != nil {
 		return fmt.Errorf("count request logs: %w", err)
@@ -601,7 +601,7 @@ func fairShares(held []keyCount, limit int64) []int64 {
 }
 
 // capKey keeps the key's newest keep logs of the account.
-func capKey(ctx context.Context, tx *sql.Tx, engine, acct, keyID string, keep int64) error {
+func capKey(ctx context.Context, tx *Tx, engine, acct, keyID string, keep int64) error {
 	// The newest second at which the key's logs, counted from the newest,
 	// reach keep; within it keep only those that fit.
 	var sec, total, inSec int64
@@ -624,7 +624,7 @@ func capKey(ctx context.Context, tx *sql.Tx, engine, acct, keyID string, keep in
 // trimSecond unpacks the account's logs of second sec (of keyID alone
 // unless it is ""), newest first, and when keep drops any, writes those it
 // keeps in their place.
-func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct, keyID string, sec int64, keep func([]RequestLog) []RequestLog) error {
+func trimSecond(ctx context.Context, tx *Tx, engine, acct, keyID string, sec int64, keep func([]RequestLog) []RequestLog) error {
 	const ofKey = `account_id = $1 AND sec = $2 AND ($3 = '' OR key_id = $3)`
 	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE `+ofKey, acct, sec, keyID)
 	if err != nil {
@@ -655,5 +655,5 @@ func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct, keyID string, sec
 	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE `+ofKey, acct, sec, keyID); err != nil {
 		return fmt.Errorf("trim request logs: %w", err)
 	}
-	return insertLogBatches(ctx, tx, engine, packLogs(logs).batches)
+	return insertLogBatches(ctx, tx.Tx, engine, packLogs(logs).batches)
 }

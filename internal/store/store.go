@@ -326,7 +326,7 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 	}
 	fresh := make([]byte, 32)
 	_, _ = rand.Read(fresh) // crypto/rand.Read never fails (Go 1.24+)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		// Of instances racing here, the first insert wins and everyone
 		// reads its bytes.
 		if _, err := tx.ExecContext(ctx,
@@ -349,7 +349,7 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 // the database, to claim the one-time job name; later claims get false.
 func (s *Store) Claim(ctx context.Context, name string) (bool, error) {
 	var won bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO claims (name, claimed_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
 			name, toMS(time.Now()))

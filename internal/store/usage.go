@@ -142,15 +142,15 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *LogBuffer, counts []
 	slices.SortFunc(counts, func(a, b UsageCount) int {
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := insertLogBatches(ctx, tx, s.engine, logs.batches); err != nil {
+	return s.inTx(ctx, func(tx *Tx) error {
+		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.batches); err != nil {
 			return err
 		}
 		return addCounts(ctx, tx, counts)
 	})
 }
 
-func addCounts(ctx context.Context, tx *sql.Tx, counts []UsageCount) error {
+func addCounts(ctx context.Context, tx *Tx, counts []UsageCount) error {
 	if len(counts) == 0 {
 		return nil
 	}
@@ -179,7 +179,7 @@ func (s *Store) SweepUsage(ctx context.Context, now time.Time) error {
 }
 
 func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		if s.engine == EnginePostgres {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, usageSweepLock); err != nil {
 				return fmt.Errorf("take sweep lock: %w", err)
@@ -195,7 +195,7 @@ func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) e
 // usageSweepLock is the sweep's advisory lock key ("usage" in ASCII).
 const usageSweepLock int64 = 0x7573616765
 
-func rollUp(ctx context.Context, tx *sql.Tx, now time.Time) error {
+func rollUp(ctx context.Context, tx *Tx, now time.Time) error {
 	cut := toMS(now.Add(-MinuteGrainKept).Truncate(time.Hour))
 	hour := time.Hour.Milliseconds()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_hour (key_id, hour, class, account_id, count)
