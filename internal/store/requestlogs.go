@@ -330,11 +330,37 @@ const (
 )
 
 // requestLogPage reads the page q asks for, among the logs of time at
-// only when at is not zero.
+// only when at is not zero: batches newest first, a few more each query
+// (batchQuery), each log tested by the filter (newLogFilter) and each
+// second's through a top-N (logPage).
 func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.Time) ([]RequestLog, Cursor, error) {
 	if q.Status != 0 {
 		q.Class = UsageClass(q.Status)
 	}
+	f, ok := newLogFilter(q, at)
+	if !ok {
+		return nil, Cursor{}, nil
+	}
+	pg := logPage{f: &f, second: newestOf{n: q.Limit + 1}}
+	var from batchPos
+	for per := firstRead; ; per = min(2*per, maxRead) {
+		n, err := s.readBatches(ctx, batchQuery(&f, from, per), func(sec, seq int64, keyID string, blob []byte) (bool, error) {
+			from = batchPos{sec: sec, seq: seq, set: true}
+			return pg.take(sec, keyID, blob)
+		})
+		if err != nil {
+			return nil, Cursor{}, err
+		}
+		if pg.full() || n < per {
+			break
+		}
+	}
+	return pg.result()
+}
+
+// newLogFilter is q's test of a log, limited to time at when it is not
+// zero; false when no log can pass it.
+func newLogFilter(q RequestLogQuery, at time.Time) (logFilter, bool) {
 	f := logFilter{q: q, lo: minMS, hi: maxMS}
 	if !q.From.IsZero() {
 		f.lo = toMS(q.From)
@@ -349,70 +375,87 @@ func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.T
 		f.afterAt, f.hasAfter = toMS(q.After.CreatedAt), true
 		f.hi = min(f.hi, f.afterAt+1)
 	}
-	if f.lo >= f.hi {
-		return nil, Cursor{}, nil
-	}
+	return f, f.lo < f.hi
+}
 
-	var out []RequestLog
-	var cur int64 // the second whose logs second holds
-	second := newestOf{n: q.Limit + 1}
-	truncated := false // a second held more matching logs than the page took
-	done := func() {
-		truncated = truncated || second.dropped
-		out = append(out, second.sorted()...)
-		second = newestOf{n: q.Limit + 1 - len(out)}
+// batchPos is the last batch a page read, by primary key.
+type batchPos struct {
+	sec, seq int64
+	set      bool
+}
+
+// batchQuery reads the next per batches after from that may hold logs f
+// keeps: the key and class filters test the batches' columns.
+func batchQuery(f *logFilter, from batchPos, per int) *builder {
+	q := &f.q
+	var b builder
+	b.add(`SELECT sec, seq, key_id, logs FROM request_log_batches WHERE account_id = ` + b.arg(q.AccountID))
+	b.add(` AND sec >= ` + b.arg(floorSec(f.lo)) + ` AND sec <= ` + b.arg(floorSec(f.hi-1)))
+	if q.KeyID != "" {
+		b.add(` AND key_id = ` + b.arg(q.KeyID))
 	}
-	var from struct {
-		sec, seq int64
-		set      bool
+	if q.Class != "" {
+		b.add(` AND (classes & ` + b.arg(classBit(q.Class)) + `) <> 0`)
 	}
-	var d logDecoder
-	var p packedLog
-	for per := firstRead; ; per = min(2*per, maxRead) {
-		var b builder
-		b.add(`SELECT sec, seq, key_id, logs FROM request_log_batches WHERE account_id = ` + b.arg(q.AccountID))
-		b.add(` AND sec >= ` + b.arg(floorSec(f.lo)) + ` AND sec <= ` + b.arg(floorSec(f.hi-1)))
-		if q.KeyID != "" {
-			b.add(` AND key_id = ` + b.arg(q.KeyID))
+	if from.set {
+		b.add(` AND (sec, seq) < (` + b.arg(from.sec) + `, ` + b.arg(from.seq) + `)`)
+	}
+	b.add(` ORDER BY sec DESC, seq DESC LIMIT ` + b.arg(per))
+	return &b
+}
+
+// logPage gathers a page from batches read newest second first. Each
+// second's matching logs go through a top-N (newestOf): a second may hold
+// more of them than the page takes.
+type logPage struct {
+	f         *logFilter
+	out       []RequestLog
+	cur       int64 // the second whose logs second holds
+	second    newestOf
+	truncated bool // a second held more matching logs than the page took
+	d         logDecoder
+	p         packedLog
+}
+
+// full reports that the page holds more logs than it shows: the rest need
+// not be read.
+func (pg *logPage) full() bool { return len(pg.out) > pg.f.q.Limit }
+
+// endSecond adds the current second's logs to the page.
+func (pg *logPage) endSecond() {
+	pg.truncated = pg.truncated || pg.second.dropped
+	pg.out = append(pg.out, pg.second.sorted()...)
+	pg.second = newestOf{n: pg.f.q.Limit + 1 - len(pg.out)}
+}
+
+// take unpacks one batch into the page; false once the page is full.
+func (pg *logPage) take(sec int64, keyID string, blob []byte) (bool, error) {
+	if sec != pg.cur {
+		pg.endSecond()
+		if pg.full() {
+			return false, nil
 		}
-		if q.Class != "" {
-			b.add(` AND (classes & ` + b.arg(classBit(q.Class)) + `) <> 0`)
-		}
-		if from.set {
-			b.add(` AND (sec, seq) < (` + b.arg(from.sec) + `, ` + b.arg(from.seq) + `)`)
-		}
-		b.add(` ORDER BY sec DESC, seq DESC LIMIT ` + b.arg(per))
-		n, err := s.readBatches(ctx, &b, func(sec, seq int64, keyID string, blob []byte) (bool, error) {
-			from.sec, from.seq, from.set = sec, seq, true
-			if sec != cur {
-				done()
-				if len(out) > q.Limit {
-					return false, nil
-				}
-				cur = sec
-			}
-			d.reset(blob, sec)
-			for d.next(&p) {
-				if f.keep(&p) {
-					second.offer(&p, q.AccountID, keyID)
-				}
-			}
-			return true, d.err
-		})
-		if err != nil {
-			return nil, Cursor{}, err
-		}
-		if len(out) > q.Limit || n < per {
-			break
+		pg.cur = sec
+	}
+	pg.d.reset(blob, sec)
+	for pg.d.next(&pg.p) {
+		if pg.f.keep(&pg.p) {
+			pg.second.offer(&pg.p, pg.f.q.AccountID, keyID)
 		}
 	}
-	done()
-	if len(out) <= q.Limit && !truncated || len(out) == 0 {
+	return true, pg.d.err
+}
+
+// result is the page and the cursor of the next one.
+func (pg *logPage) result() ([]RequestLog, Cursor, error) {
+	pg.endSecond()
+	out, limit := pg.out, pg.f.q.Limit
+	if len(out) <= limit && !pg.truncated || len(out) == 0 {
 		return out, Cursor{}, nil
 	}
 	// A page is short of q.Limit while there are more only when a log was
 	// written twice (a lost acknowledgement) and both took a place.
-	out = out[:min(len(out), q.Limit)]
+	out = out[:min(len(out), limit)]
 	last := out[len(out)-1]
 	return out, Cursor{CreatedAt: last.At, ID: last.ID}, nil
 }
