@@ -497,28 +497,10 @@ func (r *Redis) work() {
 	for {
 		select {
 		case c := <-r.calls:
-			batch = append(batch[:0], c)
+			batch = r.fill(append(batch[:0], c))
 		case <-r.quit:
-			// Nothing is sent after quit closes (Close sets closed first,
-			// under sendMu): answer what is still queued.
-			for {
-				select {
-				case c := <-r.calls:
-					c.err = errClosed
-					c.done <- struct{}{}
-				default:
-					return
-				}
-			}
-		}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-r.calls:
-				batch = append(batch, c)
-			default:
-				break fill
-			}
+			r.drain()
+			return
 		}
 		if r.skipRedis() {
 			// Redis failed while this batch waited (the batch before it
@@ -533,6 +515,33 @@ func (r *Redis) work() {
 		for i, c := range batch {
 			c.done <- struct{}{}
 			batch[i] = nil
+		}
+	}
+}
+
+// fill adds to batch the calls already waiting, up to maxBatch.
+func (r *Redis) fill(batch []*allowCall) []*allowCall {
+	for len(batch) < maxBatch {
+		select {
+		case c := <-r.calls:
+			batch = append(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drain answers the calls still queued once quit closed: nothing is sent
+// after it (Close sets closed first, under sendMu).
+func (r *Redis) drain() {
+	for {
+		select {
+		case c := <-r.calls:
+			c.err = errClosed
+			c.done <- struct{}{}
+		default:
+			return
 		}
 	}
 }
@@ -608,7 +617,6 @@ func (r *Redis) syncFallback() error {
 	nowMS, pending := r.fallback.takeUnsynced()
 	var keys []string
 	var args []any
-	var b strings.Builder
 	for start := 0; start < len(pending); {
 		keys, args = keys[:0], append(args[:0], windowMS, int64(0))
 		if r.testNowMS != nil {
@@ -619,16 +627,7 @@ func (r *Redis) syncFallback() error {
 			p := pending[end]
 			runsKey, metaKey := windowKeys(p.key)
 			keys = append(keys, runsKey, metaKey)
-			b.Reset()
-			for i, e := range p.runs {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				b.WriteString(strconv.FormatInt(max(nowMS-e.ms, 0), 10))
-				b.WriteByte(':')
-				b.WriteString(strconv.FormatUint(uint64(e.count), 10))
-			}
-			args = append(args, b.String())
+			args = append(args, mergeRunsArg(nowMS, p.runs))
 			runs += len(p.runs)
 			end++
 		}
@@ -647,6 +646,21 @@ func (r *Redis) syncFallback() error {
 		start = end
 	}
 	return nil
+}
+
+// mergeRunsArg is runs as mergeScript reads them: "age:count" each, ages
+// in milliseconds before nowMS, comma-separated.
+func mergeRunsArg(nowMS int64, runs []entry) string {
+	var b strings.Builder
+	for i, e := range runs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(max(nowMS-e.ms, 0), 10))
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatUint(uint64(e.count), 10))
+	}
+	return b.String()
 }
 
 func (r *Redis) skipRedis() bool {
