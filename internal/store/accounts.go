@@ -218,20 +218,14 @@ func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User,
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan user: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanUserRow)
+	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
 	return out, nil
 }
+
+func scanUserRow(rows *sql.Rows) (domain.User, error) { return scanUser(rows) }
 
 // DeactivateUser marks a user of accountID inactive and deletes every
 // session of theirs in one transaction, unrecorded (UpdateUser with an

@@ -103,16 +103,8 @@ func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, e
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan agent: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
@@ -132,10 +124,6 @@ type AgentItem struct {
 // mutex for every column value, and instructions can be long.
 const agentItemColumns = `id, name, enabled, created_at`
 
-// maxItemPrealloc bounds the slice ListAgentItems sizes up front from
-// q.Limit (the API asks for at most 1001).
-const maxItemPrealloc = 1024
-
 // ListAgentItems is ListAgents reading only what a list item shows, for
 // GET /ai-agents: same filters, same order, same keyset.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
@@ -144,23 +132,14 @@ func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, 
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	defer rows.Close()
-	var out []AgentItem
-	if q.Limit > 0 {
-		out = make([]AgentItem, 0, min(q.Limit, maxItemPrealloc))
-	}
-	for rows.Next() {
-		var (
-			a       AgentItem
-			created int64
-		)
-		if err := rows.Scan(&a.ID, &a.Name, &a.Enabled, &created); err != nil {
-			return nil, fmt.Errorf("scan agent: %w", err)
-		}
+	out, err := collect(rows, func(r *sql.Rows) (AgentItem, error) {
+		var a AgentItem
+		var created int64
+		err := r.Scan(&a.ID, &a.Name, &a.Enabled, &created)
 		a.CreatedAt = fromMS(created)
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		return a, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil

@@ -84,16 +84,8 @@ func page[T any](ctx context.Context, s *Store, what string, b *builder, limit i
 	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, Cursor{}, fmt.Errorf("scan %s: %w", what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scan)
+	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
 	}
 	if len(out) <= limit {
@@ -142,7 +134,7 @@ func (s *Store) KeyPage(ctx context.Context, q KeyPageQuery) ([]domain.APIKey, C
 	}
 	b.add(` ORDER BY k.created_at DESC, k.id DESC LIMIT ` + b.arg(q.Limit+1))
 	return page(ctx, s, "key", &b, q.Limit,
-		func(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) },
+		scanKeyRow,
 		func(k domain.APIKey) Cursor { return Cursor{CreatedAt: k.CreatedAt, ID: k.ID} })
 }
 
@@ -157,16 +149,7 @@ func (s *Store) KeysRotatedFrom(ctx context.Context, accountID, id string) ([]do
 	if err != nil {
 		return nil, fmt.Errorf("keys rotated from: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan key: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return collect(rows, scanKeyRow)
 }
 
 // KeyNameTaken reports whether a key of the account has exactly this name
@@ -361,7 +344,7 @@ func (s *Store) UserPage(ctx context.Context, q UserPageQuery) ([]domain.User, C
 	}
 	b.add(` ORDER BY created_at, id LIMIT ` + b.arg(q.Limit+1))
 	return page(ctx, s, "user", &b, q.Limit,
-		func(rows *sql.Rows) (domain.User, error) { return scanUser(rows) },
+		scanUserRow,
 		func(u domain.User) Cursor { return Cursor{CreatedAt: u.CreatedAt, ID: u.ID} })
 }
 

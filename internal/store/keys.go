@@ -192,20 +192,14 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan key: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanKeyRow)
+	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return out, nil
 }
+
+func scanKeyRow(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) }
 
 // RestrictedAgentNames maps the id of every agent of the account that some
 // key is restricted to onto its name: what a list of keys needs to name
@@ -370,8 +364,7 @@ func (s *Store) ListKeyAuditEvents(ctx context.Context, accountID, keyID string)
 }
 
 func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, limit int) ([]domain.AuditEvent, error) {
-	query := `SELECT id, account_id, key_id, action, actor_id, actor, detail, created_at
-		FROM audit_events WHERE account_id = $1`
+	query := `SELECT ` + auditColumns + ` FROM audit_events WHERE account_id = $1`
 	args := []any{accountID}
 	if keyID != "" {
 		args = append(args, keyID)
@@ -386,21 +379,20 @@ func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, li
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.AuditEvent
-	for rows.Next() {
-		var (
-			ev      domain.AuditEvent
-			created int64
-		)
-		if err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created); err != nil {
-			return nil, fmt.Errorf("scan audit event: %w", err)
-		}
-		ev.CreatedAt = fromMS(created)
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAuditEvent)
+	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
 	return out, nil
+}
+
+// auditColumns are scanAuditEvent's.
+const auditColumns = `id, account_id, key_id, action, actor_id, actor, detail, created_at`
+
+func scanAuditEvent(rows *sql.Rows) (domain.AuditEvent, error) {
+	var ev domain.AuditEvent
+	var created int64
+	err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created)
+	ev.CreatedAt = fromMS(created)
+	return ev, err
 }

@@ -237,18 +237,13 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string, from, to time.Time, 
 	if err != nil {
 		return nil, fmt.Errorf("key usage: %w", err)
 	}
-	defer rows.Close()
-	var out []UsageBucket
-	for rows.Next() {
+	return collect(rows, func(r *sql.Rows) (UsageBucket, error) {
 		var b UsageBucket
 		var ms int64
-		if err := rows.Scan(&ms, &b.Class, &b.Count); err != nil {
-			return nil, fmt.Errorf("scan usage: %w", err)
-		}
+		err := r.Scan(&ms, &b.Class, &b.Count)
 		b.Start = fromMS(ms)
-		out = append(out, b)
-	}
-	return out, rows.Err()
+		return b, err
+	})
 }
 
 // AccountKeyRequests returns, per key of the account, its requests since
