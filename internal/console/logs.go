@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // id — the X-Request-Id of a response, as an error message names it.
 
 type logRow struct {
-	store.RequestLog
+	requestlog.Log
 	KeyName, KeyPrefix string
 	Class              string
 	DurationMS         string
@@ -100,7 +101,7 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
 	p := logsPage{Filter: f, Rows: rows, Pager: pagerOf("/console/developers/logs", keep, lp, next)}
 	p.Classes = append(p.Classes, option{Value: "", Label: "Any status", Checked: f.Status == ""})
-	for _, cl := range store.UsageClasses {
+	for _, cl := range requestlog.Classes {
 		p.Classes = append(p.Classes, option{Value: cl, Label: cl, Checked: f.Status == cl})
 	}
 	c.render(w, r, s, http.StatusOK, "logs", "Logs", p)
@@ -108,7 +109,7 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 }
 
 // labelledRows names each log's key (one query for the page).
-func (c *Console) labelledRows(r *http.Request, accountID string, logs []store.RequestLog) ([]logRow, error) {
+func (c *Console) labelledRows(r *http.Request, accountID string, logs []requestlog.Log) ([]logRow, error) {
 	ids := make([]string, len(logs))
 	for i, l := range logs {
 		ids[i] = l.KeyID
@@ -120,11 +121,11 @@ func (c *Console) labelledRows(r *http.Request, accountID string, logs []store.R
 	return logRows(logs, labels), nil
 }
 
-func logRows(logs []store.RequestLog, labels map[string]store.KeyLabel) []logRow {
+func logRows(logs []requestlog.Log, labels map[string]store.KeyLabel) []logRow {
 	out := make([]logRow, len(logs))
 	for i, l := range logs {
 		lb := labels[l.KeyID]
-		out[i] = logRow{RequestLog: l, KeyName: lb.Name, KeyPrefix: lb.Prefix, Class: store.UsageClass(l.Status),
+		out[i] = logRow{Log: l, KeyName: lb.Name, KeyPrefix: lb.Prefix, Class: requestlog.ClassOf(l.Status),
 			DurationMS: strconv.FormatFloat(float64(l.Duration.Microseconds())/1000, 'f', 1, 64)}
 	}
 	return out

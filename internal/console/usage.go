@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -36,7 +37,7 @@ type usageChart struct {
 type usageBucket struct {
 	Start  time.Time
 	Label  string
-	Counts [4]int64 // in store.UsageClasses order
+	Counts [4]int64 // in requestlog.Classes order
 }
 
 type classCount struct {
@@ -91,7 +92,7 @@ func (c *Console) usageChart(ctx context.Context, keyID, id, title string, end t
 		ch.Buckets[i].Counts[ci] += r.Count
 		totals[ci] += r.Count
 	}
-	for i, cl := range store.UsageClasses {
+	for i, cl := range requestlog.Classes {
 		ch.Totals = append(ch.Totals, classCount{Class: cl, Count: totals[i]})
 		ch.Total += totals[i]
 	}
@@ -100,7 +101,7 @@ func (c *Console) usageChart(ctx context.Context, keyID, id, title string, end t
 }
 
 func classIndex(class string) int {
-	for i, c := range store.UsageClasses {
+	for i, c := range requestlog.Classes {
 		if c == class {
 			return i
 		}
@@ -140,7 +141,7 @@ func (ch usageChart) svg() template.HTML {
 			h := plot * float64(n) / float64(peak)
 			y -= h
 			fmt.Fprintf(&sb, `<rect class="c%s" data-class="%s" data-count="%d" x="%.1f" y="%.1f" width="%.1f" height="%.1f"></rect>`,
-				store.UsageClasses[ci], store.UsageClasses[ci], n, x, y, slot-2, h)
+				requestlog.Classes[ci], requestlog.Classes[ci], n, x, y, slot-2, h)
 		}
 		sb.WriteString(`</g>`)
 		if i%(max(1, len(ch.Buckets)/6)) == 0 {
@@ -158,7 +159,7 @@ func (ch usageChart) totalsText() string {
 func countsText(c [4]int64) string {
 	parts := make([]string, len(c))
 	for i, n := range c {
-		parts[i] = strconv.FormatInt(n, 10) + " " + store.UsageClasses[i]
+		parts[i] = strconv.FormatInt(n, 10) + " " + requestlog.Classes[i]
 	}
 	return strings.Join(parts, ", ")
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/requestlog"
 )
 
 // Usage and request logs (migration 0009): what internal/usage buffers and
@@ -66,30 +68,6 @@ const clusterRequestLogsPostgres = `DROP INDEX request_logs_class;
 DROP INDEX request_logs_route;
 DROP INDEX request_logs_at;`
 
-// Usage classes: every status is counted in one of them.
-const (
-	Class2xx = "2xx" // below 400: success (v1 answers no 1xx or 3xx of its own)
-	Class4xx = "4xx" // 400–499 other than 429
-	Class429 = "429"
-	Class5xx = "5xx"
-)
-
-// UsageClasses lists the classes in the order charts stack them.
-var UsageClasses = []string{Class2xx, Class4xx, Class429, Class5xx}
-
-// UsageClass is status's class.
-func UsageClass(status int) string {
-	switch {
-	case status == 429:
-		return Class429
-	case status >= 500:
-		return Class5xx
-	case status >= 400:
-		return Class4xx
-	}
-	return Class2xx
-}
-
 // Retention (docs/console.md).
 const (
 	LogRetention    = 7 * 24 * time.Hour
@@ -97,22 +75,6 @@ const (
 	MinuteGrainKept = 48 * time.Hour
 	HourGrainKept   = 90 * 24 * time.Hour
 )
-
-// RequestLog is one /v1 request that identified a key. It holds no body,
-// query string or header.
-type RequestLog struct {
-	ID        string // the request id
-	AccountID string
-	KeyID     string
-	At        time.Time
-	Method    string
-	Route     string // the matched pattern, or "unmatched"
-	Path      string // escaped, without the query string
-	Status    int
-	ErrorCode string // "" on success
-	Duration  time.Duration
-	Client    string
-}
 
 // UsageCount is how many requests of one class a key made in one minute.
 type UsageCount struct {
@@ -124,15 +86,15 @@ type UsageCount struct {
 }
 
 // WriteUsage stores logs and counts as WritePackedUsage does.
-func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []UsageCount) error {
-	return s.WritePackedUsage(ctx, packLogs(logs), counts)
+func (s *Store) WriteUsage(ctx context.Context, logs []requestlog.Log, counts []UsageCount) error {
+	return s.WritePackedUsage(ctx, requestlog.Pack(logs), counts)
 }
 
 // WritePackedUsage stores a batch, in one transaction: the logs, packed
 // (requestlogs.go), and the counts, each added to what is stored. A batch
 // that failed stored nothing, so it can be retried whole without counting
 // twice.
-func (s *Store) WritePackedUsage(ctx context.Context, logs *LogBuffer, counts []UsageCount) error {
+func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, counts []UsageCount) error {
 	if logs.Len() == 0 && len(counts) == 0 {
 		return nil
 	}
@@ -143,7 +105,7 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *LogBuffer, counts []
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
 	return s.inTx(ctx, func(tx *Tx) error {
-		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.batches); err != nil {
+		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.Batches()); err != nil {
 			return err
 		}
 		return addCounts(ctx, tx, counts)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/clientaddr"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -28,7 +29,7 @@ const (
 
 // Store is what a Recorder writes through (store.Store).
 type Store interface {
-	WritePackedUsage(ctx context.Context, logs *store.LogBuffer, counts []store.UsageCount) error
+	WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, counts []store.UsageCount) error
 	SweepUsage(ctx context.Context, now time.Time) error
 }
 
@@ -49,7 +50,7 @@ type Recorder struct {
 	dropped   atomic.Uint64
 
 	mu     sync.Mutex
-	logs   *store.LogBuffer // packed as they are stored: bytes, not structs the GC would scan
+	logs   *requestlog.Buffer // packed as they are stored: bytes, not structs the GC would scan
 	counts map[countKey]int64
 	// refused counts this minute's logged refusals per key or, for a
 	// request that identified none, per client address group (budget).
@@ -89,20 +90,20 @@ func New(st Store, log *slog.Logger, o Options) *Recorder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Recorder{st: st, log: log, interval: o.Interval, sweepEach: o.SweepEvery,
-		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(store.LogBuffer), counts: map[countKey]int64{}, refused: map[string]int{}}
+		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(requestlog.Buffer), counts: map[countKey]int64{}, refused: map[string]int{}}
 }
 
 // Record notes one request. It never touches the store.
 //
-// The log is packed as it comes (store.LogBuffer): held as a struct until
+// The log is packed as it comes (requestlog.Buffer): held as a struct until
 // the next flush, a second of requests at 25,000 a second was 5 MB of
 // pointers the garbage collector scanned at every cycle. Profiled under the
 // bench's GET /v1/me at 64 connections, the collector's mark workers took
 // 2.3 % of serve's CPU with structs buffered, 0.4 % with logs packed, and
 // 0.2–0.7 % with recording off; Record, Flush and the write together went
 // from 3.0 % to 1.5 %.
-func (r *Recorder) Record(l store.RequestLog) {
-	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: store.UsageClass(l.Status),
+func (r *Recorder) Record(l requestlog.Log) {
+	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: requestlog.ClassOf(l.Status),
 		minute: l.At.Truncate(time.Minute).UnixMilli()}
 	r.mu.Lock()
 	r.addCount(k, 1)
@@ -118,7 +119,7 @@ func (r *Recorder) Record(l store.RequestLog) {
 // address group: IPv6 per /64) has logged fewer than RefusedLogsPerMinute
 // this minute. The tally is memory only, reset each minute and bounded as
 // the counts are; r.mu is held.
-func (r *Recorder) budget(l *store.RequestLog, minute int64) bool {
+func (r *Recorder) budget(l *requestlog.Log, minute int64) bool {
 	if l.Status != 401 && l.Status != 403 && l.Status != 429 {
 		return true
 	}
@@ -206,7 +207,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	// The next second likely holds as many counts: room for them at once,
 	// not grown under the lock.
-	r.logs, r.counts = new(store.LogBuffer), make(map[countKey]int64, len(counts))
+	r.logs, r.counts = new(requestlog.Buffer), make(map[countKey]int64, len(counts))
 	r.mu.Unlock()
 	batch := make([]store.UsageCount, 0, len(counts))
 	for k, n := range counts {
@@ -221,7 +222,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 }
 
 // restore puts a failed batch back before what came in meanwhile.
-func (r *Recorder) restore(logs *store.LogBuffer, counts map[countKey]int64) {
+func (r *Recorder) restore(logs *requestlog.Buffer, counts map[countKey]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, n := range counts {

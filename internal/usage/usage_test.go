@@ -8,18 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 type fakeStore struct {
 	mu     sync.Mutex
 	fail   bool
-	logs   []store.RequestLog
+	logs   []requestlog.Log
 	counts map[string]int64 // key/class/minute
 	sweeps int
 }
 
-func (f *fakeStore) WritePackedUsage(_ context.Context, packed *store.LogBuffer, counts []store.UsageCount) error {
+func (f *fakeStore) WritePackedUsage(_ context.Context, packed *requestlog.Buffer, counts []store.UsageCount) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail {
@@ -44,8 +45,8 @@ func (f *fakeStore) SweepUsage(context.Context, time.Time) error {
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
 
-func entry(id string, status int, at time.Time) store.RequestLog {
-	return store.RequestLog{ID: id, AccountID: "acc", KeyID: "key", At: at, Status: status}
+func entry(id string, status int, at time.Time) requestlog.Log {
+	return requestlog.Log{ID: id, AccountID: "acc", KeyID: "key", At: at, Status: status}
 }
 
 // Record buffers; Flush writes logs and per-minute, per-class counts; a
