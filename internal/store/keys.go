@@ -201,36 +201,6 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 
 func scanKeyRow(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) }
 
-// RestrictedAgentNames maps the id of every agent of the account that some
-// key is restricted to onto its name: what a list of keys needs to name
-// their restrictions, bounded by the restrictions rather than by the
-// account's number of agents.
-func (s *Store) RestrictedAgentNames(ctx context.Context, accountID string) (map[string]string, error) {
-	// From the account's keys (api_keys_account), to their restrictions (by
-	// primary key), to the agents (by primary key).
-	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT a.id, a.name
-		FROM api_keys k
-		JOIN api_key_agents ka ON ka.key_id = k.id
-		JOIN agents a ON a.id = ka.agent_id
-		WHERE k.account_id = $1`, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("restricted agent names: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]string{}
-	for rows.Next() {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, fmt.Errorf("scan agent name: %w", err)
-		}
-		names[id] = name
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("restricted agent names: %w", err)
-	}
-	return names, nil
-}
-
 // RevokeKey marks the key revoked at `at` by user `by` and records ev, in one
 // transaction. ErrNotFound unless the key is in accountID. Revoking a revoked
 // key changes nothing and is not an error.
