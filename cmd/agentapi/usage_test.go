@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -93,7 +94,7 @@ func TestServeStopFlushesUsage(t *testing.T) {
 	for _, b := range buckets {
 		perClass[b.Class] += b.Count
 	}
-	if want := map[string]int64{store.Class2xx: ok, store.Class4xx: notFound + invalid, store.Class429: limited}; fmt.Sprint(perClass) != fmt.Sprint(want) {
+	if want := map[string]int64{requestlog.Class2xx: ok, requestlog.Class4xx: notFound + invalid, requestlog.Class429: limited}; fmt.Sprint(perClass) != fmt.Sprint(want) {
 		t.Errorf("counts per class %v, want %v", perClass, want)
 	}
 }

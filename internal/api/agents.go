@@ -148,7 +148,7 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logg
 		rawLimit, given := q["limit"]
 		limit := parseLimit(rawLimit, given)
 
-		page := agents.Page{Limit: limit + 1, Version: authFrom(r.Context()).listVersion}
+		page := agents.Page{Limit: limit + 1}
 		filter, filterOK := "", true
 		if v, ok := q["updated_since"]; ok {
 			t, ok := parseTimestamp(v)

@@ -5,13 +5,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/requestlog"
 )
 
 // UsageRecorder receives every /v1 request that identified a key, once
 // answered (internal/usage.Recorder). Record must not block on the store.
 type UsageRecorder interface {
-	Record(store.RequestLog)
+	Record(requestlog.Log)
 }
 
 // Bounds of what a request log keeps of the request line.
@@ -25,7 +25,7 @@ const (
 // one (so it is plain ASCII, whatever the client sent), with any credential
 // pasted into it redacted, as in the log line.
 func (s *Server) recordUsage(r *http.Request, rec *recorder, start time.Time, d time.Duration) {
-	s.usage.Record(store.RequestLog{
+	s.usage.Record(requestlog.Log{
 		ID: rec.id, AccountID: rec.acctID, KeyID: rec.keyID, At: start.UTC(),
 		Method: cut(logMethod(r.Method), maxLogMethod), Route: rec.route,
 		Path: cut(logPath(r.URL.EscapedPath()), maxLogPath), Status: rec.status,

@@ -12,6 +12,7 @@ import (
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 	"github.com/agentapi/agentapi/internal/usage"
@@ -22,7 +23,7 @@ import (
 // (store.BenchmarkWriteUsage).
 type discardUsage struct{}
 
-func (discardUsage) WritePackedUsage(context.Context, *store.LogBuffer, []store.UsageCount) error {
+func (discardUsage) WritePackedUsage(context.Context, *requestlog.Buffer, []store.UsageCount) error {
 	return nil
 }
 func (discardUsage) SweepUsage(context.Context, time.Time) error { return nil }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // id — the X-Request-Id of a response, as an error message names it.
 
 type logRow struct {
-	store.RequestLog
+	requestlog.Log
 	KeyName, KeyPrefix string
 	Class              string
 	DurationMS         string
@@ -92,7 +93,7 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 	if err == nil {
 		q.KeyID, err = c.logKey(r.Context(), s.user.AccountID, f.Key)
 	}
-	p := logsPage{Filter: f, Classes: store.UsageClasses}
+	p := logsPage{Filter: f, Classes: requestlog.Classes}
 	status := http.StatusOK
 	if e, ok := err.(*pageError); ok {
 		// The form again, the field marked, and no logs.
@@ -150,7 +151,7 @@ func (c *Console) logKey(ctx context.Context, accountID, v string) (string, erro
 }
 
 // labelledRows names each log's key (one query for the page).
-func (c *Console) labelledRows(r *http.Request, accountID string, logs []store.RequestLog) ([]logRow, error) {
+func (c *Console) labelledRows(r *http.Request, accountID string, logs []requestlog.Log) ([]logRow, error) {
 	ids := make([]string, len(logs))
 	for i, l := range logs {
 		ids[i] = l.KeyID
@@ -162,11 +163,11 @@ func (c *Console) labelledRows(r *http.Request, accountID string, logs []store.R
 	return logRows(logs, labels), nil
 }
 
-func logRows(logs []store.RequestLog, labels map[string]store.KeyLabel) []logRow {
+func logRows(logs []requestlog.Log, labels map[string]store.KeyLabel) []logRow {
 	out := make([]logRow, len(logs))
 	for i, l := range logs {
 		lb := labels[l.KeyID]
-		out[i] = logRow{RequestLog: l, KeyName: lb.Name, KeyPrefix: lb.Prefix, Class: store.UsageClass(l.Status),
+		out[i] = logRow{Log: l, KeyName: lb.Name, KeyPrefix: lb.Prefix, Class: requestlog.ClassOf(l.Status),
 			DurationMS: strconv.FormatFloat(float64(l.Duration.Microseconds())/1000, 'f', 1, 64)}
 	}
 	return out

@@ -16,6 +16,7 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -45,7 +46,7 @@ func seedLogs(tb testing.TB, st *store.Store, accountID string, keyIDs []string,
 	}
 	routes := []string{"GET /v1/me", "GET /v1/ai-agents", "POST /v1/ai-agents"}
 	step := 6 * 24 * time.Hour / time.Duration(n)
-	batch := make([]store.RequestLog, 0, 5000)
+	batch := make([]requestlog.Log, 0, 5000)
 	var id string
 	for i := range n {
 		at := now.Add(-time.Duration(n-i) * step)
@@ -53,7 +54,7 @@ func seedLogs(tb testing.TB, st *store.Store, accountID string, keyIDs []string,
 		status := statuses[(i*37)%100]
 		code := map[int]string{400: "invalid_field", 404: "not_found", 429: "rate_limit_exceeded", 500: "server_error"}[status]
 		route := routes[i%3]
-		batch = append(batch, store.RequestLog{ID: id, AccountID: accountID, KeyID: keyIDs[i%len(keyIDs)], At: at,
+		batch = append(batch, requestlog.Log{ID: id, AccountID: accountID, KeyID: keyIDs[i%len(keyIDs)], At: at,
 			Method: route[:strings.IndexByte(route, ' ')], Route: route, Path: route[strings.IndexByte(route, ' ')+1:],
 			Status: status, ErrorCode: code, Duration: time.Duration(i%5000) * time.Microsecond, Client: "192.0.2.7"})
 		if len(batch) == cap(batch) || i == n-1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -42,11 +43,11 @@ func seedUsage(t *testing.T, f *fixture, accountID, keyID string, scale int64, n
 	}
 	statuses := []int{200, 200, 201, 404, 429, 200, 500, 400}
 	codes := map[int]string{404: "not_found", 429: "rate_limit_exceeded", 500: "server_error", 400: "invalid_field"}
-	logs := make([]store.RequestLog, n)
+	logs := make([]requestlog.Log, n)
 	for i := range logs {
 		at := now.Add(-time.Duration(i) * 37 * time.Second)
 		st := statuses[i%len(statuses)]
-		logs[i] = store.RequestLog{ID: domain.NewRequestID(at), AccountID: accountID, KeyID: keyID, At: at, Method: "POST",
+		logs[i] = requestlog.Log{ID: domain.NewRequestID(at), AccountID: accountID, KeyID: keyID, At: at, Method: "POST",
 			Route: "POST /v1/ai-agents/{id}/questions", Path: "/v1/ai-agents/agt_01JD8ZQ2X8M4V7N3K5P6R9T2WX/questions", Status: st,
 			ErrorCode: codes[st], Duration: time.Duration(1000+i*7919%90000) * time.Microsecond, Client: "2001:db8:85a3:1234:5678:8a2e:370:7334"}
 	}
@@ -116,7 +117,7 @@ func TestChartFills(t *testing.T) {
 		fills[m[1]] = m[2]
 	}
 	seen := map[string]bool{}
-	for _, cl := range store.UsageClasses {
+	for _, cl := range requestlog.Classes {
 		if fills[cl] == "" || seen[fills[cl]] {
 			t.Errorf("class %s: fill %q (fills %v)", cl, fills[cl], fills)
 		}

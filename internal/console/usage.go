@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -22,7 +23,7 @@ import (
 // description with the totals, a title per bar, and a legend with the
 // totals per class beside it.
 
-// classFills are the classes' colours, in store.UsageClasses order: from
+// classFills are the classes' colours, in requestlog.Classes order: from
 // Okabe and Ito's palette, told apart with any colour vision.
 var classFills = [4]string{"#0072B2", "#E69F00", "#CC79A7", "#D55E00"}
 
@@ -42,7 +43,7 @@ var periods = []period{
 type usageChart struct {
 	period
 	Buckets []usageBucket
-	Totals  [4]int64 // in store.UsageClasses order
+	Totals  [4]int64 // in requestlog.Classes order
 	Total   int64
 }
 
@@ -86,7 +87,7 @@ func newChart(p period, start time.Time, rows []store.UsageBucket) usageChart {
 	return ch
 }
 
-func classIndex(class string) int { return slices.Index(store.UsageClasses, class) }
+func classIndex(class string) int { return slices.Index(requestlog.Classes, class) }
 
 // keyUsage is the key page's usage section.
 type keyUsage struct {
@@ -204,7 +205,7 @@ func (ch usageChart) Figure() template.HTML {
 	e := html.EscapeString
 	fmt.Fprintf(&sb, `<figure class="usage"><figcaption><span class="usage-title">%s</span> <strong class="usage-total">%s</strong> requests<ul class="legend">`,
 		e(ch.Title), thousands(ch.Total))
-	for i, cl := range store.UsageClasses {
+	for i, cl := range requestlog.Classes {
 		fmt.Fprintf(&sb, `<li data-class="%s"><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" rx="2" fill="%s"></rect></svg> %s <span class="n">%s</span></li>`,
 			cl, classFills[i], cl, thousands(ch.Totals[i]))
 	}
@@ -255,7 +256,7 @@ func (ch usageChart) bars(sb *strings.Builder) {
 			h := max(1, float64(plotBase-plotTop)*float64(n)/peak)
 			y -= h
 			fmt.Fprintf(sb, `<rect data-class="%s" data-count="%d" fill="%s" x="%.2f%%" y="%.1f" width="%.2f%%" height="%.1f"></rect>`,
-				store.UsageClasses[ci], n, classFills[ci], x+slot*0.1, y, slot*0.8, h)
+				requestlog.Classes[ci], n, classFills[ci], x+slot*0.1, y, slot*0.8, h)
 		}
 		sb.WriteString(`</g>`)
 	}
@@ -277,7 +278,7 @@ func (ch usageChart) totalsText() string {
 func countsText(c [4]int64) string {
 	parts := make([]string, len(c))
 	for i, n := range c {
-		parts[i] = strconv.FormatInt(n, 10) + " " + store.UsageClasses[i]
+		parts[i] = strconv.FormatInt(n, 10) + " " + requestlog.Classes[i]
 	}
 	return strings.Join(parts, ", ")
 }

@@ -10,7 +10,7 @@ import (
 // NewRequestID is a request's id (X-Request-Id): "req_", 12 hex digits of
 // the request's start in Unix milliseconds, and 12 hex digits of
 // randomness, built in place. The time it carries is the one its request
-// log is stored under (store.RequestLog.At, in milliseconds), so the
+// log is stored under (requestlog.Log.At, in milliseconds), so the
 // console finds a pasted id by the log's key, (account, time, id), with no
 // index on the id (RequestIDTime, store.RequestLogPage).
 func NewRequestID(start time.Time) string {

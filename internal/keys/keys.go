@@ -129,10 +129,6 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		return Created{}, err
 	}
 	k.CreatedBy = actor.id()
-	action, detail := domain.AuditCreated, ""
-	if p.rotatedFrom != "" {
-		action, detail = domain.AuditRotated, "replaces "+p.rotatedFrom
-	}
 	// A prefix collision (12 random base36 characters) is astronomically
 	// rare, but the store refuses it rather than trusting luck: try again.
 	for attempt := 0; ; attempt++ {
@@ -144,22 +140,7 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		k.ID = domain.NewID(domain.PrefixKey, now)
 		k.Prefix = cred.Prefix
 		k.Hash = h[:]
-		evs := []domain.AuditEvent{{
-			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-			Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
-		}}
-		if p.rotatedFrom != "" {
-			// The old key's own history says so too: its page is where a
-			// rotation is started and checked.
-			d := "replaced by " + k.ID
-			if p.retireAt != nil {
-				d += "; stops working " + p.retireAt.UTC().Format("2006-01-02 15:04:05 UTC")
-			}
-			evs = append(evs, domain.AuditEvent{
-				ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
-				Action: domain.AuditRotated, ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
-			})
-		}
+		evs := createdEvents(actor, p, k, now)
 		if p.retireAt != nil {
 			err = s.store.CreateKeyRetiring(ctx, k, p.rotatedFrom, *p.retireAt, evs...)
 		} else {
@@ -174,6 +155,32 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 		}
 		return Created{Key: k, Credential: cred.Text}, nil
 	}
+}
+
+// createdEvents are the audit events of k's creation: on a rotation, one
+// on each key.
+func createdEvents(actor Actor, p CreateParams, k domain.APIKey, now time.Time) []domain.AuditEvent {
+	action, detail := domain.AuditCreated, ""
+	if p.rotatedFrom != "" {
+		action, detail = domain.AuditRotated, "replaces "+p.rotatedFrom
+	}
+	evs := []domain.AuditEvent{{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
+		Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
+	}}
+	if p.rotatedFrom != "" {
+		// The old key's own history says so too: its page is where a
+		// rotation is started and checked.
+		d := "replaced by " + k.ID
+		if p.retireAt != nil {
+			d += "; stops working " + p.retireAt.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		evs = append(evs, domain.AuditEvent{
+			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
+			Action: domain.AuditRotated, ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
+		})
+	}
+	return evs
 }
 
 // checkText applies the name rule (domain.CheckName) and the description
@@ -252,26 +259,9 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 		}
 		expires = &e
 	}
-	var agents []string
-	for _, id := range p.AgentIDs {
-		id = strings.TrimSpace(id)
-		if id == "" {
-			// A blank entry ("--agents ,") must not quietly leave the key
-			// unrestricted.
-			return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "an AI agent id of the restriction is empty")
-		}
-		if slices.Contains(agents, id) {
-			continue
-		}
-		if _, err := s.store.GetAgent(ctx, p.AccountID, id); errors.Is(err, domain.ErrNotFound) {
-			return domain.APIKey{}, domain.Errorf(domain.CodeNotFound, "no AI agent %q in account %s", id, p.AccountID)
-		} else if err != nil {
-			return domain.APIKey{}, fmt.Errorf("get agent: %w", err)
-		}
-		agents = append(agents, id)
-	}
-	if len(agents) > MaxAgents {
-		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "a key may be restricted to at most %d AI agents", MaxAgents)
+	agents, err := s.restriction(ctx, p.AccountID, p.AgentIDs)
+	if err != nil {
+		return domain.APIKey{}, err
 	}
 	allowed, err := domain.NewAllowList(p.AllowedIPs.Strings())
 	if err != nil {
@@ -282,6 +272,33 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 		Scopes: domain.NormalizeScopes(set), AgentIDs: agents, AllowedIPs: allowed, RateLimitPerMinute: limit,
 		ExpiresAt: expires, CreatedAt: now, RotatedFrom: p.rotatedFrom,
 	}, nil
+}
+
+// restriction is the agent restriction ids asks for: each an agent of the
+// account, once.
+func (s *Service) restriction(ctx context.Context, accountID string, ids []string) ([]string, error) {
+	var agents []string
+	for _, id := range ids {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			// A blank entry ("--agents ,") must not quietly leave the key
+			// unrestricted.
+			return nil, domain.Errorf(domain.CodeInvalidValue, "an AI agent id of the restriction is empty")
+		}
+		if slices.Contains(agents, id) {
+			continue
+		}
+		if _, err := s.store.GetAgent(ctx, accountID, id); errors.Is(err, domain.ErrNotFound) {
+			return nil, domain.Errorf(domain.CodeNotFound, "no AI agent %q in account %s", id, accountID)
+		} else if err != nil {
+			return nil, fmt.Errorf("get agent: %w", err)
+		}
+		agents = append(agents, id)
+	}
+	if len(agents) > MaxAgents {
+		return nil, domain.Errorf(domain.CodeInvalidValue, "a key may be restricted to at most %d AI agents", MaxAgents)
+	}
+	return agents, nil
 }
 
 // Rotate creates a second key with the same scopes, restriction, IP

@@ -14,7 +14,7 @@ import (
 // --- accounts ---
 
 func (s *Store) CreateAccount(ctx context.Context, a domain.Account) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO accounts (id, name, active, features, created_at) VALUES ($1, $2, $3, $4, $5)`,
 			a.ID, a.Name, a.Active, joinList(normalizeFeatures(a.Features)), toMS(a.CreatedAt))
@@ -66,7 +66,7 @@ func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) er
 	if !storable(id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE accounts SET active = $1 WHERE id = $2`, active, id)
 		if err != nil {
 			return fmt.Errorf("update account: %w", err)
@@ -92,7 +92,7 @@ func (s *Store) SetAccountFeature(ctx context.Context, id string, f domain.Featu
 	if !storable(id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		var features string
 		err := tx.QueryRowContext(ctx, `SELECT features FROM accounts WHERE id = $1`+s.d.forUpdate, id).Scan(&features)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -154,7 +154,7 @@ func scanUser(row interface{ Scan(...any) error }) (domain.User, error) {
 // the normalized email is taken. evs (an invitation's) are stored with it.
 func (s *Store) CreateUser(ctx context.Context, u domain.User, evs ...domain.AuditEvent) error {
 	email := domain.NormalizeEmail(u.Email)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO users (`+userColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			u.ID, u.AccountID, email, string(u.Role), u.PasswordHash, u.MustChangePassword, u.Active, toMS(u.CreatedAt))
@@ -218,20 +218,14 @@ func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User,
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan user: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanUserRow)
+	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
 	return out, nil
 }
+
+func scanUserRow(rows *sql.Rows) (domain.User, error) { return scanUser(rows) }
 
 // DeactivateUser marks a user of accountID inactive and deletes every
 // session of theirs in one transaction, unrecorded (UpdateUser with an
@@ -270,7 +264,7 @@ func (s *Store) UpdateUser(ctx context.Context, accountID, id string, ch UserCha
 		return domain.User{}, domain.ErrNotFound
 	}
 	var before domain.User
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		var err error
 		if before, err = lockUser(ctx, s.d, tx, accountID, id); err != nil {
 			return err
@@ -301,7 +295,7 @@ func (s *Store) UpdateUser(ctx context.Context, accountID, id string, ch UserCha
 }
 
 // lockUser locks the account's row, then reads its user id.
-func lockUser(ctx context.Context, d dialect, tx *sql.Tx, accountID, id string) (domain.User, error) {
+func lockUser(ctx context.Context, d dialect, tx *Tx, accountID, id string) (domain.User, error) {
 	var locked string
 	err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE id = $1`+d.forUpdate, accountID).Scan(&locked)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -345,7 +339,7 @@ func userChangeSet(u domain.User, ch UserChange) ([]string, []any) {
 
 // keepAnOwner refuses, with ErrLastOwner, a change that took the Owner
 // role or activity from u when no other active Owner remains.
-func keepAnOwner(ctx context.Context, tx *sql.Tx, u domain.User, ch UserChange) error {
+func keepAnOwner(ctx context.Context, tx *Tx, u domain.User, ch UserChange) error {
 	wasOwner := u.Active && u.Role == domain.RoleOwner
 	stillOwner := (ch.Role == "" || ch.Role == domain.RoleOwner) && (ch.Active == nil || *ch.Active)
 	if !wasOwner || stillOwner {
@@ -367,7 +361,7 @@ func keepAnOwner(ctx context.Context, tx *sql.Tx, u domain.User, ch UserChange) 
 // password is signed out. keep is the token hash of the session that made
 // the change. ErrNotFound for an unknown user.
 func (s *Store) ChangePassword(ctx context.Context, userID, hash string, keep []byte) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE users SET password_hash = $1, must_change_password = $2 WHERE id = $3`, hash, false, userID)
 		if err != nil {

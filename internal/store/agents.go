@@ -33,7 +33,7 @@ func scanAgent(row interface{ Scan(...any) error }) (domain.Agent, error) {
 // (domain.NameKey). Concurrent creates of one name: exactly one wins.
 func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 	nameKey := domain.NameKey(a.Name)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -45,9 +45,6 @@ func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 	})
 	if isUnique(err) {
 		return s.duplicateAgent(ctx, a.AccountID, nameKey, a.ID)
-	}
-	if err == nil {
-		s.agentsChanged(ctx, a.AccountID)
 	}
 	return err
 }
@@ -96,9 +93,6 @@ type AgentQuery struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
-	// Version is the account's list version read before the call
-	// (ListAgentItems may then answer from memory: listversion.go).
-	Version ListVersion
 }
 
 // ListAgents returns up to q.Limit agents ordered by (created_at, id). A
@@ -109,16 +103,8 @@ func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, e
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.Agent
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan agent: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
+	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
@@ -138,41 +124,22 @@ type AgentItem struct {
 // mutex for every column value, and instructions can be long.
 const agentItemColumns = `id, name, enabled, created_at`
 
-// maxItemPrealloc bounds the slice ListAgentItems sizes up front from
-// q.Limit (the API asks for at most 1001).
-const maxItemPrealloc = 1024
-
 // ListAgentItems is ListAgents reading only what a list item shows, for
-// GET /ai-agents: same filters, same order, same keyset. On SQLite a page
-// may come from the list cache (listcache.go): the items are then shared,
-// and callers must not modify them.
+// GET /ai-agents: same filters, same order, same keyset.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
-	return s.cachedListAgentItems(ctx, q, func() ([]AgentItem, error) { return s.readAgentItems(ctx, q) })
-}
-
-func (s *Store) readAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	defer rows.Close()
-	var out []AgentItem
-	if q.Limit > 0 {
-		out = make([]AgentItem, 0, min(q.Limit, maxItemPrealloc))
-	}
-	for rows.Next() {
-		var (
-			a       AgentItem
-			created int64
-		)
-		if err := rows.Scan(&a.ID, &a.Name, &a.Enabled, &created); err != nil {
-			return nil, fmt.Errorf("scan agent: %w", err)
-		}
+	out, err := collect(rows, func(r *sql.Rows) (AgentItem, error) {
+		var a AgentItem
+		var created int64
+		err := r.Scan(&a.ID, &a.Name, &a.Enabled, &created)
 		a.CreatedAt = fromMS(created)
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		return a, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
@@ -191,9 +158,8 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	var (
 		out     domain.Agent
 		nameKey string
-		changed bool
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		a, err := scanAgent(tx.QueryRowContext(ctx,
 			`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`+s.d.forUpdate, id, accountID))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -203,7 +169,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 			return fmt.Errorf("get agent: %w", err)
 		}
 		created, oldName := a.CreatedAt, a.Name
-		changed, err = fn(&a)
+		changed, err := fn(&a)
 		if err != nil {
 			return err
 		}
@@ -238,9 +204,6 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	}
 	if err != nil {
 		return domain.Agent{}, err
-	}
-	if changed {
-		s.agentsChanged(ctx, accountID)
 	}
 	return out, nil
 }
@@ -360,7 +323,7 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 			args = append(args, a.ID, a.AccountID, a.Name, domain.NameKey(a.Name), a.Instructions, a.Enabled,
 				toMS(a.CreatedAt), toMS(a.UpdatedAt))
 		}
-		err := s.inTx(ctx, func(tx *sql.Tx) error {
+		err := s.inTx(ctx, func(tx *Tx) error {
 			_, err := tx.ExecContext(ctx, b.String(), args...)
 			return err
 		})
@@ -369,11 +332,6 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 		}
 		if err != nil {
 			return fmt.Errorf("import agents: %w", err)
-		}
-		for i, a := range chunk {
-			if i == 0 || a.AccountID != chunk[i-1].AccountID {
-				s.agentsChanged(ctx, a.AccountID)
-			}
 		}
 	}
 	return nil

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
@@ -18,7 +17,7 @@ func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3`,
 			strings.Join(list.Strings(), " "), id, accountID)
 		if err != nil {

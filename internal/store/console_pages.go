@@ -115,16 +115,8 @@ func page[T any](ctx context.Context, s *Store, what string, b *builder, limit i
 	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, Cursor{}, fmt.Errorf("scan %s: %w", what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scan)
+	if err != nil {
 		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
 	}
 	var more Cursor
@@ -190,16 +182,7 @@ func (s *Store) KeysRotatedFrom(ctx context.Context, accountID, id string) ([]do
 	if err != nil {
 		return nil, fmt.Errorf("keys rotated from: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan key: %w", err)
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return collect(rows, scanKeyRow)
 }
 
 // KeyNameTaken reports whether a key of the account has exactly this name
@@ -448,7 +431,7 @@ func (s *Store) AgentPickerPage(ctx context.Context, accountID, search, after st
 // makes the key it replaces (oldID, of the same account) stop working at
 // oldExpiresAt, unless that key is revoked or already expires sooner.
 func (s *Store) CreateKeyRetiring(ctx context.Context, k domain.APIKey, oldID string, oldExpiresAt time.Time, evs ...domain.AuditEvent) error {
-	return s.createKey(ctx, k, func(tx *sql.Tx) error {
+	return s.createKey(ctx, k, func(tx *Tx) error {
 		at := toMS(oldExpiresAt)
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET expires_at = $1
 			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`,
@@ -473,7 +456,7 @@ func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, descript
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
 			name, description, id, accountID)
 		if err != nil {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 )
@@ -58,11 +57,11 @@ func (s *Store) SeenKeyEpoch() int64 { return s.keyCache.seen.Load() }
 // CurrentKeyEpoch reads the store's key epoch (a check that started after the
 // call began, shared with concurrent lookups).
 func (s *Store) CurrentKeyEpoch(ctx context.Context) (int64, error) {
-	m, err := s.keyCache.currentMark(ctx, s.check)
+	epoch, err := s.keyCache.currentEpoch(ctx, s.check)
 	if err != nil {
 		return 0, fmt.Errorf("key epoch: %w", err)
 	}
-	return m.epoch, nil
+	return epoch, nil
 }
 
 // RaiseMirror tells the EpochNotifier epoch (a mirror found behind the
@@ -74,25 +73,16 @@ func (s *Store) RaiseMirror(ctx context.Context, epoch int64) error {
 	return s.keyCache.notifier.RaiseEpoch(ctx, epoch)
 }
 
-// bumped holds, per transaction that bumped the key epoch and has not
-// ended, the epoch it set (bumpKeyEpoch); inTx tells the notifier after
-// the commit.
-var bumped sync.Map // *sql.Tx -> int64
-
-// afterCommit tells the notifier the epoch tx set, if it bumped one. Its
-// failure does not undo the commit: the report in ctx (WithEpochReport)
-// receives it, and every instance's repair raises the mirror within a
-// second (ratelimit.StaleBound).
-func (s *Store) afterCommit(ctx context.Context, tx *sql.Tx) {
-	v, ok := bumped.LoadAndDelete(tx)
-	if !ok {
-		return
-	}
-	s.keyCache.noteSeen(v.(int64))
+// afterBump tells the notifier epoch, which a transaction that committed
+// set (inTx). Its failure does not undo the commit: the report in ctx
+// (WithEpochReport) receives it, and every instance's repair raises the
+// mirror within a second (ratelimit.StaleBound).
+func (s *Store) afterBump(ctx context.Context, epoch int64) {
+	s.keyCache.noteSeen(epoch)
 	if s.keyCache.notifier == nil {
 		return
 	}
-	if err := s.keyCache.notifier.RaiseEpoch(ctx, v.(int64)); err != nil {
+	if err := s.keyCache.notifier.RaiseEpoch(ctx, epoch); err != nil {
 		if r, _ := ctx.Value(epochReportKey{}).(*EpochReport); r != nil {
 			r.set(err)
 		}

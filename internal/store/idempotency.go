@@ -77,7 +77,7 @@ func (s *Store) ReserveIdempotencyKey(ctx context.Context, req IdemRequest) (Ide
 		outcome IdemOutcome
 		saved   IdemResponse
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		var err error
 		outcome, saved, err = s.reserveIn(ctx, tx, req, res.owner)
 		return err
@@ -88,7 +88,7 @@ func (s *Store) ReserveIdempotencyKey(ctx context.Context, req IdemRequest) (Ide
 	return outcome, saved, res, nil
 }
 
-func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, req IdemRequest, owner string) (IdemOutcome, IdemResponse, error) {
+func (s *Store) reserveIn(ctx context.Context, tx *Tx, req IdemRequest, owner string) (IdemOutcome, IdemResponse, error) {
 	now, lease := toMS(req.Now), toMS(req.Now.Add(req.Lease))
 	ins, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys
 		(account_id, idem_key, request_hash, owner, lease_until, status, location, body, streamed, created_at, expires_at)

@@ -45,12 +45,12 @@ type keyCache struct {
 	// that succeeded. hungGen counts the checks that gave up on a store
 	// that did not answer within AuthReadTimeout, hungErr (guarded by sem)
 	// is the last one's error.
-	sem      chan struct{}
-	checkSeq atomic.Uint64
-	doneSeq  uint64
-	doneMark mark
-	hungGen  atomic.Uint64
-	hungErr  error
+	sem       chan struct{}
+	checkSeq  atomic.Uint64
+	doneSeq   uint64
+	doneEpoch int64
+	hungGen   atomic.Uint64
+	hungErr   error
 
 	mu      sync.RWMutex
 	epoch   int64 // the epoch under which every entry was read
@@ -82,44 +82,31 @@ func newKeyCache(max int) *keyCache {
 	return &keyCache{max: max, sem: make(chan struct{}, 1), epoch: -1, entries: map[string]cachedKey{}}
 }
 
-// mark is what one check learned: the key epoch and, on SQLite, a token
-// that changes whenever anything commits to the database (the list cache's
-// validity, listcache.go); changeOK is false where there is no such token.
-type mark struct {
-	epoch    int64
-	change   changeToken
-	changeOK bool
-}
-
-// changeToken is a SQLite data_version together with the number of the
-// watch's connection it was read on (data_version is per connection).
-type changeToken struct{ conn, dataVersion int64 }
-
-// currentMark returns what a check that started after this call began
-// found, running one when no such check has completed.
-func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) (mark, error)) (mark, error) {
+// currentEpoch returns the key epoch a check that started after this call
+// began found, running one when no such check has completed.
+func (c *keyCache) currentEpoch(ctx context.Context, check func(context.Context) (int64, error)) (int64, error) {
 	ticket, gen := c.checkSeq.Load(), c.hungGen.Load()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return mark{}, ctx.Err()
+		return 0, ctx.Err()
 	}
 	defer func() { <-c.sem }()
 	// A check numbered above ticket was started after the Load above, so
 	// after this call began: whatever committed before it, it has seen.
 	if c.doneSeq > ticket {
-		return c.doneMark, nil
+		return c.doneEpoch, nil
 	}
 	// A check that gave up on a store that did not answer while this call
 	// waited: the call fails with it, rather than each caller queued
 	// behind it waiting AuthReadTimeout in turn. A call that arrives after
 	// it runs a check of its own.
 	if c.hungGen.Load() > gen {
-		return mark{}, c.hungErr
+		return 0, c.hungErr
 	}
 	n := c.checkSeq.Add(1)
 	c.checks.Add(1)
-	m, err := check(ctx)
+	epoch, err := check(ctx)
 	if err != nil {
 		// Any other failure is not shared: callers waiting on this check
 		// run their own rather than inherit what may be this caller's
@@ -128,11 +115,11 @@ func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) 
 			c.hungErr = err
 			c.hungGen.Add(1)
 		}
-		return mark{}, err
+		return 0, err
 	}
-	c.doneSeq, c.doneMark = n, m
-	c.noteSeen(m.epoch)
-	return m, nil
+	c.doneSeq, c.doneEpoch = n, epoch
+	c.noteSeen(epoch)
+	return epoch, nil
 }
 
 // noteSeen raises seen to epoch.
@@ -215,11 +202,10 @@ func (l KeyLookup) Epoch() int64 { return l.epoch }
 // then refused goes through EqualiseRefusal.
 func (s *Store) LookupKey(ctx context.Context, prefix string) (KeyLookup, error) {
 	c := s.keyCache
-	m, err := c.currentMark(ctx, s.check)
+	epoch, err := c.currentEpoch(ctx, s.check)
 	if err != nil {
 		return KeyLookup{}, fmt.Errorf("key epoch: %w", err)
 	}
-	epoch := m.epoch
 	if e, ok := c.get(epoch, prefix); ok {
 		c.hits.Add(1)
 		return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, nil
@@ -257,16 +243,16 @@ func (s *Store) EqualiseRefusal(ctx context.Context, l KeyLookup) error {
 // it: reading it costs what reading an unknown prefix costs.
 const absentPrefix = "------------"
 
-// check reads the current key epoch and, on SQLite, the change token.
-func (s *Store) check(ctx context.Context) (mark, error) {
+// check reads the current key epoch.
+func (s *Store) check(ctx context.Context) (int64, error) {
 	if s.engine == EnginePostgres {
 		ctx, cancel := s.authRead(ctx)
 		defer cancel()
 		var epoch int64
 		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
-			return mark{}, fmt.Errorf("read key epoch: %w", hung(ctx, err))
+			return 0, fmt.Errorf("read key epoch: %w", hung(ctx, err))
 		}
-		return mark{epoch: epoch}, nil
+		return epoch, nil
 	}
 	return s.watch.check(ctx)
 }
@@ -313,12 +299,11 @@ const (
 // revocation or rate limit, an account's active flag. Any new write of that
 // kind must call it. The transaction must be run by inTx, which tells
 // the EpochNotifier the new epoch once it commits.
-func bumpKeyEpoch(ctx context.Context, tx *sql.Tx) error {
-	var epoch int64
-	if err := tx.QueryRowContext(ctx, bumpKeyEpochSQL).Scan(&epoch); err != nil {
+func bumpKeyEpoch(ctx context.Context, tx *Tx) error {
+	if err := tx.QueryRowContext(ctx, bumpKeyEpochSQL).Scan(&tx.epoch); err != nil {
 		return fmt.Errorf("bump key epoch: %w", err)
 	}
-	bumped.Store(tx, epoch)
+	tx.bumped = true
 	return nil
 }
 
@@ -335,7 +320,6 @@ type sqliteWatch struct {
 	db *sql.DB
 
 	conn        *sql.Conn
-	connNo      int64 // numbers conn, for changeToken
 	dvStmt      driver.StmtQueryContext
 	epochStmt   driver.StmtQueryContext
 	row         []driver.Value
@@ -344,13 +328,13 @@ type sqliteWatch struct {
 	known       bool // dataVersion and epochNow were read on conn
 }
 
-// check returns the key epoch and the change token: the connection's
-// data_version, which moves with every commit by any other connection, and
-// this connection never writes.
-func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
+// check returns the key epoch, read again only when the connection's
+// data_version moved: it moves with every commit by any other connection,
+// and this connection never writes.
+func (w *sqliteWatch) check(ctx context.Context) (int64, error) {
 	if w.conn == nil {
 		if err := w.connect(ctx); err != nil {
-			return mark{}, err
+			return 0, err
 		}
 	}
 	err := w.conn.Raw(func(any) error {
@@ -372,13 +356,9 @@ func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
 	})
 	if err != nil {
 		w.reset()
-		return mark{}, err
+		return 0, err
 	}
-	return w.mark(), nil
-}
-
-func (w *sqliteWatch) mark() mark {
-	return mark{epoch: w.epochNow, change: changeToken{conn: w.connNo, dataVersion: w.dataVersion}, changeOK: true}
+	return w.epochNow, nil
 }
 
 // readInt runs a statement returning one integer. It passes no cancellable
@@ -441,7 +421,6 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 		return err
 	}
 	w.conn, w.dvStmt, w.epochStmt, w.known = conn, dv, ep, false
-	w.connNo++
 	w.row = make([]driver.Value, 1)
 	return nil
 }

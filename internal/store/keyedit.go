@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -24,7 +23,7 @@ func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scope
 	if expiresAt != nil {
 		cond = ` AND (expires_at IS NULL OR expires_at >= $4)`
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET scopes = $1, expires_at = $4
 			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`+cond,
 			joinList(scopes), id, accountID, toNullMS(expiresAt))
@@ -51,7 +50,7 @@ func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scope
 // made before before: a claim that guards something short-lived, such as
 // a credential's one showing, need not outlive it.
 func (s *Store) DeleteClaims(ctx context.Context, prefix string, before time.Time) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM claims WHERE name LIKE $1 ESCAPE '\' AND claimed_at < $2`,
 			likePrefix(prefix), toMS(before))
 		if err != nil {

@@ -61,8 +61,8 @@ func (s *Store) CreateKey(ctx context.Context, k domain.APIKey, evs ...domain.Au
 
 // createKey is CreateKey, running also (when set) in the same transaction
 // after the key is stored (console_pages.go: a rotation's old key).
-func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*sql.Tx) error, evs ...domain.AuditEvent) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*Tx) error, evs ...domain.AuditEvent) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, account_id, name, description, prefix, env, hash,
 			scopes, rate_limit_per_minute, last_used_at, expires_at, created_at, created_by,
 			revoked_at, revoked_by, rotated_from, allowed_ips)
@@ -102,7 +102,7 @@ func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*sql.T
 
 // insertKeyAgents stores the restriction in as few statements as the
 // engines' parameter limits allow (SQLite: 32766).
-func insertKeyAgents(ctx context.Context, tx *sql.Tx, keyID string, agentIDs []string) error {
+func insertKeyAgents(ctx context.Context, tx *Tx, keyID string, agentIDs []string) error {
 	var ids []string
 	for _, id := range agentIDs {
 		if id != "" && !slices.Contains(ids, id) {
@@ -192,50 +192,14 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan key: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanKeyRow)
+	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return out, nil
 }
 
-// RestrictedAgentNames maps the id of every agent of the account that some
-// key is restricted to onto its name: what a list of keys needs to name
-// their restrictions, bounded by the restrictions rather than by the
-// account's number of agents.
-func (s *Store) RestrictedAgentNames(ctx context.Context, accountID string) (map[string]string, error) {
-	// From the account's keys (api_keys_account), to their restrictions (by
-	// primary key), to the agents (by primary key).
-	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT a.id, a.name
-		FROM api_keys k
-		JOIN api_key_agents ka ON ka.key_id = k.id
-		JOIN agents a ON a.id = ka.agent_id
-		WHERE k.account_id = $1`, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("restricted agent names: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]string{}
-	for rows.Next() {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, fmt.Errorf("scan agent name: %w", err)
-		}
-		names[id] = name
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("restricted agent names: %w", err)
-	}
-	return names, nil
-}
+func scanKeyRow(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) }
 
 // RevokeKey marks the key revoked at `at` by user `by` and records ev, in one
 // transaction. ErrNotFound unless the key is in accountID. Revoking a revoked
@@ -244,7 +208,7 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE api_keys SET revoked_at = $1, revoked_by = $2
 			WHERE id = $3 AND account_id = $4 AND revoked_at IS NULL`,
@@ -283,7 +247,7 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 	if !storable(id) {
 		return domain.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		// The condition is in the UPDATE, not read before it, so that two
 		// support sessions setting the same value record one change
 		// (PostgreSQL re-checks it on the row the first one updated).
@@ -324,7 +288,7 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		stmt, err := tx.PrepareContext(ctx,
 			`UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`)
 		if err != nil {
@@ -341,10 +305,10 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 }
 
 func (s *Store) AddAuditEvent(ctx context.Context, ev domain.AuditEvent) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error { return insertAuditEvent(ctx, tx, ev) })
+	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvent(ctx, tx, ev) })
 }
 
-func insertAuditEvent(ctx context.Context, tx *sql.Tx, ev domain.AuditEvent) error {
+func insertAuditEvent(ctx context.Context, tx *Tx, ev domain.AuditEvent) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))
@@ -370,8 +334,7 @@ func (s *Store) ListKeyAuditEvents(ctx context.Context, accountID, keyID string)
 }
 
 func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, limit int) ([]domain.AuditEvent, error) {
-	query := `SELECT id, account_id, key_id, action, actor_id, actor, detail, created_at
-		FROM audit_events WHERE account_id = $1`
+	query := `SELECT ` + auditColumns + ` FROM audit_events WHERE account_id = $1`
 	args := []any{accountID}
 	if keyID != "" {
 		args = append(args, keyID)
@@ -386,21 +349,20 @@ func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, li
 	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.AuditEvent
-	for rows.Next() {
-		var (
-			ev      domain.AuditEvent
-			created int64
-		)
-		if err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created); err != nil {
-			return nil, fmt.Errorf("scan audit event: %w", err)
-		}
-		ev.CreatedAt = fromMS(created)
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAuditEvent)
+	if err != nil {
 		return nil, fmt.Errorf("list audit events: %w", err)
 	}
 	return out, nil
+}
+
+// auditColumns are scanAuditEvent's.
+const auditColumns = `id, account_id, key_id, action, actor_id, actor, detail, created_at`
+
+func scanAuditEvent(rows *sql.Rows) (domain.AuditEvent, error) {
+	var ev domain.AuditEvent
+	var created int64
+	err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created)
+	ev.CreatedAt = fromMS(created)
+	return ev, err
 }

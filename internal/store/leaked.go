@@ -16,28 +16,15 @@ func (s *Store) ListAuditEventsByActor(ctx context.Context, accountID string, ac
 	if !storable(accountID, string(action), actor) || limit <= 0 {
 		return nil, nil
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, account_id, key_id, action, actor_id, actor, detail, created_at
-		FROM audit_events
+	rows, err := s.r.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_events
 		WHERE account_id = $1 AND created_at >= $2 AND action = $3 AND actor = $4
 		ORDER BY created_at DESC, id DESC LIMIT $5`,
 		accountID, toMS(since), action, actor, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit events by actor: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.AuditEvent
-	for rows.Next() {
-		var (
-			ev      domain.AuditEvent
-			created int64
-		)
-		if err := rows.Scan(&ev.ID, &ev.AccountID, &ev.KeyID, &ev.Action, &ev.ActorID, &ev.Actor, &ev.Detail, &created); err != nil {
-			return nil, fmt.Errorf("scan audit event: %w", err)
-		}
-		ev.CreatedAt = fromMS(created)
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanAuditEvent)
+	if err != nil {
 		return nil, fmt.Errorf("list audit events by actor: %w", err)
 	}
 	return out, nil

@@ -74,7 +74,7 @@ func (s *Store) RecordQuestion(ctx context.Context, q domain.Question, newConver
 			convID = ""
 		}
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		if newConversation && convID != "" {
 			if _, err := tx.ExecContext(ctx,
 				`INSERT INTO conversations (id, account_id, agent_id, created_at) VALUES ($1, $2, $3, $4)`,
@@ -150,22 +150,15 @@ func (s *Store) RecentQuestions(ctx context.Context, accountID, agentID string, 
 	if err != nil {
 		return nil, fmt.Errorf("recent questions: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.Question
-	for rows.Next() {
-		var (
-			q       domain.Question
-			conv    sql.NullString
-			created int64
-		)
-		if err := rows.Scan(&q.ID, &q.AccountID, &q.AgentID, &conv, &q.Question, &q.Answer, &q.AnswerMS, &created); err != nil {
-			return nil, fmt.Errorf("scan question: %w", err)
-		}
-		q.ConversationID = conv.String
-		q.CreatedAt = fromMS(created)
-		out = append(out, q)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, func(r *sql.Rows) (domain.Question, error) {
+		var q domain.Question
+		var conv sql.NullString
+		var created int64
+		err := r.Scan(&q.ID, &q.AccountID, &q.AgentID, &conv, &q.Question, &q.Answer, &q.AnswerMS, &created)
+		q.ConversationID, q.CreatedAt = conv.String, fromMS(created)
+		return q, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("recent questions: %w", err)
 	}
 	return out, nil

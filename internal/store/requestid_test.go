@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -17,7 +18,7 @@ func TestRequestLogFoundByItsID(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
-		var logs []store.RequestLog
+		var logs []requestlog.Log
 		for i := range 40 {
 			at := t0.Add(time.Duration(i) * 250 * time.Millisecond)
 			logs = append(logs, usageLog("acc_1", "key_a", i, at, 200, "GET /v1/me"))
@@ -34,7 +35,7 @@ func TestRequestLogFoundByItsID(t *testing.T) {
 		if err := s.WriteUsage(ctx, logs, nil); err != nil {
 			t.Fatal(err)
 		}
-		find := func(acct, id string) []store.RequestLog {
+		find := func(acct, id string) []requestlog.Log {
 			t.Helper()
 			rows, _, err := s.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, RequestID: id, Limit: 50})
 			if err != nil {
@@ -42,7 +43,7 @@ func TestRequestLogFoundByItsID(t *testing.T) {
 			}
 			return rows
 		}
-		for _, l := range []store.RequestLog{logs[0], logs[5], logs[39], skewed, plain} {
+		for _, l := range []requestlog.Log{logs[0], logs[5], logs[39], skewed, plain} {
 			if rows := find("acc_1", l.ID); len(rows) != 1 || rows[0].ID != l.ID || !rows[0].At.Equal(l.At) {
 				t.Errorf("search for %s: %+v", l.ID, rows)
 			}

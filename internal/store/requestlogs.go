@@ -1,17 +1,15 @@
 package store
 
 import (
-	"cmp"
-	"container/heap"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/requestlog"
 )
 
 // Request logs are stored in batches (migration 0012, batchRequestLogs): a
@@ -78,15 +76,15 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 		if err != nil {
 			return fmt.Errorf("read request_logs: %w", err)
 		}
-		var logs []RequestLog
+		var logs []requestlog.Log
 		for rows.Next() {
-			var l RequestLog
+			var l requestlog.Log
 			var at, us int64
 			if err := rows.Scan(&l.ID, &l.AccountID, &l.KeyID, &at, &l.Method, &l.Route, &l.Path, &l.Status, &l.ErrorCode, &us, &l.Client); err != nil {
 				rows.Close()
 				return fmt.Errorf("read request_logs: %w", err)
 			}
-			l.At, l.Duration = fromMS(at), durationUS(us)
+			l.At, l.Duration = fromMS(at), time.Duration(us)*time.Microsecond
 			last.acct, last.at, last.id = l.AccountID, at, l.ID
 			logs = append(logs, l)
 		}
@@ -94,7 +92,7 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read request_logs: %w", err)
 		}
-		if err := insertLogBatches(ctx, tx, engine, packLogs(logs).batches); err != nil {
+		if err := insertLogBatches(ctx, tx, engine, requestlog.Pack(logs).Batches()); err != nil {
 			return err
 		}
 		if len(logs) < chunk {
@@ -109,133 +107,10 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 // at a time.
 var logMigrationChunk = 5000
 
-func durationUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
-
-// floorSec is the Unix second of Unix milliseconds ms.
-func floorSec(ms int64) int64 {
-	s := ms / 1000
-	if ms%1000 < 0 {
-		s--
-	}
-	return s
-}
-
-// batchKey is what the logs of one batch share.
-type batchKey struct {
-	accountID, keyID string
-	sec              int64
-}
-
-type logBatch struct {
-	batchKey
-	*logEncoder
-}
-
-// LogBuffer holds request logs packed as the store keeps them, ready for
-// WritePackedUsage: a recorder that buffers a second of requests holds
-// them as bytes, which the garbage collector does not scan, rather than as
-// structs of nine strings each (internal/usage). Not safe for concurrent
-// use; the zero value is empty.
-type LogBuffer struct {
-	batches []*logBatch
-	open    map[batchKey]*logBatch // the batches still taking logs
-	last    *logBatch              // the one the last log went to, while open
-	n       int
-}
-
-// Add packs l. Logs come in runs of one key and second: the map is looked
-// up only at a run's start.
-func (b *LogBuffer) Add(l *RequestLog) {
-	ms := toMS(l.At)
-	k := batchKey{accountID: l.AccountID, keyID: l.KeyID, sec: floorSec(ms)}
-	bt := b.last
-	if bt == nil || bt.batchKey != k {
-		if bt = b.open[k]; bt == nil {
-			if b.open == nil {
-				b.open = map[batchKey]*logBatch{}
-			}
-			bt = &logBatch{batchKey: k, logEncoder: newLogEncoder()}
-			b.open[k] = bt
-			b.batches = append(b.batches, bt)
-		}
-		b.last = bt
-	}
-	bt.add(l, ms, k.sec)
-	b.n++
-	if bt.n == maxLogsPerBatch {
-		delete(b.open, k)
-		b.last = nil
-	}
-}
-
-// Len is how many logs b holds.
-func (b *LogBuffer) Len() int { return b.n }
-
-// DropOldest drops the batch b started first and returns how many logs it
-// held (0 when b is empty).
-func (b *LogBuffer) DropOldest() int {
-	if len(b.batches) == 0 {
-		return 0
-	}
-	bt := b.batches[0]
-	b.batches[0] = nil
-	b.batches = b.batches[1:]
-	if b.open[bt.batchKey] == bt {
-		delete(b.open, bt.batchKey)
-	}
-	if b.last == bt {
-		b.last = nil
-	}
-	b.n -= bt.n
-	return bt.n
-}
-
-// Prepend puts older's logs before b's (a batch that failed to be written,
-// put back); older's batches take no more logs.
-func (b *LogBuffer) Prepend(older *LogBuffer) {
-	b.batches = append(older.batches[:len(older.batches):len(older.batches)], b.batches...)
-	b.n += older.n
-}
-
-// Logs unpacks b's logs, batch by batch, each in the order added.
-func (b *LogBuffer) Logs() []RequestLog {
-	out := make([]RequestLog, 0, b.n)
-	for _, bt := range b.batches {
-		out, _ = unpack(out, bt.blob, bt.sec, bt.accountID, bt.keyID) // packed here: readable
-	}
-	return out
-}
-
-// packLogs packs logs, in the order they come.
-func packLogs(logs []RequestLog) *LogBuffer {
-	var b LogBuffer
-	for i := range logs {
-		b.Add(&logs[i])
-	}
-	return &b
-}
-
-// unpack appends to out the logs of a batch of second sec, account and key.
-func unpack(out []RequestLog, blob []byte, sec int64, accountID, keyID string) ([]RequestLog, error) {
-	d := newLogDecoder(blob, sec)
-	var p packedLog
-	for d.next(&p) {
-		out = append(out, p.log(accountID, keyID))
-	}
-	return out, d.err
-}
-
-// newestFirst sorts logs by (at, id), newest first, and keeps one of a log
-// written twice.
-func newestFirst(logs []RequestLog) []RequestLog {
-	slices.SortFunc(logs, func(a, b RequestLog) int { return cmp.Or(b.At.Compare(a.At), cmp.Compare(b.ID, a.ID)) })
-	return slices.CompactFunc(logs, func(a, b RequestLog) bool { return a.ID == b.ID && a.At.Equal(b.At) })
-}
-
 // insertLogBatches writes batches: on PostgreSQL in one statement of array
 // parameters, whatever their number; on SQLite, in this process, through
 // one prepared statement.
-func insertLogBatches(ctx context.Context, tx *sql.Tx, engine string, batches []*logBatch) error {
+func insertLogBatches(ctx context.Context, tx *sql.Tx, engine string, batches []requestlog.Batch) error {
 	if len(batches) == 0 {
 		return nil
 	}
@@ -244,8 +119,8 @@ func insertLogBatches(ctx context.Context, tx *sql.Tx, engine string, batches []
 		accts, keys, blobs := make([]string, n), make([]string, n), make([][]byte, n)
 		secs, seqs, ns, classes := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		for i, b := range batches {
-			accts[i], keys[i], blobs[i] = b.accountID, b.keyID, b.blob
-			secs[i], seqs[i], ns[i], classes[i] = b.sec, rand.Int64(), int64(b.n), int64(b.classes)
+			accts[i], keys[i], blobs[i] = b.AccountID, b.KeyID, b.Blob
+			secs[i], seqs[i], ns[i], classes[i] = b.Sec, rand.Int64(), int64(b.N), int64(b.Classes)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO request_log_batches (account_id, sec, seq, key_id, n, classes, logs)
 			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::int[], $6::int[], $7::bytea[])`,
@@ -260,7 +135,7 @@ func insertLogBatches(ctx context.Context, tx *sql.Tx, engine string, batches []
 	}
 	defer stmt.Close()
 	for _, b := range batches {
-		if _, err := stmt.ExecContext(ctx, b.accountID, b.sec, rand.Int64(), b.keyID, b.n, b.classes, b.blob); err != nil {
+		if _, err := stmt.ExecContext(ctx, b.AccountID, b.Sec, rand.Int64(), b.KeyID, b.N, b.Classes, b.Blob); err != nil {
 			return fmt.Errorf("insert request logs: %w", err)
 		}
 	}
@@ -271,7 +146,7 @@ func insertLogBatches(ctx context.Context, tx *sql.Tx, engine string, batches []
 type RequestLogQuery struct {
 	AccountID string
 	KeyID     string // "" for every key
-	Class     string // one of UsageClasses, or ""
+	Class     string // one of requestlog.Classes, or ""
 	Status    int    // an exact status, or 0
 	Route     string // an exact route pattern, or ""
 	RequestID string // the one request with this id, or ""
@@ -285,7 +160,7 @@ type RequestLogQuery struct {
 // (domain.RequestIDTime), which is its log's; an id that carries none, or
 // another (an older release's ids were random), is then looked for among
 // all the account's logs.
-func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]RequestLog, Cursor, error) {
+func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]requestlog.Log, Cursor, error) {
 	if !storable(q.AccountID, q.KeyID, q.Class, q.Route, q.RequestID) || q.Limit <= 0 {
 		return nil, Cursor{}, nil
 	}
@@ -295,30 +170,6 @@ func (s *Store) RequestLogPage(ctx context.Context, q RequestLogQuery) ([]Reques
 		}
 	}
 	return s.requestLogPage(ctx, q, time.Time{})
-}
-
-// logFilter is a query's test of one log, in milliseconds.
-type logFilter struct {
-	q        RequestLogQuery
-	lo, hi   int64 // lo <= at < hi
-	afterAt  int64
-	hasAfter bool
-}
-
-func (f *logFilter) keep(p *packedLog) bool {
-	q := &f.q
-	switch {
-	case p.at < f.lo || p.at >= f.hi,
-		q.Status != 0 && p.status != q.Status,
-		q.Class != "" && UsageClass(p.status) != q.Class,
-		q.Route != "" && p.route != q.Route,
-		q.RequestID != "" && string(p.id) != q.RequestID:
-		return false
-	}
-	if f.hasAfter && (p.at > f.afterAt || p.at == f.afterAt && string(p.id) >= q.After.ID) {
-		return false
-	}
-	return true
 }
 
 // A page's first query reads firstRead batches; a page reads on only when
@@ -331,143 +182,84 @@ const (
 )
 
 // requestLogPage reads the page q asks for, among the logs of time at
-// only when at is not zero.
-func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.Time) ([]RequestLog, Cursor, error) {
+// only when at is not zero: batches newest first, a few more each query
+// (batchQuery), each log tested by the filter (newLogFilter) and each
+// second's through a top-N (requestlog.Page).
+func (s *Store) requestLogPage(ctx context.Context, q RequestLogQuery, at time.Time) ([]requestlog.Log, Cursor, error) {
 	if q.Status != 0 {
-		q.Class = UsageClass(q.Status)
+		q.Class = requestlog.ClassOf(q.Status)
 	}
-	f := logFilter{q: q, lo: minMS, hi: maxMS}
-	if !q.From.IsZero() {
-		f.lo = toMS(q.From)
-	}
-	if !q.To.IsZero() {
-		f.hi = toMS(q.To)
-	}
-	if !at.IsZero() {
-		f.lo, f.hi = max(f.lo, toMS(at)), min(f.hi, toMS(at)+1)
-	}
-	if !q.After.IsZero() {
-		f.afterAt, f.hasAfter = toMS(q.After.CreatedAt), true
-		f.hi = min(f.hi, f.afterAt+1)
-	}
-	if f.lo >= f.hi {
+	f, ok := newLogFilter(q, at)
+	if !ok {
 		return nil, Cursor{}, nil
 	}
-
-	var out []RequestLog
-	var cur int64 // the second whose logs second holds
-	second := newestOf{n: q.Limit + 1}
-	truncated := false // a second held more matching logs than the page took
-	done := func() {
-		truncated = truncated || second.dropped
-		out = append(out, second.sorted()...)
-		second = newestOf{n: q.Limit + 1 - len(out)}
-	}
-	var from struct {
-		sec, seq int64
-		set      bool
-	}
-	var d logDecoder
-	var p packedLog
+	pg := requestlog.NewPage(&f)
+	var from batchPos
 	for per := firstRead; ; per = min(2*per, maxRead) {
-		var b builder
-		b.add(`SELECT sec, seq, key_id, logs FROM request_log_batches WHERE account_id = ` + b.arg(q.AccountID))
-		b.add(` AND sec >= ` + b.arg(floorSec(f.lo)) + ` AND sec <= ` + b.arg(floorSec(f.hi-1)))
-		if q.KeyID != "" {
-			b.add(` AND key_id = ` + b.arg(q.KeyID))
-		}
-		if q.Class != "" {
-			b.add(` AND (classes & ` + b.arg(classBit(q.Class)) + `) <> 0`)
-		}
-		if from.set {
-			b.add(` AND (sec, seq) < (` + b.arg(from.sec) + `, ` + b.arg(from.seq) + `)`)
-		}
-		b.add(` ORDER BY sec DESC, seq DESC LIMIT ` + b.arg(per))
-		n, err := s.readBatches(ctx, &b, func(sec, seq int64, keyID string, blob []byte) (bool, error) {
-			from.sec, from.seq, from.set = sec, seq, true
-			if sec != cur {
-				done()
-				if len(out) > q.Limit {
-					return false, nil
-				}
-				cur = sec
-			}
-			d.reset(blob, sec)
-			for d.next(&p) {
-				if f.keep(&p) {
-					second.offer(&p, q.AccountID, keyID)
-				}
-			}
-			return true, d.err
+		n, err := s.readBatches(ctx, batchQuery(&f, from, per), func(sec, seq int64, keyID string, blob []byte) (bool, error) {
+			from = batchPos{sec: sec, seq: seq, set: true}
+			return pg.Take(sec, keyID, blob)
 		})
 		if err != nil {
 			return nil, Cursor{}, err
 		}
-		if len(out) > q.Limit || n < per {
+		if pg.Full() || n < per {
 			break
 		}
 	}
-	done()
-	if len(out) <= q.Limit && !truncated || len(out) == 0 {
-		return out, Cursor{}, nil
+	logs, more := pg.Result()
+	if !more {
+		return logs, Cursor{}, nil
 	}
-	// A page is short of q.Limit while there are more only when a log was
-	// written twice (a lost acknowledgement) and both took a place.
-	out = out[:min(len(out), q.Limit)]
-	last := out[len(out)-1]
-	return out, Cursor{CreatedAt: last.At, ID: last.ID}, nil
+	last := logs[len(logs)-1]
+	return logs, Cursor{CreatedAt: last.At, ID: last.ID}, nil
 }
 
-// newestOf keeps the newest n logs it is offered, by (at, id): a page
-// holds at most a page of the logs of one second, however many it has.
-type newestOf struct {
-	n       int
-	h       logHeap
-	dropped bool // a log offered was not kept
-}
-
-func (k *newestOf) offer(p *packedLog, accountID, keyID string) {
-	if k.n <= 0 {
-		k.dropped = true
-		return
+// newLogFilter is q's test of a log, limited to time at when it is not
+// zero; false when no log can pass it.
+func newLogFilter(q RequestLogQuery, at time.Time) (requestlog.Filter, bool) {
+	f := requestlog.Filter{AccountID: q.AccountID, KeyID: q.KeyID, Class: q.Class, Route: q.Route, RequestID: q.RequestID,
+		Status: q.Status, Lo: requestlog.MinMS, Hi: requestlog.MaxMS, Limit: q.Limit}
+	if !q.From.IsZero() {
+		f.Lo = toMS(q.From)
 	}
-	if len(k.h) == k.n {
-		k.dropped = true
-		root := &k.h[0]
-		if at := toMS(root.At); p.at < at || p.at == at && string(p.id) <= root.ID {
-			return
-		}
-		*root = p.log(accountID, keyID)
-		heap.Fix(&k.h, 0)
-		return
+	if !q.To.IsZero() {
+		f.Hi = toMS(q.To)
 	}
-	heap.Push(&k.h, p.log(accountID, keyID))
+	if !at.IsZero() {
+		f.Lo, f.Hi = max(f.Lo, toMS(at)), min(f.Hi, toMS(at)+1)
+	}
+	if !q.After.IsZero() {
+		f.AfterAt, f.AfterID, f.HasAfter = toMS(q.After.CreatedAt), q.After.ID, true
+		f.Hi = min(f.Hi, f.AfterAt+1)
+	}
+	return f, f.Lo < f.Hi
 }
 
-// sorted is what k kept, newest first, a log written twice once.
-func (k *newestOf) sorted() []RequestLog { return newestFirst(k.h) }
-
-// logHeap is a heap of logs, the oldest at its root.
-type logHeap []RequestLog
-
-func (h logHeap) Len() int { return len(h) }
-func (h logHeap) Less(i, j int) bool {
-	return cmp.Or(h[i].At.Compare(h[j].At), cmp.Compare(h[i].ID, h[j].ID)) < 0
-}
-func (h logHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *logHeap) Push(x any)   { *h = append(*h, x.(RequestLog)) }
-func (h *logHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// batchPos is the last batch a page read, by primary key.
+type batchPos struct {
+	sec, seq int64
+	set      bool
 }
 
-// Bounds of a log's time when a query sets none.
-const (
-	minMS = -1 << 62
-	maxMS = 1 << 62
-)
+// batchQuery reads the next per batches after from that may hold logs f
+// keeps: the key and class filters test the batches' columns.
+func batchQuery(f *requestlog.Filter, from batchPos, per int) *builder {
+	var b builder
+	b.add(`SELECT sec, seq, key_id, logs FROM request_log_batches WHERE account_id = ` + b.arg(f.AccountID))
+	b.add(` AND sec >= ` + b.arg(requestlog.FloorSec(f.Lo)) + ` AND sec <= ` + b.arg(requestlog.FloorSec(f.Hi-1)))
+	if f.KeyID != "" {
+		b.add(` AND key_id = ` + b.arg(f.KeyID))
+	}
+	if f.Class != "" {
+		b.add(` AND (classes & ` + b.arg(requestlog.ClassBit(f.Class)) + `) <> 0`)
+	}
+	if from.set {
+		b.add(` AND (sec, seq) < (` + b.arg(from.sec) + `, ` + b.arg(from.seq) + `)`)
+	}
+	b.add(` ORDER BY sec DESC, seq DESC LIMIT ` + b.arg(per))
+	return &b
+}
 
 // readBatches runs b and hands each row to fn until fn returns false; n is
 // the rows read.
@@ -499,11 +291,12 @@ func (s *Store) readBatches(ctx context.Context, b *builder, fn func(sec, seq in
 	return n, nil
 }
 
-// sweepLogs removes, account by account, the logs older than cut and those
-// older than the account's perAccount-th newest. Whole seconds go by the
-// primary key; the one second a bound falls within is unpacked and written
-// again with the logs it keeps (trimSecond).
-func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAccount int) error {
+// sweepLogs removes, account by account, the logs older than cut and, of
+// an account holding more than perAccount, the oldest logs of the keys
+// holding the most (requestlog.FairShares). Whole seconds go by the primary key; the
+// one second a bound falls within is unpacked and written again with the
+// logs it keeps (trimSecond).
+func sweepLogs(ctx context.Context, tx *Tx, engine string, cut int64, perAccount int) error {
 	for acct, first := "", true; ; first = false {
 		// The next account: a seek in the primary key, not a scan.
 		var next sql.NullString
@@ -518,12 +311,12 @@ func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAcc
 			return nil
 		}
 		acct = next.String
-		cutSec := floorSec(cut)
+		cutSec := requestlog.FloorSec(cut)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec < $2`, acct, cutSec); err != nil {
 			return fmt.Errorf("sweep request logs: %w", err)
 		}
-		if err := trimSecond(ctx, tx, engine, acct, cutSec, func(logs []RequestLog) []RequestLog {
-			i := slices.IndexFunc(logs, func(l RequestLog) bool { return toMS(l.At) < cut })
+		if err := trimSecond(ctx, tx, engine, acct, "", cutSec, func(logs []requestlog.Log) []requestlog.Log {
+			i := slices.IndexFunc(logs, func(l requestlog.Log) bool { return toMS(l.At) < cut })
 			if i < 0 {
 				return logs
 			}
@@ -531,39 +324,71 @@ func sweepLogs(ctx context.Context, tx *sql.Tx, engine string, cut int64, perAcc
 		}); err != nil {
 			return err
 		}
-		// The newest second at which the account's logs, counted from the
-		// newest, reach perAccount; within it keep only those that fit.
-		var sec, total, inSec int64
-		err := tx.QueryRowContext(ctx, `SELECT sec, total, n FROM (
-				SELECT sec, SUM(n) AS n, SUM(SUM(n)) OVER (ORDER BY sec DESC) AS total
-				FROM request_log_batches WHERE account_id = $1 GROUP BY sec
-			) t WHERE total >= $2 ORDER BY sec DESC LIMIT 1`, acct, perAccount).Scan(&sec, &total, &inSec)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // within its cap
-		}
-		if err != nil {
-			return fmt.Errorf("find oldest kept log: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec < $2`, acct, sec); err != nil {
-			return fmt.Errorf("cap request logs: %w", err)
-		}
-		keep := int64(perAccount) - (total - inSec)
-		if err := trimSecond(ctx, tx, engine, acct, sec, func(logs []RequestLog) []RequestLog {
-			return logs[:min(int64(len(logs)), keep)]
-		}); err != nil {
+		if err := capAccount(ctx, tx, engine, acct, int64(perAccount)); err != nil {
 			return err
 		}
 	}
 }
 
-// trimSecond unpacks the account's logs of second sec, newest first, and
-// when keep drops any, writes those it keeps in their place.
-func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64, keep func([]RequestLog) []RequestLog) error {
-	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE account_id = $1 AND sec = $2`, acct, sec)
+// capAccount keeps at most perAccount of the account's logs, taking them
+// from the keys that hold the most (requestlog.FairShares): a key flooding the logs,
+// with refusals or otherwise, pushes out its own, never another key's.
+func capAccount(ctx context.Context, tx *Tx, engine, acct string, perAccount int64) error {
+	rows, err := tx.QueryContext(ctx, `SELECT key_id, SUM(n) FROM request_log_batches WHERE account_id = $1 GROUP BY key_id ORDER BY key_id`, acct)
+	if err != nil {
+		return fmt.Errorf("count request logs: %w", err)
+	}
+	var keyIDs []string
+	held, err := collect(rows, func(r *sql.Rows) (n int64, err error) {
+		var keyID string
+		err = r.Scan(&keyID, &n)
+		keyIDs = append(keyIDs, keyID)
+		return n, err
+	})
+	if err != nil {
+		return fmt.Errorf("count request logs: %w", err)
+	}
+	for i, keep := range requestlog.FairShares(held, perAccount) {
+		if keep < held[i] {
+			if err := capKey(ctx, tx, engine, acct, keyIDs[i], keep); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// capKey keeps the key's newest keep logs of the account.
+func capKey(ctx context.Context, tx *Tx, engine, acct, keyID string, keep int64) error {
+	// The newest second at which the key's logs, counted from the newest,
+	// reach keep; within it keep only those that fit.
+	var sec, total, inSec int64
+	err := tx.QueryRowContext(ctx, `SELECT sec, total, n FROM (
+			SELECT sec, SUM(n) AS n, SUM(SUM(n)) OVER (ORDER BY sec DESC) AS total
+			FROM request_log_batches WHERE account_id = $1 AND key_id = $2 GROUP BY sec
+		) t WHERE total >= $3 ORDER BY sec DESC LIMIT 1`, acct, keyID, keep).Scan(&sec, &total, &inSec)
+	if err != nil {
+		return fmt.Errorf("find oldest kept log: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND key_id = $2 AND sec < $3`, acct, keyID, sec); err != nil {
+		return fmt.Errorf("cap request logs: %w", err)
+	}
+	keep -= total - inSec
+	return trimSecond(ctx, tx, engine, acct, keyID, sec, func(logs []requestlog.Log) []requestlog.Log {
+		return logs[:min(int64(len(logs)), keep)]
+	})
+}
+
+// trimSecond unpacks the account's logs of second sec (of keyID alone
+// unless it is ""), newest first, and when keep drops any, writes those it
+// keeps in their place.
+func trimSecond(ctx context.Context, tx *Tx, engine, acct, keyID string, sec int64, keep func([]requestlog.Log) []requestlog.Log) error {
+	const ofKey = `account_id = $1 AND sec = $2 AND ($3 = '' OR key_id = $3)`
+	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE `+ofKey, acct, sec, keyID)
 	if err != nil {
 		return fmt.Errorf("read request logs: %w", err)
 	}
-	var logs []RequestLog
+	var logs []requestlog.Log
 	for rows.Next() {
 		var keyID string
 		var blob []byte
@@ -571,7 +396,7 @@ func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64,
 			rows.Close()
 			return fmt.Errorf("read request logs: %w", err)
 		}
-		if logs, err = unpack(logs, blob, sec, acct, keyID); err != nil {
+		if logs, err = requestlog.Unpack(logs, blob, sec, acct, keyID); err != nil {
 			rows.Close()
 			return fmt.Errorf("request logs of %d: %w", sec, err)
 		}
@@ -580,13 +405,13 @@ func trimSecond(ctx context.Context, tx *sql.Tx, engine, acct string, sec int64,
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read request logs: %w", err)
 	}
-	logs = newestFirst(logs)
+	logs = requestlog.NewestFirst(logs)
 	n := len(logs)
 	if logs = keep(logs); len(logs) == n {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE account_id = $1 AND sec = $2`, acct, sec); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM request_log_batches WHERE `+ofKey, acct, sec, keyID); err != nil {
 		return fmt.Errorf("trim request logs: %w", err)
 	}
-	return insertLogBatches(ctx, tx, engine, packLogs(logs).batches)
+	return insertLogBatches(ctx, tx.Tx, engine, requestlog.Pack(logs).Batches())
 }

@@ -18,7 +18,7 @@ import (
 // CreateSession stores a new session; a token hash already stored is a
 // *domain.DuplicateError.
 func (s *Store) CreateSession(ctx context.Context, sess domain.Session) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO console_sessions (token_hash, user_id, csrf, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)`,
 			sess.TokenHash, sess.UserID, sess.CSRF, toMS(sess.CreatedAt), toMS(sess.ExpiresAt))
@@ -69,7 +69,7 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, now time.Time
 // DeleteSession ends the session with that token hash (sign-out); deleting
 // one that is gone is not an error.
 func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE token_hash = $1`, tokenHash); err != nil {
 			return fmt.Errorf("delete session: %w", err)
 		}
@@ -81,7 +81,7 @@ func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
 // reports how many; expired rows are never served, this only bounds the table.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at <= $1`, toMS(now))
 		if err != nil {
 			return fmt.Errorf("delete expired sessions: %w", err)

@@ -31,22 +31,32 @@ var (
 	postgresDialect = dialect{forUpdate: " FOR NO KEY UPDATE"}
 )
 
+// Tx is a transaction on the writer, with what the store must act on once
+// it commits: the key epoch it set, when it bumped it (bumpKeyEpoch).
+type Tx struct {
+	*sql.Tx
+	epoch  int64
+	bumped bool
+}
+
 // inTx runs fn in a transaction on the writer and commits it when fn
 // returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (s *Store) inTx(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback()
-	defer bumped.Delete(tx) // a bump rolled back (epochmirror.go)
+	defer sqlTx.Rollback()
+	tx := &Tx{Tx: sqlTx}
 	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	s.afterCommit(ctx, tx)
+	if tx.bumped {
+		s.afterBump(ctx, tx.epoch)
+	}
 	return nil
 }
 
@@ -147,4 +157,18 @@ func splitList[T ~string](s string) []T {
 		out[i] = T(v)
 	}
 	return out
+}
+
+// collect reads every row of rows through scan, then closes rows.
+func collect[T any](rows *sql.Rows, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -44,13 +44,8 @@ type Store struct {
 	// keyCache holds keys between requests; watch (SQLite) or epochStmt
 	// (PostgreSQL) tells it when they may have changed (keycache.go).
 	keyCache  *keyCache
-	listCache *listCache // used on SQLite only (listcache.go)
-	// versionCache holds pages asked for under a version, once
-	// listNotifier announces every change of agents (listversion.go).
-	versionCache *versionCache
-	listNotifier ListNotifier
-	watch        *sqliteWatch
-	epochStmt    *sql.Stmt
+	watch     *sqliteWatch
+	epochStmt *sql.Stmt
 	// stmts holds prepared reads by query text (queryRead).
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt
@@ -115,8 +110,7 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax), listCache: newListCache(listCacheMaxItems),
-		versionCache: newVersionCache(listCacheMaxItems)}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax)}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -164,8 +158,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}, listCache: newListCache(listCacheMaxItems),
-		versionCache: newVersionCache(listCacheMaxItems)}
+		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()
@@ -333,7 +326,7 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 	}
 	fresh := make([]byte, 32)
 	_, _ = rand.Read(fresh) // crypto/rand.Read never fails (Go 1.24+)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		// Of instances racing here, the first insert wins and everyone
 		// reads its bytes.
 		if _, err := tx.ExecContext(ctx,
@@ -356,7 +349,7 @@ func (s *Store) Secret(ctx context.Context, name string) ([]byte, error) {
 // the database, to claim the one-time job name; later claims get false.
 func (s *Store) Claim(ctx context.Context, name string) (bool, error) {
 	var won bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO claims (name, claimed_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
 			name, toMS(time.Now()))

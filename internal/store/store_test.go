@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -567,32 +566,6 @@ func TestAuditEvents(t *testing.T) {
 		}
 		if got, err := s.ListKeyAuditEvents(ctx, acct.ID, "key_y"); err != nil || !slices.Equal(got, []domain.AuditEvent{other}) {
 			t.Fatalf("key_y's events: %+v, %v", got, err)
-		}
-	})
-}
-
-func TestRestrictedAgentNames(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		acct, elsewhere := newAccount(t, s), newAccount(t, s)
-		a1 := newAgent(t, s, acct.ID, "Billing", t0)
-		a2 := newAgent(t, s, acct.ID, "Returns", t0)
-		newAgent(t, s, acct.ID, "Unrestricted anywhere", t0)
-		b1 := newAgent(t, s, elsewhere.ID, "Theirs", t0)
-		newKey(t, s, acct.ID, a1.ID, a2.ID)
-		newKey(t, s, acct.ID, a1.ID)
-		newKey(t, s, acct.ID)
-		newKey(t, s, elsewhere.ID, b1.ID)
-		got, err := s.RestrictedAgentNames(ctx, acct.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{a1.ID: "Billing", a2.ID: "Returns"}
-		if !maps.Equal(got, want) {
-			t.Fatalf("names %v, want %v", got, want)
-		}
-		if got, err := s.RestrictedAgentNames(ctx, newAccount(t, s).ID); err != nil || len(got) != 0 {
-			t.Fatalf("account without keys: %v, %v", got, err)
 		}
 	})
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/requestlog"
 )
 
 // Usage and request logs (migration 0009): what internal/usage buffers and
@@ -66,30 +68,6 @@ const clusterRequestLogsPostgres = `DROP INDEX request_logs_class;
 DROP INDEX request_logs_route;
 DROP INDEX request_logs_at;`
 
-// Usage classes: every status is counted in one of them.
-const (
-	Class2xx = "2xx" // below 400: success (v1 answers no 1xx or 3xx of its own)
-	Class4xx = "4xx" // 400–499 other than 429
-	Class429 = "429"
-	Class5xx = "5xx"
-)
-
-// UsageClasses lists the classes in the order charts stack them.
-var UsageClasses = []string{Class2xx, Class4xx, Class429, Class5xx}
-
-// UsageClass is status's class.
-func UsageClass(status int) string {
-	switch {
-	case status == 429:
-		return Class429
-	case status >= 500:
-		return Class5xx
-	case status >= 400:
-		return Class4xx
-	}
-	return Class2xx
-}
-
 // Retention (docs/console.md).
 const (
 	LogRetention    = 7 * 24 * time.Hour
@@ -97,22 +75,6 @@ const (
 	MinuteGrainKept = 48 * time.Hour
 	HourGrainKept   = 90 * 24 * time.Hour
 )
-
-// RequestLog is one /v1 request that identified a key. It holds no body,
-// query string or header.
-type RequestLog struct {
-	ID        string // the request id
-	AccountID string
-	KeyID     string
-	At        time.Time
-	Method    string
-	Route     string // the matched pattern, or "unmatched"
-	Path      string // escaped, without the query string
-	Status    int
-	ErrorCode string // "" on success
-	Duration  time.Duration
-	Client    string
-}
 
 // UsageCount is how many requests of one class a key made in one minute.
 type UsageCount struct {
@@ -124,15 +86,15 @@ type UsageCount struct {
 }
 
 // WriteUsage stores logs and counts as WritePackedUsage does.
-func (s *Store) WriteUsage(ctx context.Context, logs []RequestLog, counts []UsageCount) error {
-	return s.WritePackedUsage(ctx, packLogs(logs), counts)
+func (s *Store) WriteUsage(ctx context.Context, logs []requestlog.Log, counts []UsageCount) error {
+	return s.WritePackedUsage(ctx, requestlog.Pack(logs), counts)
 }
 
 // WritePackedUsage stores a batch, in one transaction: the logs, packed
 // (requestlogs.go), and the counts, each added to what is stored. A batch
 // that failed stored nothing, so it can be retried whole without counting
 // twice.
-func (s *Store) WritePackedUsage(ctx context.Context, logs *LogBuffer, counts []UsageCount) error {
+func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, counts []UsageCount) error {
 	if logs.Len() == 0 && len(counts) == 0 {
 		return nil
 	}
@@ -142,15 +104,15 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *LogBuffer, counts []
 	slices.SortFunc(counts, func(a, b UsageCount) int {
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := insertLogBatches(ctx, tx, s.engine, logs.batches); err != nil {
+	return s.inTx(ctx, func(tx *Tx) error {
+		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.Batches()); err != nil {
 			return err
 		}
 		return addCounts(ctx, tx, counts)
 	})
 }
 
-func addCounts(ctx context.Context, tx *sql.Tx, counts []UsageCount) error {
+func addCounts(ctx context.Context, tx *Tx, counts []UsageCount) error {
 	if len(counts) == 0 {
 		return nil
 	}
@@ -179,7 +141,7 @@ func (s *Store) SweepUsage(ctx context.Context, now time.Time) error {
 }
 
 func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx *Tx) error {
 		if s.engine == EnginePostgres {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, usageSweepLock); err != nil {
 				return fmt.Errorf("take sweep lock: %w", err)
@@ -195,7 +157,7 @@ func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) e
 // usageSweepLock is the sweep's advisory lock key ("usage" in ASCII).
 const usageSweepLock int64 = 0x7573616765
 
-func rollUp(ctx context.Context, tx *sql.Tx, now time.Time) error {
+func rollUp(ctx context.Context, tx *Tx, now time.Time) error {
 	cut := toMS(now.Add(-MinuteGrainKept).Truncate(time.Hour))
 	hour := time.Hour.Milliseconds()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_hour (key_id, hour, class, account_id, count)
@@ -237,18 +199,13 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string, from, to time.Time, 
 	if err != nil {
 		return nil, fmt.Errorf("key usage: %w", err)
 	}
-	defer rows.Close()
-	var out []UsageBucket
-	for rows.Next() {
+	return collect(rows, func(r *sql.Rows) (UsageBucket, error) {
 		var b UsageBucket
 		var ms int64
-		if err := rows.Scan(&ms, &b.Class, &b.Count); err != nil {
-			return nil, fmt.Errorf("scan usage: %w", err)
-		}
+		err := r.Scan(&ms, &b.Class, &b.Count)
 		b.Start = fromMS(ms)
-		out = append(out, b)
-	}
-	return out, rows.Err()
+		return b, err
+	})
 }
 
 // AccountKeyRequests returns, per key of the account, its requests since

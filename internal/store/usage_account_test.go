@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -19,13 +20,13 @@ func TestAccountUsage(t *testing.T) {
 		k1, k2, other := newKey(t, s, a.ID), newKey(t, s, a.ID), newKey(t, s, b.ID)
 		old := now.Add(-10 * 24 * time.Hour)
 		counts := []store.UsageCount{
-			{AccountID: a.ID, KeyID: k1.ID, Minute: now, Class: store.Class2xx, Count: 3},
-			{AccountID: a.ID, KeyID: k2.ID, Minute: now.Add(-time.Hour), Class: store.Class2xx, Count: 4},
-			{AccountID: a.ID, KeyID: k2.ID, Minute: now.Add(-time.Hour), Class: store.Class5xx, Count: 1},
-			{AccountID: a.ID, KeyID: k1.ID, Minute: old, Class: store.Class429, Count: 7},
-			{AccountID: a.ID, KeyID: k2.ID, Minute: old.Add(time.Minute), Class: store.Class429, Count: 2},
-			{AccountID: b.ID, KeyID: other.ID, Minute: now, Class: store.Class2xx, Count: 100},
-			{AccountID: b.ID, KeyID: other.ID, Minute: old, Class: store.Class2xx, Count: 100},
+			{AccountID: a.ID, KeyID: k1.ID, Minute: now, Class: requestlog.Class2xx, Count: 3},
+			{AccountID: a.ID, KeyID: k2.ID, Minute: now.Add(-time.Hour), Class: requestlog.Class2xx, Count: 4},
+			{AccountID: a.ID, KeyID: k2.ID, Minute: now.Add(-time.Hour), Class: requestlog.Class5xx, Count: 1},
+			{AccountID: a.ID, KeyID: k1.ID, Minute: old, Class: requestlog.Class429, Count: 7},
+			{AccountID: a.ID, KeyID: k2.ID, Minute: old.Add(time.Minute), Class: requestlog.Class429, Count: 2},
+			{AccountID: b.ID, KeyID: other.ID, Minute: now, Class: requestlog.Class2xx, Count: 100},
+			{AccountID: b.ID, KeyID: other.ID, Minute: old, Class: requestlog.Class2xx, Count: 100},
 		}
 		if err := s.WriteUsage(ctx, nil, counts); err != nil {
 			t.Fatal(err)
@@ -38,8 +39,8 @@ func TestAccountUsage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []store.UsageBucket{{Start: old.Truncate(day), Class: store.Class429, Count: 9},
-			{Start: now.Truncate(day), Class: store.Class2xx, Count: 7}, {Start: now.Truncate(day), Class: store.Class5xx, Count: 1}}
+		want := []store.UsageBucket{{Start: old.Truncate(day), Class: requestlog.Class429, Count: 9},
+			{Start: now.Truncate(day), Class: requestlog.Class2xx, Count: 7}, {Start: now.Truncate(day), Class: requestlog.Class5xx, Count: 1}}
 		if !slices.EqualFunc(got, want, func(x, y store.UsageBucket) bool {
 			return x.Start.Equal(y.Start) && x.Class == y.Class && x.Count == y.Count
 		}) {
@@ -50,8 +51,8 @@ func TestAccountUsage(t *testing.T) {
 			t.Fatal(err)
 		}
 		slices.SortFunc(keys, func(x, y store.KeyClassCount) int { return int(x.Count - y.Count) })
-		wantKeys := []store.KeyClassCount{{KeyID: k2.ID, Class: store.Class5xx, Count: 1}, {KeyID: k1.ID, Class: store.Class2xx, Count: 3},
-			{KeyID: k2.ID, Class: store.Class2xx, Count: 4}}
+		wantKeys := []store.KeyClassCount{{KeyID: k2.ID, Class: requestlog.Class5xx, Count: 1}, {KeyID: k1.ID, Class: requestlog.Class2xx, Count: 3},
+			{KeyID: k2.ID, Class: requestlog.Class2xx, Count: 4}}
 		if !slices.Equal(keys, wantKeys) {
 			t.Errorf("per key in 24 hours %v, want %v", keys, wantKeys)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -41,7 +42,7 @@ func BenchmarkWriteUsage(b *testing.B) {
 // serveOrder makes logs as serve records them at 30 requests a
 // millisecond: each log's id carries its start, and within a millisecond
 // the requests end in random order.
-func serveOrder(logs []store.RequestLog, at time.Time) {
+func serveOrder(logs []requestlog.Log, at time.Time) {
 	const perMS = 30
 	for i := range logs {
 		l := &logs[i]
@@ -54,15 +55,15 @@ func serveOrder(logs []store.RequestLog, at time.Time) {
 	}
 }
 
-func benchWriteUsage(b *testing.B, s *store.Store, perBatch, keys int, order func([]store.RequestLog, time.Time)) {
+func benchWriteUsage(b *testing.B, s *store.Store, perBatch, keys int, order func([]requestlog.Log, time.Time)) {
 	{
 		ctx := context.Background()
 		at := time.Now().UTC().Truncate(time.Millisecond)
-		logs := make([]store.RequestLog, perBatch)
+		logs := make([]requestlog.Log, perBatch)
 		counts := make([]store.UsageCount, 0, 20)
 		for k := range 20 {
 			counts = append(counts, store.UsageCount{AccountID: "acct_bench", KeyID: fmt.Sprintf("key_%02d", k),
-				Minute: at.Truncate(time.Minute), Class: store.Class2xx, Count: int64(perBatch / 20)})
+				Minute: at.Truncate(time.Minute), Class: requestlog.Class2xx, Count: int64(perBatch / 20)})
 		}
 		batch := 0
 		start, cpu0 := time.Now(), processCPU()
@@ -102,12 +103,12 @@ func BenchmarkRequestLogPageBusy(b *testing.B) {
 	s := storetest.Open(b, store.EngineSQLite)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	logs := make([]store.RequestLog, 0, 25_000)
+	logs := make([]requestlog.Log, 0, 25_000)
 	for sec := range 4 {
 		logs = logs[:0]
 		for i := range 25_000 {
 			at := t0.Add(time.Duration(sec)*time.Second + time.Duration(i)*40*time.Microsecond)
-			logs = append(logs, store.RequestLog{ID: domain.NewRequestID(at), AccountID: "acc_1", KeyID: fmt.Sprintf("key_%02d", i%20),
+			logs = append(logs, requestlog.Log{ID: domain.NewRequestID(at), AccountID: "acc_1", KeyID: fmt.Sprintf("key_%02d", i%20),
 				At: at, Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: []int{200, 200, 200, 404}[i%4], Duration: time.Millisecond, Client: "192.0.2.1"})
 		}
 		if err := s.WriteUsage(ctx, logs, nil); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -49,7 +50,7 @@ func TestRequestLogMigrations(t *testing.T) {
 				t.Fatal(err)
 			}
 			t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-			var logs []store.RequestLog
+			var logs []requestlog.Log
 			for i := range 30 {
 				// Three logs a second, of three keys.
 				logs = append(logs, usageLog("acc_1", []string{"key_a", "key_b", "key_c"}[i%3], i, t0.Add(time.Duration(i)*333*time.Millisecond),
@@ -59,7 +60,7 @@ func TestRequestLogMigrations(t *testing.T) {
 			for _, l := range logs {
 				if _, err := s1.Writer().ExecContext(ctx, `INSERT INTO request_logs (id, account_id, key_id, at, method, route, path, status, class, error_code, duration_us, client)
 					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, l.ID, l.AccountID, l.KeyID, l.At.UnixMilli(), l.Method, l.Route, l.Path,
-					l.Status, store.UsageClass(l.Status), l.ErrorCode, l.Duration.Microseconds(), l.Client); err != nil {
+					l.Status, requestlog.ClassOf(l.Status), l.ErrorCode, l.Duration.Microseconds(), l.Client); err != nil {
 					t.Fatalf("a log in 0009's table: %v", err)
 				}
 			}
@@ -98,7 +99,7 @@ func TestRequestLogMigrations(t *testing.T) {
 				t.Fatal("no last page")
 				return nil
 			}
-			expect := func(q store.RequestLogQuery, keep func(store.RequestLog) bool) {
+			expect := func(q store.RequestLogQuery, keep func(requestlog.Log) bool) {
 				t.Helper()
 				var want []string
 				for i := 29; i >= 0; i-- {
@@ -110,16 +111,16 @@ func TestRequestLogMigrations(t *testing.T) {
 					t.Errorf("%+v: %v, want %v", q, got, want)
 				}
 			}
-			expect(store.RequestLogQuery{}, func(store.RequestLog) bool { return true })
-			expect(store.RequestLogQuery{KeyID: "key_b"}, func(l store.RequestLog) bool { return l.KeyID == "key_b" })
-			expect(store.RequestLogQuery{Status: 500}, func(l store.RequestLog) bool { return l.Status == 500 })
-			expect(store.RequestLogQuery{Class: store.Class2xx, KeyID: "key_a"}, func(l store.RequestLog) bool { return l.Status < 300 && l.KeyID == "key_a" })
-			expect(store.RequestLogQuery{Route: "POST /v1/ai-agents"}, func(l store.RequestLog) bool { return l.Route == "POST /v1/ai-agents" })
+			expect(store.RequestLogQuery{}, func(requestlog.Log) bool { return true })
+			expect(store.RequestLogQuery{KeyID: "key_b"}, func(l requestlog.Log) bool { return l.KeyID == "key_b" })
+			expect(store.RequestLogQuery{Status: 500}, func(l requestlog.Log) bool { return l.Status == 500 })
+			expect(store.RequestLogQuery{Class: requestlog.Class2xx, KeyID: "key_a"}, func(l requestlog.Log) bool { return l.Status < 300 && l.KeyID == "key_a" })
+			expect(store.RequestLogQuery{Route: "POST /v1/ai-agents"}, func(l requestlog.Log) bool { return l.Route == "POST /v1/ai-agents" })
 			expect(store.RequestLogQuery{From: t0.Add(3 * time.Second), To: t0.Add(7 * time.Second)},
-				func(l store.RequestLog) bool {
+				func(l requestlog.Log) bool {
 					return !l.At.Before(t0.Add(3*time.Second)) && l.At.Before(t0.Add(7*time.Second))
 				})
-			expect(store.RequestLogQuery{RequestID: logs[17].ID}, func(l store.RequestLog) bool { return l.ID == logs[17].ID })
+			expect(store.RequestLogQuery{RequestID: logs[17].ID}, func(l requestlog.Log) bool { return l.ID == logs[17].ID })
 			if got := read(store.RequestLogQuery{RequestID: logs[30].ID}); len(got) != 0 {
 				t.Errorf("another account's request found: %v", got)
 			}

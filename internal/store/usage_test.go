@@ -9,18 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
-func usageLog(acct, key string, i int, at time.Time, status int, route string) store.RequestLog {
-	return store.RequestLog{ID: fmt.Sprintf("req_%s_%04d", key, i), AccountID: acct, KeyID: key, At: at,
+func usageLog(acct, key string, i int, at time.Time, status int, route string) requestlog.Log {
+	return requestlog.Log{ID: fmt.Sprintf("req_%s_%04d", key, i), AccountID: acct, KeyID: key, At: at,
 		Method: "GET", Route: route, Path: "/v1/me", Status: status, Duration: 1500 * time.Microsecond, Client: "192.0.2.1"}
 }
 
 // allLogs reads every page of q, q.Limit logs at a time.
-func allLogs(t *testing.T, s *store.Store, q store.RequestLogQuery) []store.RequestLog {
+func allLogs(t *testing.T, s *store.Store, q store.RequestLogQuery) []requestlog.Log {
 	t.Helper()
-	var out []store.RequestLog
+	var out []requestlog.Log
 	for range 1000 {
 		page, next, err := s.RequestLogPage(context.Background(), q)
 		if err != nil {
@@ -53,11 +54,11 @@ func TestUsageCountsAdd(t *testing.T) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 22, 12, 30, 0, 0, time.UTC)
 		m := now.Truncate(time.Minute)
-		a := []store.UsageCount{{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: store.Class2xx, Count: 3},
-			{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: store.Class429, Count: 2}}
-		b := []store.UsageCount{{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: store.Class2xx, Count: 4},
-			{AccountID: "acc_1", KeyID: "key_1", Minute: m.Add(-90 * time.Minute), Class: store.Class5xx, Count: 1},
-			{AccountID: "acc_1", KeyID: "key_2", Minute: m, Class: store.Class4xx, Count: 5}}
+		a := []store.UsageCount{{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: requestlog.Class2xx, Count: 3},
+			{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: requestlog.Class429, Count: 2}}
+		b := []store.UsageCount{{AccountID: "acc_1", KeyID: "key_1", Minute: m, Class: requestlog.Class2xx, Count: 4},
+			{AccountID: "acc_1", KeyID: "key_1", Minute: m.Add(-90 * time.Minute), Class: requestlog.Class5xx, Count: 1},
+			{AccountID: "acc_1", KeyID: "key_2", Minute: m, Class: requestlog.Class4xx, Count: 5}}
 		for _, batch := range [][]store.UsageCount{a, b} {
 			if err := s.WriteUsage(ctx, nil, batch); err != nil {
 				t.Fatal(err)
@@ -68,9 +69,9 @@ func TestUsageCountsAdd(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := fmt.Sprint([]store.UsageBucket{
-			{Start: time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC), Class: store.Class5xx, Count: 1},
-			{Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Class: store.Class2xx, Count: 7},
-			{Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Class: store.Class429, Count: 2},
+			{Start: time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC), Class: requestlog.Class5xx, Count: 1},
+			{Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Class: requestlog.Class2xx, Count: 7},
+			{Start: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), Class: requestlog.Class429, Count: 2},
 		})
 		if fmt.Sprint(got) != want {
 			t.Errorf("buckets = %v, want %v", got, want)
@@ -93,7 +94,7 @@ func TestRequestLogPage(t *testing.T) {
 		ctx := context.Background()
 		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 		statuses := []int{200, 404, 429, 500, 201}
-		var logs []store.RequestLog
+		var logs []requestlog.Log
 		for i := range 25 {
 			key := []string{"key_a", "key_b"}[i%2]
 			route := []string{"GET /v1/me", "GET /v1/agents"}[i%3%2]
@@ -106,7 +107,7 @@ func TestRequestLogPage(t *testing.T) {
 		if err := s.WriteUsage(ctx, logs[:3], nil); err != nil {
 			t.Fatalf("a retried batch: %v", err)
 		}
-		all := func(q store.RequestLogQuery) []store.RequestLog {
+		all := func(q store.RequestLogQuery) []requestlog.Log {
 			t.Helper()
 			q.AccountID, q.Limit = "acc_1", 4
 			return allLogs(t, s, q)
@@ -128,7 +129,7 @@ func TestRequestLogPage(t *testing.T) {
 		if got[0].Duration != 1500*time.Microsecond || got[0].Client != "192.0.2.1" {
 			t.Errorf("read back %+v", got[0])
 		}
-		count := func(q store.RequestLogQuery, want int, keep func(store.RequestLog) bool) {
+		count := func(q store.RequestLogQuery, want int, keep func(requestlog.Log) bool) {
 			t.Helper()
 			rows := all(q)
 			n := 0
@@ -146,14 +147,14 @@ func TestRequestLogPage(t *testing.T) {
 				}
 			}
 		}
-		count(store.RequestLogQuery{KeyID: "key_b"}, 12, func(l store.RequestLog) bool { return l.KeyID == "key_b" })
-		count(store.RequestLogQuery{Class: store.Class4xx}, 5, func(l store.RequestLog) bool { return l.Status == 404 })
-		count(store.RequestLogQuery{Status: 429}, 5, func(l store.RequestLog) bool { return l.Status == 429 })
-		count(store.RequestLogQuery{Class: store.Class2xx}, 10, func(l store.RequestLog) bool { return l.Status < 300 })
-		count(store.RequestLogQuery{Route: "GET /v1/agents"}, 8, func(l store.RequestLog) bool { return l.Route == "GET /v1/agents" })
+		count(store.RequestLogQuery{KeyID: "key_b"}, 12, func(l requestlog.Log) bool { return l.KeyID == "key_b" })
+		count(store.RequestLogQuery{Class: requestlog.Class4xx}, 5, func(l requestlog.Log) bool { return l.Status == 404 })
+		count(store.RequestLogQuery{Status: 429}, 5, func(l requestlog.Log) bool { return l.Status == 429 })
+		count(store.RequestLogQuery{Class: requestlog.Class2xx}, 10, func(l requestlog.Log) bool { return l.Status < 300 })
+		count(store.RequestLogQuery{Route: "GET /v1/agents"}, 8, func(l requestlog.Log) bool { return l.Route == "GET /v1/agents" })
 		from, to := t0.Add(3*time.Second), t0.Add(5*time.Second)
-		count(store.RequestLogQuery{From: from, To: to}, 4, func(l store.RequestLog) bool { return !l.At.Before(from) && l.At.Before(to) })
-		count(store.RequestLogQuery{RequestID: logs[7].ID}, 1, func(l store.RequestLog) bool { return l.ID == logs[7].ID })
+		count(store.RequestLogQuery{From: from, To: to}, 4, func(l requestlog.Log) bool { return !l.At.Before(from) && l.At.Before(to) })
+		count(store.RequestLogQuery{RequestID: logs[7].ID}, 1, func(l requestlog.Log) bool { return l.ID == logs[7].ID })
 		if rows := all(store.RequestLogQuery{RequestID: "req_key_c_0000"}); len(rows) != 0 {
 			t.Errorf("another account's request found: %v", rows)
 		}
@@ -167,7 +168,7 @@ func TestSweepUsage(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		var logs []store.RequestLog
+		var logs []requestlog.Log
 		for i := range 6 {
 			logs = append(logs, usageLog("acc_1", "key_a", i, now.Add(-time.Duration(i)*time.Hour), 200, "GET /v1/me"))
 		}
@@ -175,10 +176,10 @@ func TestSweepUsage(t *testing.T) {
 			usageLog("acc_2", "key_b", 1, now.Add(-7*24*time.Hour+time.Millisecond), 200, "GET /v1/me"))
 		old := now.Add(-50 * time.Hour).Truncate(time.Hour)
 		counts := []store.UsageCount{
-			{AccountID: "acc_1", KeyID: "key_a", Minute: old, Class: store.Class2xx, Count: 2},
-			{AccountID: "acc_1", KeyID: "key_a", Minute: old.Add(59 * time.Minute), Class: store.Class2xx, Count: 3},
-			{AccountID: "acc_1", KeyID: "key_a", Minute: now.Add(-47 * time.Hour), Class: store.Class2xx, Count: 4},
-			{AccountID: "acc_1", KeyID: "key_a", Minute: now.Add(-91 * 24 * time.Hour), Class: store.Class5xx, Count: 9},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: old, Class: requestlog.Class2xx, Count: 2},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: old.Add(59 * time.Minute), Class: requestlog.Class2xx, Count: 3},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: now.Add(-47 * time.Hour), Class: requestlog.Class2xx, Count: 4},
+			{AccountID: "acc_1", KeyID: "key_a", Minute: now.Add(-91 * 24 * time.Hour), Class: requestlog.Class5xx, Count: 9},
 		}
 		if err := s.WriteUsage(ctx, logs, counts); err != nil {
 			t.Fatal(err)
@@ -205,8 +206,8 @@ func TestSweepUsage(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := fmt.Sprint([]store.UsageBucket{
-			{Start: old, Class: store.Class2xx, Count: 7},
-			{Start: now.Add(-47 * time.Hour), Class: store.Class2xx, Count: 4},
+			{Start: old, Class: requestlog.Class2xx, Count: 7},
+			{Start: now.Add(-47 * time.Hour), Class: requestlog.Class2xx, Count: 4},
 		})
 		if fmt.Sprint(got) != want {
 			t.Errorf("after the sweep %v, want %v", got, want)
@@ -222,7 +223,7 @@ func TestWriteUsageManyLogs(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		var logs []store.RequestLog
+		var logs []requestlog.Log
 		for i := range 700 {
 			logs = append(logs, usageLog("acc_1", "key_a", i, t0.Add(time.Duration(i)*time.Millisecond), 200, "GET /v1/me"))
 		}
@@ -250,7 +251,7 @@ func TestRequestLogPageAcrossBatches(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		var logs []store.RequestLog
+		var logs []requestlog.Log
 		for i := range 600 {
 			// 40 keys, 3 seconds; each second's logs are written in two flushes.
 			logs = append(logs, usageLog("acc_1", fmt.Sprintf("key_%02d", i%40), i, t0.Add(time.Duration(i%3)*time.Second+time.Duration(i%997)*time.Millisecond),
@@ -262,14 +263,14 @@ func TestRequestLogPageAcrossBatches(t *testing.T) {
 		if err := s.WriteUsage(ctx, logs[300:], nil); err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range []store.RequestLogQuery{{}, {Status: 500}, {KeyID: "key_07"}, {Class: store.Class4xx, KeyID: "key_02"}} {
-			var want []store.RequestLog
+		for _, q := range []store.RequestLogQuery{{}, {Status: 500}, {KeyID: "key_07"}, {Class: requestlog.Class4xx, KeyID: "key_02"}} {
+			var want []requestlog.Log
 			for _, l := range logs {
-				if (q.Status == 0 || l.Status == q.Status) && (q.KeyID == "" || l.KeyID == q.KeyID) && (q.Class == "" || store.UsageClass(l.Status) == q.Class) {
+				if (q.Status == 0 || l.Status == q.Status) && (q.KeyID == "" || l.KeyID == q.KeyID) && (q.Class == "" || requestlog.ClassOf(l.Status) == q.Class) {
 					want = append(want, l)
 				}
 			}
-			slices.SortFunc(want, func(a, b store.RequestLog) int {
+			slices.SortFunc(want, func(a, b requestlog.Log) int {
 				return cmp.Or(b.At.Compare(a.At), strings.Compare(b.ID, a.ID))
 			})
 			q.AccountID, q.Limit = "acc_1", 7
@@ -294,7 +295,7 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 22, 12, 0, 0, 500_000_000, time.UTC)
 		cut := now.Add(-store.LogRetention)
-		var logs []store.RequestLog
+		var logs []requestlog.Log
 		for i := range 20 {
 			// acc_1: ten logs either side of the cut-off, in one second.
 			logs = append(logs, usageLog("acc_1", []string{"key_a", "key_b"}[i%2], i, cut.Add(time.Duration(i-10)*10*time.Millisecond), 200, "GET /v1/me"))
@@ -321,8 +322,12 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 			switch {
 			case l.AccountID == "acc_1" && !l.At.Before(cut):
 				want1 = append(want1, l.ID)
-			case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+4*time.Millisecond)):
-				want2 = append(want2, l.ID) // the newest 15: the first second and the middle one's 5 latest
+			case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+5*time.Millisecond)),
+				l.KeyID == "key_c" && l.At.Equal(now.Add(-time.Second+4*time.Millisecond)):
+				// A fair share each (15 between two keys of 15 logs: key_c,
+				// first by id, keeps one more): the newest second's 10 and
+				// of the middle one's, key_c's 3 latest and key_d's 2.
+				want2 = append(want2, l.ID)
 			}
 		}
 		slices.Sort(want1)
@@ -332,6 +337,56 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 		}
 		if got := kept("acc_2"); !slices.Equal(got, want2) || len(want2) != 15 {
 			t.Errorf("acc_2 kept %v, want %v", got, want2)
+		}
+	})
+}
+
+// TestSweepKeepsOtherKeysLogs: one key flooding its account's logs (429s,
+// the newest of them all) beyond the cap pushes out its own logs at the
+// sweep, never another key's; the keys holding the most lose first, down to
+// one level, and the account keeps exactly its cap.
+func TestSweepKeepsOtherKeysLogs(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+		var logs []requestlog.Log
+		for i := range 10 {
+			logs = append(logs, usageLog("acc_1", "key_quiet", i, now.Add(-time.Hour+time.Duration(i)*time.Second), 200, "GET /v1/me"))
+		}
+		for i := range 40 {
+			logs = append(logs, usageLog("acc_1", "key_mid", i, now.Add(-30*time.Minute+time.Duration(i)*time.Second), 200, "GET /v1/me"))
+		}
+		for i := range 500 {
+			logs = append(logs, usageLog("acc_1", "key_flood", i, now.Add(-time.Minute+time.Duration(i)*time.Millisecond), 429, "GET /v1/me"))
+		}
+		if err := s.WriteUsage(ctx, logs, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SweepUsageKeeping(ctx, now, 100); err != nil {
+			t.Fatal(err)
+		}
+		perKey := map[string]int{}
+		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
+			perKey[l.KeyID]++
+		}
+		// 10 + 40 + 50: key_flood keeps its 50 newest, the others all theirs.
+		if want := map[string]int{"key_quiet": 10, "key_mid": 40, "key_flood": 50}; fmt.Sprint(perKey) != fmt.Sprint(want) {
+			t.Fatalf("kept %v, want %v", perKey, want)
+		}
+		flood := allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", KeyID: "key_flood", Limit: 50})
+		if flood[len(flood)-1].ID != "req_key_flood_0450" {
+			t.Errorf("key_flood's oldest kept log is %s, want its 50th newest", flood[len(flood)-1].ID)
+		}
+		// Below one level: two keys over it are cut to it, the quiet one kept.
+		if err := s.SweepUsageKeeping(ctx, now, 50); err != nil {
+			t.Fatal(err)
+		}
+		clear(perKey)
+		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
+			perKey[l.KeyID]++
+		}
+		if want := map[string]int{"key_quiet": 10, "key_mid": 20, "key_flood": 20}; fmt.Sprint(perKey) != fmt.Sprint(want) {
+			t.Fatalf("kept %v, want %v", perKey, want)
 		}
 	})
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -27,7 +29,7 @@ const (
 
 // Store is what a Recorder writes through (store.Store).
 type Store interface {
-	WritePackedUsage(ctx context.Context, logs *store.LogBuffer, counts []store.UsageCount) error
+	WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, counts []store.UsageCount) error
 	SweepUsage(ctx context.Context, now time.Time) error
 }
 
@@ -48,9 +50,19 @@ type Recorder struct {
 	dropped   atomic.Uint64
 
 	mu     sync.Mutex
-	logs   *store.LogBuffer // packed as they are stored: bytes, not structs the GC would scan
+	logs   *requestlog.Buffer // packed as they are stored: bytes, not structs the GC would scan
 	counts map[countKey]int64
+	// refused counts this minute's logged refusals per key or, for a
+	// request that identified none, per client address group (budget).
+	refused       map[string]int
+	refusedMinute int64
 }
+
+// RefusedLogsPerMinute is how many refused requests (401, 403, 429) a key,
+// or a client address that identified no key, has logged in a minute; the
+// rest are counted, not logged, so that no flood of refusals fills its
+// account's logs (the sweep's fair shares do the rest).
+const RefusedLogsPerMinute = 60
 
 // Options tune a Recorder; zero fields take the defaults.
 type Options struct {
@@ -78,26 +90,53 @@ func New(st Store, log *slog.Logger, o Options) *Recorder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Recorder{st: st, log: log, interval: o.Interval, sweepEach: o.SweepEvery,
-		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(store.LogBuffer), counts: map[countKey]int64{}}
+		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(requestlog.Buffer), counts: map[countKey]int64{}, refused: map[string]int{}}
 }
 
 // Record notes one request. It never touches the store.
 //
-// The log is packed as it comes (store.LogBuffer): held as a struct until
+// The log is packed as it comes (requestlog.Buffer): held as a struct until
 // the next flush, a second of requests at 25,000 a second was 5 MB of
 // pointers the garbage collector scanned at every cycle. Profiled under the
 // bench's GET /v1/me at 64 connections, the collector's mark workers took
 // 2.3 % of serve's CPU with structs buffered, 0.4 % with logs packed, and
 // 0.2–0.7 % with recording off; Record, Flush and the write together went
 // from 3.0 % to 1.5 %.
-func (r *Recorder) Record(l store.RequestLog) {
-	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: store.UsageClass(l.Status),
+func (r *Recorder) Record(l requestlog.Log) {
+	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: requestlog.ClassOf(l.Status),
 		minute: l.At.Truncate(time.Minute).UnixMilli()}
 	r.mu.Lock()
 	r.addCount(k, 1)
-	r.logs.Add(&l)
-	r.bound()
+	if r.budget(&l, k.minute) {
+		r.logs.Add(&l)
+		r.bound()
+	}
 	r.mu.Unlock()
+}
+
+// budget reports whether l may be logged: any request that was not
+// refused may; a refused one while its key (or, without one, its client's
+// address group: IPv6 per /64) has logged fewer than RefusedLogsPerMinute
+// this minute. The tally is memory only, reset each minute and bounded as
+// the counts are; r.mu is held.
+func (r *Recorder) budget(l *requestlog.Log, minute int64) bool {
+	if l.Status != 401 && l.Status != 403 && l.Status != 429 {
+		return true
+	}
+	if minute > r.refusedMinute {
+		clear(r.refused)
+		r.refusedMinute = minute
+	}
+	unit := "key " + l.KeyID
+	if l.KeyID == "" {
+		unit = "addr " + clientaddr.Group(l.Client)
+	}
+	n, held := r.refused[unit]
+	if n >= RefusedLogsPerMinute || !held && len(r.refused) >= r.maxCounts {
+		return false
+	}
+	r.refused[unit] = n + 1
+	return true
 }
 
 // bound drops the oldest logs, a packed batch at a time, while there are
@@ -168,7 +207,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	}
 	// The next second likely holds as many counts: room for them at once,
 	// not grown under the lock.
-	r.logs, r.counts = new(store.LogBuffer), make(map[countKey]int64, len(counts))
+	r.logs, r.counts = new(requestlog.Buffer), make(map[countKey]int64, len(counts))
 	r.mu.Unlock()
 	batch := make([]store.UsageCount, 0, len(counts))
 	for k, n := range counts {
@@ -183,7 +222,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 }
 
 // restore puts a failed batch back before what came in meanwhile.
-func (r *Recorder) restore(logs *store.LogBuffer, counts map[countKey]int64) {
+func (r *Recorder) restore(logs *requestlog.Buffer, counts map[countKey]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, n := range counts {

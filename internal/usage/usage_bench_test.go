@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 // discard is a store that keeps nothing.
 type discard struct{}
 
-func (discard) WritePackedUsage(context.Context, *store.LogBuffer, []store.UsageCount) error {
+func (discard) WritePackedUsage(context.Context, *requestlog.Buffer, []store.UsageCount) error {
 	return nil
 }
 func (discard) SweepUsage(context.Context, time.Time) error { return nil }
@@ -22,7 +23,7 @@ func (discard) SweepUsage(context.Context, time.Time) error { return nil }
 func BenchmarkRecord(b *testing.B) {
 	r := New(discard{}, nil, Options{})
 	at := time.Now().UTC()
-	l := store.RequestLog{ID: "req_01m81j18g0zrv783fkdebbypmm", AccountID: "acct_01m81j18g0zrv783fgzskm57xy",
+	l := requestlog.Log{ID: "req_01m81j18g0zrv783fkdebbypmm", AccountID: "acct_01m81j18g0zrv783fgzskm57xy",
 		KeyID: "key_01m81j18g0zrv783fmr2h49421", At: at, Method: "GET", Route: "GET /v1/me", Path: "/v1/me",
 		Status: 200, Duration: time.Millisecond, Client: "192.0.2.1"}
 	b.ReportAllocs()

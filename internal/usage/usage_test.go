@@ -3,22 +3,24 @@ package usage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 type fakeStore struct {
 	mu     sync.Mutex
 	fail   bool
-	logs   []store.RequestLog
+	logs   []requestlog.Log
 	counts map[string]int64 // key/class/minute
 	sweeps int
 }
 
-func (f *fakeStore) WritePackedUsage(_ context.Context, packed *store.LogBuffer, counts []store.UsageCount) error {
+func (f *fakeStore) WritePackedUsage(_ context.Context, packed *requestlog.Buffer, counts []store.UsageCount) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail {
@@ -43,8 +45,8 @@ func (f *fakeStore) SweepUsage(context.Context, time.Time) error {
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
 
-func entry(id string, status int, at time.Time) store.RequestLog {
-	return store.RequestLog{ID: id, AccountID: "acc", KeyID: "key", At: at, Status: status}
+func entry(id string, status int, at time.Time) requestlog.Log {
+	return requestlog.Log{ID: id, AccountID: "acc", KeyID: "key", At: at, Status: status}
 }
 
 // Record buffers; Flush writes logs and per-minute, per-class counts; a
@@ -122,5 +124,45 @@ func TestRunFlushes(t *testing.T) {
 	defer st.mu.Unlock()
 	if len(st.logs) != 1 {
 		t.Errorf("logs %v", st.logs)
+	}
+}
+
+// A key's refused requests (401, 403, 429) are logged at most
+// RefusedLogsPerMinute a minute, and so are those of a client address that
+// identified no key (IPv6 per /64); the counts still hold every request,
+// and a new minute, another key or a success is logged as ever.
+func TestRefusedLogBudget(t *testing.T) {
+	st := &fakeStore{}
+	r := New(st, nil, Options{})
+	logged := map[string]int{}
+	record := func(key, client string, status int, at time.Time, n int) {
+		for i := range n {
+			l := entry(fmt.Sprintf("%s-%d-%d", key, status, i), status, at)
+			l.KeyID, l.Client = key, client
+			r.Record(l)
+		}
+	}
+	record("flood", "192.0.2.1", 429, t0, 500)
+	record("flood", "192.0.2.1", 401, t0, 100)
+	record("flood", "192.0.2.1", 200, t0, 10)
+	record("other", "192.0.2.1", 403, t0, 70)
+	record("", "2001:db8::1", 401, t0, 50)
+	record("", "2001:db8::2", 401, t0, 50) // the same /64
+	record("", "2001:db8:1::1", 401, t0, 5)
+	record("flood", "192.0.2.1", 429, t0.Add(time.Minute), 100)
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.logs {
+		logged[l.KeyID+" "+l.At.Format("15:04")]++
+	}
+	want := map[string]int{"flood 12:00": 60 + 10, "other 12:00": 60, " 12:00": 60 + 5, "flood 12:01": 60}
+	if fmt.Sprint(logged) != fmt.Sprint(want) {
+		t.Errorf("logged %v, want %v", logged, want)
+	}
+	wantCounts := map[string]int64{"flood/429/12:00": 500, "flood/4xx/12:00": 100, "flood/2xx/12:00": 10,
+		"other/4xx/12:00": 70, "/4xx/12:00": 105, "flood/429/12:01": 100}
+	if fmt.Sprint(st.counts) != fmt.Sprint(wantCounts) {
+		t.Errorf("counts %v, want %v", st.counts, wantCounts)
 	}
 }

@@ -1,14 +1,15 @@
-package store
+package requestlog
 
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 )
 
 // A request log batch is one row of request_log_batches (migration 0012):
 // up to maxLogsPerBatch logs of one account and key whose times fall in one
 // second, packed into one blob. This file is the blob's format; what reads
-// and writes the rows is in requestlogs.go.
+// and writes the rows is the store's (internal/store/requestlogs.go).
 //
 // Format 1: the byte 1, then each log in turn:
 //
@@ -36,7 +37,7 @@ var errBadBatch = errors.New("request log batch: unreadable blob")
 
 // Class bits: a batch's classes column has the bit of each class it holds,
 // so a filter by class or status skips the batches holding none.
-func classBit(class string) int {
+func ClassBit(class string) int {
 	switch class {
 	case Class2xx:
 		return 1
@@ -99,7 +100,7 @@ func newLogEncoder() *logEncoder {
 }
 
 // add packs l, whose time is atMS, within the batch's second sec.
-func (e *logEncoder) add(l *RequestLog, atMS, sec int64) {
+func (e *logEncoder) add(l *Log, atMS, sec int64) {
 	b := appendStr(e.blob, l.ID)
 	b = binary.AppendUvarint(b, uint64(atMS-sec*1000))
 	b = binary.AppendUvarint(b, uint64(max(l.Status, 0)))
@@ -110,12 +111,12 @@ func (e *logEncoder) add(l *RequestLog, atMS, sec int64) {
 	b = e.code.append(b, l.ErrorCode)
 	e.blob = e.client.append(b, l.Client)
 	e.n++
-	e.classes |= classBit(UsageClass(l.Status))
+	e.classes |= ClassBit(ClassOf(l.Status))
 }
 
-// packedLog is a log as read from a blob: id still the blob's bytes, so a
+// Packed is a log as read from a blob: id still the blob's bytes, so a
 // log a filter drops costs no allocation for it.
-type packedLog struct {
+type Packed struct {
 	id                                []byte
 	at                                int64 // Unix milliseconds
 	status                            int
@@ -123,24 +124,24 @@ type packedLog struct {
 	method, route, path, code, client string
 }
 
-// logDecoder reads a blob's logs in turn.
-type logDecoder struct {
+// Decoder reads a blob's logs in turn.
+type Decoder struct {
 	b                                 []byte
 	sec                               int64
 	err                               error
 	method, route, path, code, client strTable
 }
 
-func newLogDecoder(blob []byte, sec int64) *logDecoder {
-	d := new(logDecoder)
-	d.reset(blob, sec)
+func newDecoder(blob []byte, sec int64) *Decoder {
+	d := new(Decoder)
+	d.Reset(blob, sec)
 	return d
 }
 
 // reset makes d read blob, of second sec, from its start: one decoder
 // serves every batch a page reads, most of which hold one log when an
 // account's requests are sparse (BenchmarkLogsPage).
-func (d *logDecoder) reset(blob []byte, sec int64) {
+func (d *Decoder) Reset(blob []byte, sec int64) {
 	for _, t := range []*strTable{&d.method, &d.route, &d.path, &d.code, &d.client} {
 		t.n, t.next = 0, 0
 	}
@@ -154,7 +155,7 @@ func (d *logDecoder) reset(blob []byte, sec int64) {
 
 // next reads the next log into p; false at the end or on a damaged blob
 // (then err says so).
-func (d *logDecoder) next(p *packedLog) bool {
+func (d *Decoder) Next(p *Packed) bool {
 	if d.err != nil || len(d.b) == 0 {
 		return false
 	}
@@ -171,11 +172,11 @@ func (d *logDecoder) next(p *packedLog) bool {
 	return d.err == nil
 }
 
-func (d *logDecoder) fail() {
+func (d *Decoder) fail() {
 	d.err, d.b = errBadBatch, nil
 }
 
-func (d *logDecoder) uvarint() uint64 {
+func (d *Decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail()
@@ -185,7 +186,7 @@ func (d *logDecoder) uvarint() uint64 {
 	return v
 }
 
-func (d *logDecoder) bytes() []byte {
+func (d *Decoder) bytes() []byte {
 	n := d.uvarint()
 	if n > uint64(len(d.b)) {
 		d.fail()
@@ -196,7 +197,7 @@ func (d *logDecoder) bytes() []byte {
 	return s
 }
 
-func (d *logDecoder) str(t *strTable) string {
+func (d *Decoder) str(t *strTable) string {
 	i := d.uvarint()
 	if i == 0 {
 		s := string(d.bytes())
@@ -210,9 +211,132 @@ func (d *logDecoder) str(t *strTable) string {
 	return t.v[i-1]
 }
 
-// log is p as a RequestLog of the batch's account and key.
-func (p *packedLog) log(accountID, keyID string) RequestLog {
-	return RequestLog{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: fromMS(p.at),
+// log is p as a Log of the batch's account and key.
+func (p *Packed) Log(accountID, keyID string) Log {
+	return Log{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: fromMS(p.at),
 		Method: p.method, Route: p.route, Path: p.path, Status: p.status, ErrorCode: p.code,
-		Duration: durationUS(p.durationUS), Client: p.client}
+		Duration: time.Duration(p.durationUS) * time.Microsecond, Client: p.client}
+}
+
+// batchKey is what the logs of one batch share.
+type batchKey struct {
+	accountID, keyID string
+	sec              int64
+}
+
+type logBatch struct {
+	batchKey
+	*logEncoder
+}
+
+// Buffer holds request logs packed as the store keeps them, ready for
+// WritePackedUsage: a recorder that buffers a second of requests holds
+// them as bytes, which the garbage collector does not scan, rather than as
+// structs of nine strings each (internal/usage). Not safe for concurrent
+// use; the zero value is empty.
+type Buffer struct {
+	batches []*logBatch
+	open    map[batchKey]*logBatch // the batches still taking logs
+	last    *logBatch              // the one the last log went to, while open
+	n       int
+}
+
+// Add packs l. Logs come in runs of one key and second: the map is looked
+// up only at a run's start.
+func (b *Buffer) Add(l *Log) {
+	ms := l.At.UnixMilli()
+	k := batchKey{accountID: l.AccountID, keyID: l.KeyID, sec: FloorSec(ms)}
+	bt := b.last
+	if bt == nil || bt.batchKey != k {
+		if bt = b.open[k]; bt == nil {
+			if b.open == nil {
+				b.open = map[batchKey]*logBatch{}
+			}
+			bt = &logBatch{batchKey: k, logEncoder: newLogEncoder()}
+			b.open[k] = bt
+			b.batches = append(b.batches, bt)
+		}
+		b.last = bt
+	}
+	bt.add(l, ms, k.sec)
+	b.n++
+	if bt.n == maxLogsPerBatch {
+		delete(b.open, k)
+		b.last = nil
+	}
+}
+
+// Len is how many logs b holds.
+func (b *Buffer) Len() int { return b.n }
+
+// DropOldest drops the batch b started first and returns how many logs it
+// held (0 when b is empty).
+func (b *Buffer) DropOldest() int {
+	if len(b.batches) == 0 {
+		return 0
+	}
+	bt := b.batches[0]
+	b.batches[0] = nil
+	b.batches = b.batches[1:]
+	if b.open[bt.batchKey] == bt {
+		delete(b.open, bt.batchKey)
+	}
+	if b.last == bt {
+		b.last = nil
+	}
+	b.n -= bt.n
+	return bt.n
+}
+
+// Prepend puts older's logs before b's (a batch that failed to be written,
+// put back); older's batches take no more logs.
+func (b *Buffer) Prepend(older *Buffer) {
+	b.batches = append(older.batches[:len(older.batches):len(older.batches)], b.batches...)
+	b.n += older.n
+}
+
+// Logs unpacks b's logs, batch by batch, each in the order added.
+func (b *Buffer) Logs() []Log {
+	out := make([]Log, 0, b.n)
+	for _, bt := range b.batches {
+		out, _ = Unpack(out, bt.blob, bt.sec, bt.accountID, bt.keyID) // packed here: readable
+	}
+	return out
+}
+
+// Batch is one packed batch as the store writes it: a row of
+// request_log_batches.
+type Batch struct {
+	AccountID, KeyID string
+	Sec              int64
+	N, Classes       int
+	Blob             []byte
+}
+
+// Batches are b's batches, in the order they were started.
+func (b *Buffer) Batches() []Batch {
+	out := make([]Batch, len(b.batches))
+	for i, bt := range b.batches {
+		out[i] = Batch{AccountID: bt.accountID, KeyID: bt.keyID, Sec: bt.sec, N: bt.n, Classes: bt.classes, Blob: bt.blob}
+	}
+	return out
+}
+
+// Pack packs logs, in the order they come.
+func Pack(logs []Log) *Buffer {
+	var b Buffer
+	for i := range logs {
+		b.Add(&logs[i])
+	}
+	return &b
+}
+
+// Unpack appends to out the logs of a batch of second sec, account and key.
+func Unpack(out []Log, blob []byte, sec int64, accountID, keyID string) ([]Log, error) {
+	d := newDecoder(blob, sec)
+	var p Packed
+	for d.Next(&p) {
+		out = append(out, p.Log(accountID, keyID))
+	}
+	return out, d.err
 }
