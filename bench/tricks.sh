@@ -8,13 +8,14 @@
 # usage (from the project root):
 #   bench/tricks.sh ref=/path/to/agentapi gc=/path/to/agentapi,--gc-headroom-mib,0 enc=/tmp/enc ...
 #   A variant is NAME=BINARY[,EXTRA-SERVE-ARG...]; the first is the reference.
-# env: ROUNDS (6), DUR (3s), CONN (16), PGBASE, FLOOR (the floor's binary: built from
-#   ../shared/bench/baseline when unset), LIST and PATCH (the variants, beside the
+# env: ROUNDS (6), DUR (1s a phase), ALT (3 phases a variant in a block), CONN (16),
+#   PGBASE, FLOOR (a floor's binary, given its address: the bench's own when unset;
+#   the release's yardstick uses another, which encodes its body), LIST and PATCH (the variants, beside the
 #   reference, also measured on GET /v1/ai-agents?limit=100 and on PATCH of an
 #   agent), OUT (the per-round figures, TSV; a temporary file when unset)
 # Every variant is measured on GET /v1/me, on SQLite and on PostgreSQL + Redis.
 set -uo pipefail
-ROUNDS=${ROUNDS:-6}; DUR=${DUR:-3s}; CONN=${CONN:-16}; LIST=${LIST:-}; PATCH=${PATCH:-}
+ROUNDS=${ROUNDS:-6}; DUR=${DUR:-1s}; ALT=${ALT:-3}; CONN=${CONN:-16}; LIST=${LIST:-}; PATCH=${PATCH:-}
 PGBASE=${PGBASE:-postgres://postgres@127.0.0.1:5432}
 command -v wrk >/dev/null || { echo "wrk missing (apt-get install wrk)"; exit 2; }
 tmp=$(mktemp -d); dbn="tricks_$(date +%s)_$$"; OUT=${OUT:-$tmp/rounds.tsv}; pids=""
@@ -35,9 +36,9 @@ done
 ref=${bins[0]}
 
 floor=${FLOOR:-}
-if [ -z "$floor" ]; then
-  floor=$tmp/floor
-  (cd "$(dirname "$0")/../../shared/bench/baseline" 2>/dev/null && go build -o "$floor" .) || { echo "set FLOOR"; exit 1; }
+if [ -z "$floor" ]; then # the bench's own floor (go run ./bench's)
+  go build -o "$tmp/bench" ./bench || exit 1
+  floor="$tmp/bench -floor-bytes 450 --addr"
 fi
 redis-server --port $rport --save "" --appendonly no >"$tmp/redis.log" 2>&1 & pids="$pids $!"
 REDIS=redis://127.0.0.1:$rport/0
@@ -65,7 +66,7 @@ for i in "${!names[@]}"; do
     spid[${names[$i]}-$e]=$!; addr[${names[$i]}-$e]=$a; pids="$pids $!"
   done
 done
-"$floor" 127.0.0.1:19099 & fpid=$!; pids="$pids $fpid"
+$floor 127.0.0.1:19099 & fpid=$!; pids="$pids $fpid"
 for a in "${addr[@]}" 127.0.0.1:19099; do
   for _ in $(seq 100); do curl -s -o /dev/null "http://$a/v1/me" && break; sleep 0.1; done
 done
@@ -94,36 +95,52 @@ pgdiff() { # before-file after-file -> ticks spent (a new backend counts whole)
 }
 rcpu() { redis-cli -p $rport info cpu | awk -F: '/used_cpu_(sys|user):/ {s+=$2} END {printf "%.0f", s*1e6}'; }
 
-# measure ROUND SCENARIO ENGINE VARIANT URL KEY [LUA] -> one TSV line
-measure() {
-  local p=${spid[$4-$3]:-$fpid} s0 s1 r0 r1 out n bad
-  s0=$(ticks "$p"); r0=$(rcpu); pgsnap >"$tmp/pg0"
-  out=$(wrk -t1 -c"$CONN" -d"$DUR" -H "Authorization: Bearer $6" ${7:+-s "$7"} "$5")
-  sleep 1.2 # the deferred work of these requests (usage, last_used_at) is theirs
-  s1=$(ticks "$p"); r1=$(rcpu); pgsnap >"$tmp/pg1"
-  n=$(awk '/requests in/ {print $1}' <<<"$out"); bad=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$n" $((s1 - s0)) "$(pgdiff "$tmp/pg0" "$tmp/pg1")" $((r1 - r0)) "${bad:-0}" >>"$OUT"
+# phase VARIANT ENGINE URL KEY LUA: wrk at VARIANT's serve for DUR; its requests,
+# and the PostgreSQL and Redis CPU meanwhile, go to VARIANT's sums (block's).
+phase() {
+  local r0 r1 out
+  r0=$(rcpu); pgsnap >"$tmp/pg0"
+  out=$(wrk -t1 -c"$CONN" -d"$DUR" -H "Authorization: Bearer $4" ${5:+-s "$5"} "${3/@/${addr[$1-$2]}}")
+  r1=$(rcpu); pgsnap >"$tmp/pg1"
+  n[$1]=$((n[$1] + $(awk '/requests in/ {print $1}' <<<"$out")))
+  bad[$1]=$((bad[$1] + $(awk '/Non-2xx/ {b = $NF} END {print b + 0}' <<<"$out")))
+  pg[$1]=$((pg[$1] + $(pgdiff "$tmp/pg0" "$tmp/pg1"))); rd[$1]=$((rd[$1] + r1 - r0))
+}
+
+# block ROUND SCENARIO ENGINE URL KEY LUA VARIANT...: each variant's phase in
+# turn, ALT times (the order reversed in even rounds), so that what the machine
+# does meanwhile falls on all alike; then their deferred work (usage, last_used_at),
+# which serve's own CPU counts wherever it falls, and PostgreSQL's and Redis's
+# goes to the last. One TSV line a variant; its pair is the last variant named.
+block() {
+  local r=$1 s=$2 e=$3 url=$4 key=$5 lua=$6 v r0 r1; shift 6
+  local vs=("$@") pair=${*: -1}
+  local -A t0 n pg rd bad
+  if [ $((r % 2)) = 0 ]; then mapfile -t vs < <(printf '%s\n' "$@" | tac); fi
+  for v in "${vs[@]}"; do t0[$v]=$(ticks "${spid[$v-$e]}"); n[$v]=0; pg[$v]=0; rd[$v]=0; bad[$v]=0; done
+  for _ in $(seq "$ALT"); do for v in "${vs[@]}"; do phase "$v" "$e" "$url" "$key" "$lua"; done; done
+  r0=$(rcpu); pgsnap >"$tmp/pg0"; sleep 1.2; r1=$(rcpu); pgsnap >"$tmp/pg1"
+  pg[$v]=$((pg[$v] + $(pgdiff "$tmp/pg0" "$tmp/pg1"))); rd[$v]=$((rd[$v] + r1 - r0))
+  for v in "$@"; do
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$s" "$e" "$v" "$pair" "${n[$v]}" \
+      $(($(ticks "${spid[$v-$e]}") - t0[$v])) "${pg[$v]}" "${rd[$v]}" "${bad[$v]}" >>"$OUT"
+  done
 }
 
 in_list() { [[ " $1 " == *" $2 "* ]]; }
-rotated() { # the variants, starting at the round's
-  local r=$1 n=${#names[@]}; for j in $(seq 0 $((n - 1))); do echo "${names[$(((j + r) % n))]}"; done
-}
-printf 'round\tscenario\tengine\tvariant\trequests\tserve_ticks\tpg_ticks\tredis_us\tnon2xx\n' >"$OUT"
+addr[floor-floor]=127.0.0.1:19099; spid[floor-floor]=$fpid
+printf 'round\tscenario\tengine\tvariant\tpair\trequests\tserve_ticks\tpg_ticks\tredis_us\tnon2xx\n' >"$OUT"
 for r in $(seq "$ROUNDS"); do
-  measure "$r" me floor floor http://127.0.0.1:19099/v1/me x
+  block "$r" me floor "http://@/v1/me" x "" floor
   for e in sq pg; do
     k=key_$e; ag=${agent[0]}; [ $e = pg ] && ag=${agent[1]}
-    for v in $(rotated "$r"); do measure "$r" me $e "$v" "http://${addr[$v-$e]}/v1/me" "${!k}"; done
-    for v in $(rotated "$r"); do
-      [ "$v" = "${names[0]}" ] || in_list "$LIST" "$v" || continue
-      measure "$r" list $e "$v" "http://${addr[$v-$e]}/v1/ai-agents?limit=100" "${!k}"
-    done
-    for v in $(rotated "$r"); do
-      [ "$v" = "${names[0]}" ] || in_list "$PATCH" "$v" || continue
-      measure "$r" patch $e "$v" "http://${addr[$v-$e]}/v1/ai-agents/$ag" "${!k}" "$tmp/patch.lua"
+    for j in $(seq 1 $((${#names[@]} - 1))); do
+      v=${names[$(((j + r) % (${#names[@]} - 1) + 1))]}
+      block "$r" me $e "http://@/v1/me" "${!k}" "" "${names[0]}" "$v"
+      if in_list "$LIST" "$v"; then block "$r" list $e "http://@/v1/ai-agents?limit=100" "${!k}" "" "${names[0]}" "$v"; fi
+      if in_list "$PATCH" "$v"; then block "$r" patch $e "http://@/v1/ai-agents/$ag" "${!k}" "$tmp/patch.lua" "${names[0]}" "$v"; fi
     done
   done
   echo "round $r done" >&2
 done
-python3 "$(dirname "$0")/tricks.py" "$OUT" "${names[0]}" "$(getconf CLK_TCK)"
+python3 "$(dirname "$0")/tricks.py" "${names[0]}" "$(getconf CLK_TCK)" "$OUT"
