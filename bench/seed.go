@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -165,10 +166,10 @@ func openRaw(dsn string) (*sql.DB, dialect, error) {
 // writeLogs stores n request logs of a's key, the newest now, 100 ms apart,
 // in batches as the usage recorder writes them.
 func writeLogs(ctx context.Context, st *store.Store, a account, n int, now time.Time) error {
-	batch := make([]store.RequestLog, 0, 10_000)
+	batch := make([]requestlog.Log, 0, 10_000)
 	for i := range n {
 		at := now.Add(-time.Duration(n-i) * 100 * time.Millisecond)
-		batch = append(batch, store.RequestLog{ID: domain.NewRequestID(at), AccountID: a.user.AccountID, KeyID: a.key.Key.ID,
+		batch = append(batch, requestlog.Log{ID: domain.NewRequestID(at), AccountID: a.user.AccountID, KeyID: a.key.Key.ID,
 			At: at, Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: 200, Duration: time.Millisecond, Client: "127.0.0.1"})
 		if len(batch) == cap(batch) || i == n-1 {
 			if err := st.WriteUsage(ctx, batch, nil); err != nil {
