@@ -230,17 +230,12 @@ func agentFields(w http.ResponseWriter, r *http.Request, nameRequired bool) (age
 
 func handleCreateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor := agentActor(r)
-		if err := actor.MayCreate(); err != nil {
-			writeError(w, r, log, err)
-			return
-		}
 		f, err := agentFields(w, r, true)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		ag, err := svc.Create(r.Context(), actor, f)
+		ag, err := svc.Create(r.Context(), agentActor(r), f)
 		if err != nil {
 			writeError(w, r, log, err)
 			return

@@ -27,6 +27,19 @@ func (s *Server) scoped(scope domain.Scope, next http.Handler) http.Handler {
 	})
 }
 
+// creator refuses a key restricted to specific agents before anything
+// else of a create runs: an Idempotency-Key is looked up only for a
+// request that passed its key's scopes and restriction (decisions.md).
+func (s *Server) creator(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := agentActor(r).MayCreate(); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // agentRoute enforces a key's agent restriction on routes naming an agent:
 // an agent of the caller's account outside the list is 403, and an id not in
 // the caller's account is 404 for every key, never 403.
