@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -34,6 +35,22 @@ func statusOf(code domain.Code) int {
 	return http.StatusInternalServerError
 }
 
+// retryLater is a refusal that a retry may pass once the load falls: its
+// status (429 or 503) and Retry-After seconds go with its contract error.
+type retryLater struct {
+	status, after int
+	err           *domain.Error
+}
+
+func (e *retryLater) Error() string { return e.err.Error() }
+func (e *retryLater) Unwrap() error { return e.err }
+
+// busy is the instance at a capacity bound: HTTP 503 with server_error,
+// the contract's code for "safe to retry with backoff".
+func busy(msg string) error {
+	return &retryLater{status: http.StatusServiceUnavailable, after: 1, err: domain.Errorf(domain.CodeServerError, "%s", msg)}
+}
+
 type errorBody struct {
 	Error errorFields `json:"error"`
 }
@@ -61,12 +78,17 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if de.Code == domain.CodeInvalidCredentials || de.Code == domain.CodeTokenExpired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentapi"`)
 	}
+	status := statusOf(de.Code)
+	if rl := (*retryLater)(nil); errors.As(err, &rl) {
+		status = rl.status
+		w.Header().Set("Retry-After", strconv.Itoa(rl.after))
+	}
 	if r.Method == http.MethodHead {
 		// The headers GET would get, without the body (net/http would
 		// drop it too; a handler wrapping this one would not).
 		w = headWriter{w}
 	}
-	writeJSON(w, statusOf(de.Code), errorBody{Error: bounded(errorFields{
+	writeJSON(w, status, errorBody{Error: bounded(errorFields{
 		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
 	})})
 }

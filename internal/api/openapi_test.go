@@ -433,7 +433,7 @@ func rateHeadersProblem(x exchange) string {
 		return fmt.Sprintf("RateLimit %q disagrees with X-RateLimit-Remaining %s, X-RateLimit-Reset %s at %d", got, remaining, reset, x.now.Unix())
 	}
 	if x.status == http.StatusTooManyRequests {
-		if remaining != "0" && policy == `"per-key"` {
+		if remaining != "0" && policy == `"per-key"` && !strings.Contains(string(x.resp), "questions in progress") {
 			return "429 with X-RateLimit-Remaining " + remaining
 		}
 		if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 {

@@ -73,6 +73,9 @@ type Config struct {
 	// may answer the page from memory (store.SetListNotifier, which must
 	// be given the same Versions); nil: pages are read from the store.
 	ListVersions *ratelimit.Versions
+	// MaxModelCalls and MaxModelCallsPerAccount cap the questions in
+	// progress on this instance and per account; zero: the defaults.
+	MaxModelCalls, MaxModelCallsPerAccount int
 }
 
 // Server is the /v1 API.
@@ -92,6 +95,7 @@ type Server struct {
 	metrics      *metrics.Metrics
 	authn        *keys.Authenticator
 	usage        UsageRecorder
+	models       *modelCalls
 	mux          *http.ServeMux
 }
 
@@ -153,6 +157,7 @@ func newServer(cfg Config) (*Server, error) {
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
 		authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
+		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 	}
 	if s.now == nil {
 		s.now = time.Now
