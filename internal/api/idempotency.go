@@ -73,8 +73,8 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 			writeError(w, r, s.log, idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters."))
 			return
 		}
-		body, whole := readIdemBody(r)
-		if !whole {
+		body, err := bodyOf(w, r)
+		if err != nil {
 			// Too large or cut short: the handler refuses it (413 or 400),
 			// which would not be saved anyway.
 			next.ServeHTTP(w, r)
@@ -104,29 +104,6 @@ func idemKeyError(msg string) error {
 	return &domain.Error{Code: domain.CodeInvalidValue, Message: msg, Fields: []domain.FieldError{
 		{Field: idempotencyHeader, Code: domain.CodeInvalidValue, Message: msg},
 	}}
-}
-
-// readIdemBody reads the body to hash it and puts it back for the handler;
-// whole is false when it is larger than MaxBodyBytes or could not be read,
-// and then the handler reads what was read followed by the rest.
-func readIdemBody(r *http.Request) (body []byte, whole bool) {
-	body, err := readBody(io.LimitReader(r.Body, MaxBodyBytes+1), r.ContentLength)
-	rest := r.Body
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), errReader{err}, rest), rest}
-	return body, err == nil && len(body) <= MaxBodyBytes
-}
-
-// errReader returns err, or io.EOF when there is none (so the rest follows).
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	return 0, io.EOF
 }
 
 // writeReplay answers with a saved response, marked as a replay; the

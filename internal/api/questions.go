@@ -34,11 +34,18 @@ func handleAgentStats(svc *agents.Service, log *slog.Logger) http.Handler {
 
 type answerObject = wire.Answer
 
+// maxIDJSON bounds the JSON text of an id that is decoded; a longer one
+// is no id of ours.
+const maxIDJSON = 1 << 10
+
 // optionalString reads an optional string attribute; null counts as absent.
 func (p *problems) optionalString(obj map[string]json.RawMessage, field string) (string, bool) {
 	raw, present := obj[field]
 	if !present || jsonKind(raw) == "null" {
 		return "", false
+	}
+	if longJSON(raw, maxIDJSON) { // names no conversation: not decoded
+		return "", true
 	}
 	return p.str(raw, field)
 }

@@ -52,7 +52,7 @@ func readSignedReport(w http.ResponseWriter, r *http.Request, ks *secretscan.Key
 	if compressed(r.Header) {
 		return nil, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	body, err := bodyOf(w, r)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -72,8 +72,10 @@ func readSignedReport(w http.ResponseWriter, r *http.Request, ks *secretscan.Key
 // compressed reports whether h names a Content-Encoding other than identity.
 func compressed(h http.Header) bool {
 	for _, v := range h.Values("Content-Encoding") {
-		if c := strings.TrimSpace(v); c != "" && !strings.EqualFold(c, "identity") {
-			return true
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
 		}
 	}
 	return false

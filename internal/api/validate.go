@@ -239,15 +239,13 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 		return nil
 	}
 	out := make(map[string]json.RawMessage, len(allowed))
-	for name, raw := range body.members {
-		if !slices.Contains(allowed, name) {
-			if !p.skip(domain.CodeInvalidField) {
-				name := echo(name)
-				p.add(name, domain.CodeInvalidField, "%q is not an attribute of this request.", name)
-			}
-			continue
+	for quoted, raw := range body.members {
+		if i := body.index(quoted, allowed); i >= 0 {
+			out[allowed[i]] = raw
+		} else if !p.skip(domain.CodeInvalidField) {
+			name := echo(unquote(quoted))
+			p.add(name, domain.CodeInvalidField, "%q is not an attribute of this request.", name)
 		}
-		out[name] = raw
 	}
 	return out
 }
@@ -266,6 +264,10 @@ func (p *problems) name(obj map[string]json.RawMessage, field string, required b
 		if required && obj != nil {
 			p.add(field, domain.CodeMissingField, "%s is required.", field)
 		}
+		return "", false
+	}
+	if longJSON(raw, maxNameJSON) {
+		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, domain.MaxNameLength)
 		return "", false
 	}
 	s, ok := p.str(raw, field)
@@ -299,6 +301,10 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		}
 		return "", false
 	}
+	if longJSON(raw, 12*max+2) { // a character is at most 12 bytes of JSON (\uD83D\uDE00)
+		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, max)
+		return "", false
+	}
 	s, ok := p.str(raw, field)
 	if !ok {
 		return "", false
@@ -314,6 +320,18 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		return s, true
 	}
 	return "", false
+}
+
+// maxNameJSON bounds the JSON text of a name that is decoded: a name is
+// counted after trimming, so its text may be longer than 200 characters
+// of 12 bytes, but not without bound (docs/api.md: a request costs at most
+// 256 KiB beyond its body).
+const maxNameJSON = 16 << 10
+
+// longJSON reports a JSON string whose text is longer than n bytes, which
+// is refused without being decoded (decoding would cost its length again).
+func longJSON(raw json.RawMessage, n int) bool {
+	return jsonKind(raw) == "string" && len(raw) > n
 }
 
 // str decodes a string attribute. encoding/json turns an escaped UTF-16
