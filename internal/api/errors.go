@@ -5,8 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
@@ -66,12 +68,7 @@ type errorFields struct {
 // sent as it is; anything else is an internal cause: logged with the request
 // id, and answered with a bare server_error that names the request id.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var de *domain.Error
-	if !errors.As(err, &de) {
-		id := requestID(r.Context())
-		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
-		de = domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
-	}
+	de := asDomain(r, log, err)
 	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
 		rec.code = string(de.Code) // for the request log (usage.go)
 	}
@@ -88,9 +85,33 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		// drop it too; a handler wrapping this one would not).
 		w = headWriter{w}
 	}
-	writeJSON(w, status, errorBody{Error: bounded(errorFields{
-		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
-	})})
+	writeJSON(w, status, envelope(de))
+}
+
+// asDomain is err as the client may see it: a *domain.Error as it is;
+// anything else is an internal cause, logged with the request id and
+// answered with a bare server_error naming the request id.
+func asDomain(r *http.Request, log *slog.Logger, err error) *domain.Error {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de
+	}
+	id := requestID(r.Context())
+	log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
+	return domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
+}
+
+// envelope is the error body for de, bounded, with anything shaped like a
+// credential that the client sent (an unknown parameter's name, an id in
+// the path) shown as its public prefix only.
+func envelope(de *domain.Error) errorBody {
+	f := bounded(errorFields{Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID})
+	f.Message = credential.RedactText(f.Message)
+	f.Errors = slices.Clone(f.Errors)
+	for i, e := range f.Errors {
+		f.Errors[i].Field, f.Errors[i].Message = credential.RedactText(e.Field), credential.RedactText(e.Message)
+	}
+	return errorBody{Error: f}
 }
 
 // maxErrorBytes bounds every error response, whatever the input

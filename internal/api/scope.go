@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"github.com/agentapi/agentapi/internal/credential"
 	"net/http"
 
 	"github.com/agentapi/agentapi/internal/agents"
@@ -10,9 +11,9 @@ import (
 
 func notFoundRoute(r *http.Request) error {
 	if m := knownMethod(r.Method); m != "" {
-		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, logPath(r.URL.Path))
+		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, credential.RedactText(r.URL.Path))
 	}
-	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", logPath(r.URL.Path))
+	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", credential.RedactText(r.URL.Path))
 }
 
 // scoped refuses the route unless the key holds scope (no inheritance).
