@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -89,15 +90,20 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 }
 
 // asDomain is err as the client may see it: a *domain.Error as it is;
-// anything else is an internal cause, logged with the request id and
-// answered with a bare server_error naming the request id.
+// anything else is an internal cause, logged with the request id (at INFO
+// when the client went away, as the cause then is) and answered with a
+// bare server_error naming the request id.
 func asDomain(r *http.Request, log *slog.Logger, err error) *domain.Error {
 	var de *domain.Error
 	if errors.As(err, &de) {
 		return de
 	}
 	id := requestID(r.Context())
-	log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		log.InfoContext(r.Context(), "client went away", "request_id", id, "err", err)
+	} else {
+		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
+	}
 	return domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
 }
 
