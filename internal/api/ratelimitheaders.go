@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 )
@@ -31,7 +32,9 @@ func (s *Server) clientAddr(r *http.Request) string {
 // answers 429 itself when refuse is set, and reports false; it also
 // answers, and reports false, when the limiter fails.
 func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
-	res, err := s.unauth.Allow(r.Context(), "addr:"+s.clientAddr(r), s.unauthLimit)
+	// IPv6 counts per /64 (clientaddr.Group): a host is routinely given a
+	// whole /64. The request log keeps the full address.
+	res, err := s.unauth.Allow(r.Context(), "addr:"+clientaddr.Group(s.clientAddr(r)), s.unauthLimit)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
 		return false
