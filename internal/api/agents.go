@@ -196,12 +196,11 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logg
 			next := encodeCursor(cursors, actor.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
 			m.Next = &next
 		}
-		// The items are agentItem's four fields, appended straight from
-		// the store's items (json.go): no reflection, one pooled buffer.
-		buf := getAppendBuf()
-		defer putAppendBuf(buf)
-		*buf = appendAgentPage(*buf, items, m)
-		writeJSONBytes(w, http.StatusOK, *buf)
+		list := make([]agentItem, 0, len(items))
+		for _, ag := range items {
+			list = append(list, agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)})
+		}
+		writeJSON(w, http.StatusOK, collection{Data: list, Meta: m})
 	})
 }
 

@@ -13,77 +13,35 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // MaxBodyBytes is the largest request body accepted (docs/api.md, Limits: 1 MiB).
 const MaxBodyBytes = 1 << 20
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// writeJSON encodes v fully before writing anything, so a failure to encode
-// can still become a clean 500.
+// writeJSON sends v as JSON, encoded fully before anything is written, so
+// that a failure to encode can still become a clean 500.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer bufPool.Put(buf)
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
+	body, err := json.Marshal(v)
+	if err != nil {
 		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}` + "\n")
+		body = []byte(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}`)
 	}
-	setJSONHeaders(w.Header(), buf.Len())
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	writeJSONBytes(w, status, append(body, '\n'))
 }
 
-// jsonContentType is every JSON response's Content-Type value, one slice
-// shared by all: a header's slice is only ever replaced (Set) or appended
-// to (Add, which copies it, its capacity being one), never written into,
-// as setCORS's shared values already assume.
-var jsonContentType = []string{"application/json"}
-
-// contentLengths holds the Content-Length value of every body shorter than
-// maxSharedLength, each a one-value slice of capacity one, cut from one
-// string; longer bodies get theirs formatted. GET /me's body and most
-// error bodies are under 1 KiB: sharing their values saves two of a
-// request's allocations (BenchmarkJSONHeaders).
-const maxSharedLength = 2048
-
-var contentLengths = func() *[maxSharedLength][1]string {
-	var digits []byte
-	ends := make([]int, maxSharedLength)
-	for n := range maxSharedLength {
-		digits = strconv.AppendInt(digits, int64(n), 10)
-		ends[n] = len(digits)
-	}
-	all := string(digits)
-	t := new([maxSharedLength][1]string)
-	start := 0
-	for n, end := range ends {
-		t[n][0] = all[start:end]
-		start = end
-	}
-	return t
-}()
-
-// setJSONHeaders sets a JSON body's Content-Type and Content-Length (n
-// bytes), under their canonical keys: what Set does, without
-// canonicalising each key again.
-func setJSONHeaders(h http.Header, n int) {
-	h["Content-Type"] = jsonContentType
-	if n >= 0 && n < maxSharedLength {
-		h["Content-Length"] = contentLengths[n][:]
-	} else {
-		h["Content-Length"] = []string{strconv.Itoa(n)}
-	}
+// writeJSONBytes sends body, an already encoded JSON value.
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // timeFormat is how every timestamp leaves the service (wire.TimeFormat).
@@ -532,162 +490,4 @@ func jsonKind(raw json.RawMessage) string {
 		return "array"
 	}
 	return "number"
-}
-
-// The two hottest responses (GET /me and the agent list) are written by the
-// append encoders below rather than through encoding/json's reflection.
-// They write the very bytes json.Encoder writes for the same structs
-// (keyObject, collection of agentItem), newline included; json_test.go
-// holds them to that.
-
-// writeJSONBytes sends body, an already encoded JSON value.
-func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
-	setJSONHeaders(w.Header(), len(body))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// appendBufPool holds encode buffers; ones grown past 64 KiB are dropped
-// rather than kept for every later request.
-var appendBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
-func getAppendBuf() *[]byte { return appendBufPool.Get().(*[]byte) }
-
-func putAppendBuf(b *[]byte) {
-	if cap(*b) <= 64<<10 {
-		*b = (*b)[:0]
-		appendBufPool.Put(b)
-	}
-}
-
-// appendTime appends t as formatTime writes it, quoted, by hand: the
-// layout interpreter of AppendFormat was most of a list page's encoding.
-func appendTime(dst []byte, t time.Time) []byte {
-	t = t.UTC()
-	y, mo, d := t.Date()
-	if y < 0 || y > 9999 {
-		dst = append(dst, '"')
-		dst = t.AppendFormat(dst, timeFormat)
-		return append(dst, '"')
-	}
-	h, mi, sec := t.Clock()
-	ms := t.Nanosecond() / 1e6
-	return append(dst, '"',
-		byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
-		byte('0'+int(mo)/10), byte('0'+int(mo)%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
-		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
-		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
-}
-
-// htmlSafe marks the ASCII bytes encoding/json writes unescaped (it
-// escapes <, > and & for HTML, as json.Encoder does by default).
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string exactly as encoding/json does:
-// short escapes for \b \f \n \r \t " \, \u00XX for other control bytes and
-// <, >, &; invalid UTF-8 as \ufffd; U+2028 and U+2029 escaped.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if htmlSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// appendStrings appends list as encoding/json does: null when nil.
-func appendStrings(dst []byte, list []string) []byte {
-	if list == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, '[')
-	for i, s := range list {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, s)
-	}
-	return append(dst, ']')
-}
-
-func appendOptString(dst []byte, s *string) []byte {
-	if s == nil {
-		return append(dst, "null"...)
-	}
-	return appendString(dst, *s)
-}
-
-// appendAgentPage appends the collection envelope of an agent list page
-// and a newline; created_at is formatted here, straight into the buffer.
-func appendAgentPage(dst []byte, agents []store.AgentItem, m meta) []byte {
-	dst = append(dst, `{"data":[`...)
-	for i, ag := range agents {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"id":`...)
-		dst = appendString(dst, ag.ID)
-		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, ag.Name)
-		dst = append(dst, `,"enabled":`...)
-		dst = strconv.AppendBool(dst, ag.Enabled)
-		dst = append(dst, `,"created_at":`...)
-		dst = appendTime(dst, ag.CreatedAt)
-		dst = append(dst, '}')
-	}
-	dst = append(dst, `],"meta":{"limit":`...)
-	dst = strconv.AppendInt(dst, int64(m.Limit), 10)
-	dst = append(dst, `,"next":`...)
-	dst = appendOptString(dst, m.Next)
-	dst = append(dst, `,"has_more":`...)
-	dst = strconv.AppendBool(dst, m.HasMore)
-	return append(dst, "}}\n"...)
 }
