@@ -91,16 +91,8 @@ func parseTimestamp(s string) (time.Time, bool) {
 // 5.6): full-date "T" partial-time time-offset, a fraction of one digit or
 // more after a dot, and an offset of Z or ±hh:mm with hh ≤ 23 and mm ≤ 59.
 func rfc3339Form(s string) bool {
-	digits := func(i, n int) bool {
-		for j := i; j < i+n; j++ {
-			if j >= len(s) || s[j] < '0' || s[j] > '9' {
-				return false
-			}
-		}
-		return true
-	}
-	if len(s) < 20 || !digits(0, 4) || s[4] != '-' || !digits(5, 2) || s[7] != '-' || !digits(8, 2) ||
-		(s[10] != 'T' && s[10] != 't') || !digits(11, 2) || s[13] != ':' || !digits(14, 2) || s[16] != ':' || !digits(17, 2) {
+	if len(s) < 20 || !digits(s, 0, 4) || s[4] != '-' || !digits(s, 5, 2) || s[7] != '-' || !digits(s, 8, 2) ||
+		(s[10] != 'T' && s[10] != 't') || !digits(s, 11, 2) || s[13] != ':' || !digits(s, 14, 2) || s[16] != ':' || !digits(s, 17, 2) {
 		return false
 	}
 	i := 19
@@ -114,13 +106,28 @@ func rfc3339Form(s string) bool {
 		}
 		i = j
 	}
+	return rfc3339Offset(s, i)
+}
+
+// rfc3339Offset reports whether s[i:] is a time offset: Z or ±hh:mm.
+func rfc3339Offset(s string, i int) bool {
 	switch rest := s[i:]; {
 	case rest == "Z" || rest == "z":
 		return true
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(i+1, 2) && rest[3] == ':' && digits(i+4, 2):
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(s, i+1, 2) && rest[3] == ':' && digits(s, i+4, 2):
 		return rest[1:3] <= "23" && rest[4:6] <= "59"
 	}
 	return false
+}
+
+// digits reports whether s holds n ASCII digits from i.
+func digits(s string, i, n int) bool {
+	for j := i; j < i+n; j++ {
+		if j >= len(s) || s[j] < '0' || s[j] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ceilMilli rounds up to the store's millisecond precision, so that
@@ -140,47 +147,50 @@ func agentActor(r *http.Request) agents.Actor {
 	return agents.Actor{AccountID: k.AccountID, Key: &k}
 }
 
+// listQuery reads the agent list's query string: its page (limit + 1 rows
+// after the cursor, the filter) and the filter as cursors are bound to it.
+func listQuery(r *http.Request, cursors *cursorSigner, account string) (page agents.Page, limit int, filter string, _ error) {
+	var p problems
+	q := p.query(r, "limit", "next", "updated_since")
+	rawLimit, given := q["limit"]
+	limit = parseLimit(rawLimit, given)
+	page = agents.Page{Limit: limit + 1, Version: authFrom(r.Context()).listVersion}
+	filterOK := true
+	if v, ok := q["updated_since"]; ok {
+		t, ok := parseTimestamp(v)
+		if filterOK = ok; !ok {
+			p.add("updated_since", domain.CodeInvalidValue,
+				"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
+		} else {
+			t = ceilMilli(t)
+			page.UpdatedSince = &t
+			filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
+		}
+	}
+	if v, ok := q["next"]; ok {
+		// A cursor is bound to its query's filter: under an invalid
+		// filter only its form can be checked, so that errors still
+		// lists a cursor that could belong to no query at all.
+		var c cursor
+		if filterOK {
+			c, ok = decodeCursor(cursors, account, filter, v)
+			page.AfterCreatedAt, page.AfterID = c.createdAt, c.id
+		} else {
+			_, _, ok = splitCursor(v)
+		}
+		if !ok {
+			p.add("next", domain.CodeInvalidValue,
+				"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
+		}
+	}
+	return page, limit, filter, p.err()
+}
+
 func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		actor := agentActor(r)
-		var p problems
-		q := p.query(r, "limit", "next", "updated_since")
-		rawLimit, given := q["limit"]
-		limit := parseLimit(rawLimit, given)
-
-		page := agents.Page{Limit: limit + 1, Version: authFrom(r.Context()).listVersion}
-		filter, filterOK := "", true
-		if v, ok := q["updated_since"]; ok {
-			t, ok := parseTimestamp(v)
-			if !ok {
-				filterOK = false
-				p.add("updated_since", domain.CodeInvalidValue,
-					"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
-			} else {
-				t = ceilMilli(t)
-				page.UpdatedSince = &t
-				filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
-			}
-		}
-		if v, ok := q["next"]; ok {
-			// A cursor is bound to its query's filter: under an invalid
-			// filter only its form can be checked, so that errors still
-			// lists a cursor that could belong to no query at all.
-			var c cursor
-			if filterOK {
-				c, ok = decodeCursor(cursors, actor.AccountID, filter, v)
-			} else {
-				_, _, ok = splitCursor(v)
-			}
-			switch {
-			case !ok:
-				p.add("next", domain.CodeInvalidValue,
-					"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
-			case filterOK:
-				page.AfterCreatedAt, page.AfterID = c.createdAt, c.id
-			}
-		}
-		if err := p.err(); err != nil {
+		page, limit, filter, err := listQuery(r, cursors, actor.AccountID)
+		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -81,35 +82,40 @@ func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, id: domain.NewRequestID(start), client: s.clients.Addr(r)}
-		id := rec.id
-		w.Header().Set("X-Request-Id", id)
+		w.Header().Set("X-Request-Id", rec.id)
 		ctx, cancel := context.WithDeadline(r.Context(), start.Add(timeoutOf(r)))
 		defer cancel()
 		r = r.WithContext(context.WithValue(ctx, ctxLogAttrs, rec))
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.log.Error("panic", "request_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				if rec.status == 0 {
-					writeError(rec, r, s.log, domain.Errorf(domain.CodeServerError,
-						"The service failed to handle this request; it is safe to retry with backoff (request id %s).", id))
-				}
+				s.recovered(rec, r, v)
 			}
-			if rec.route == "" {
-				rec.route = r.Pattern
-			}
-			if rec.route == "" {
-				rec.route = "unmatched"
-			}
-			d := time.Since(start)
-			s.metrics.Request(rec.route, r.Method, rec.status, d)
-			s.logRequest(r, rec, d)
-			if s.usage != nil && rec.keyID != "" {
-				s.recordUsage(r, rec, start, d)
-			}
+			s.finish(rec, r, start)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// recovered answers a request whose handler panicked with v: a 500 naming
+// the request id, when nothing was sent yet; the stack goes only to the log.
+func (s *Server) recovered(rec *recorder, r *http.Request, v any) {
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.Error("panic", "request_id", rec.id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if rec.status == 0 {
+		writeError(rec, r, s.log, domain.Errorf(domain.CodeServerError,
+			"The service failed to handle this request; it is safe to retry with backoff (request id %s).", rec.id))
+	}
+}
+
+// finish counts, logs and records the request once answered.
+func (s *Server) finish(rec *recorder, r *http.Request, start time.Time) {
+	rec.route = cmp.Or(rec.route, r.Pattern, "unmatched")
+	d := time.Since(start)
+	s.metrics.Request(rec.route, r.Method, rec.status, d)
+	s.logRequest(r, rec, d)
+	if s.usage != nil && rec.keyID != "" {
+		s.recordUsage(r, rec, start, d)
+	}
 }
