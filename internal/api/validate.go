@@ -267,7 +267,7 @@ func (p *problems) name(obj map[string]json.RawMessage, field string, required b
 		return "", false
 	}
 	if longJSON(raw, maxNameJSON) {
-		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, domain.MaxNameLength)
+		p.add(field, domain.CodeInvalidValue, "%s", domain.NameTooLong.Message(field))
 		return "", false
 	}
 	s, ok := p.str(raw, field)
@@ -275,21 +275,11 @@ func (p *problems) name(obj map[string]json.RawMessage, field string, required b
 		return "", false
 	}
 	s, problem := domain.CheckName(s)
-	switch problem {
-	case domain.NameOK:
-		return s, true
-	case domain.NameBlank:
-		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
-	case domain.NameTooLong:
-		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, domain.MaxNameLength)
-	case domain.NameControl:
-		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters.", field)
-	case domain.NameInvisible:
-		p.add(field, domain.CodeInvalidValue, "%s must contain a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name.", field)
-	default: // NameNotUTF8: str decoded JSON, which is always UTF-8.
-		p.add(field, domain.CodeInvalidValue, "%s must be UTF-8 text.", field)
+	if problem != domain.NameOK {
+		p.add(field, domain.CodeInvalidValue, "%s", problem.Message(field))
+		return "", false
 	}
-	return "", false
+	return s, true
 }
 
 // text validates an optional free-text attribute that may span lines.
