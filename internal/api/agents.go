@@ -1,7 +1,6 @@
 package api
 
 import (
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -186,18 +185,16 @@ func listQuery(r *http.Request, cursors *cursorSigner, account string) (page age
 	return page, limit, filter, p.err()
 }
 
-func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleListAgents(svc *agents.Service, cursors *cursorSigner) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		actor := agentActor(r)
 		page, limit, filter, err := listQuery(r, cursors, actor.AccountID)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		items, err := svc.List(r.Context(), actor, page)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		m := meta{Limit: limit, HasMore: len(items) > limit}
 		if m.HasMore {
@@ -211,7 +208,8 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logg
 			list = append(list, agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)})
 		}
 		writeJSON(w, http.StatusOK, collection{Data: list, Meta: m})
-	})
+		return nil
+	}
 }
 
 // agentFields decodes the body of a create or an update: name and
@@ -237,83 +235,72 @@ func agentFields(w http.ResponseWriter, r *http.Request, nameRequired bool) (age
 	return f, p.err()
 }
 
-func handleCreateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleCreateAgent(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		f, err := agentFields(w, r, true)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		ag, err := svc.Create(r.Context(), agentActor(r), f)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		w.Header().Set("Location", "/v1/ai-agents/"+ag.ID)
 		writeJSON(w, http.StatusCreated, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }
 
-// noQuery refuses any query parameter on a route that takes none; false
-// when it has answered.
-func noQuery(w http.ResponseWriter, r *http.Request, log *slog.Logger) bool {
+// noQuery refuses any query parameter on a route that takes none.
+func noQuery(r *http.Request) error {
 	var p problems
 	p.query(r)
-	if err := p.err(); err != nil {
-		writeError(w, r, log, err)
-		return false
-	}
-	return true
+	return p.err()
 }
 
-// noQuery is noQuery with the server's log, for handlers still on Server.
-func (s *Server) noQuery(w http.ResponseWriter, r *http.Request) bool { return noQuery(w, r, s.log) }
-
-func handleGetAgent(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !noQuery(w, r, log) {
-			return
+func handleGetAgent(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := noQuery(r); err != nil {
+			return err
 		}
 		ag, err := svc.Get(r.Context(), agentActor(r), r.PathValue("agent_id"))
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }
 
-func handleSetEnabled(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleSetEnabled(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var p problems
 		p.query(r)
 		obj := p.object(w, r, "enabled")
 		enabled, _ := p.boolean(obj, "enabled")
 		if err := p.err(); err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		ag, err := svc.SetEnabled(r.Context(), agentActor(r), r.PathValue("agent_id"), enabled)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }
 
-func handleUpdateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleUpdateAgent(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		f, err := agentFields(w, r, false)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		ag, err := svc.Update(r.Context(), agentActor(r), r.PathValue("agent_id"), f)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }

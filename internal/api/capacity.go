@@ -60,14 +60,13 @@ func (m *modelCalls) done(account string) {
 }
 
 // modelSlot runs next as one of the questions in progress, or refuses it.
-func (s *Server) modelSlot(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) modelSlot(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		account := authFrom(r.Context()).key.AccountID
 		if err := s.models.take(account); err != nil {
-			writeError(w, r, s.log, err)
-			return
+			return err
 		}
 		defer s.models.done(account)
-		next.ServeHTTP(w, r)
-	})
+		return next(w, r)
+	}
 }

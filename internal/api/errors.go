@@ -65,6 +65,20 @@ type errorFields struct {
 	ExistingID string              `json:"existing_id,omitempty"`
 }
 
+// handlerFunc is a /v1 handler, or a check before one: it writes its
+// answer, or returns the error to answer with.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// serve is the one adapter from handlerFunc to http.Handler: an error a
+// handler returns is answered by writeError, in the contract's envelope.
+func (s *Server) serve(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, s.log, err)
+		}
+	})
+}
+
 // writeError is the only way an error reaches a client. A *domain.Error is
 // sent as it is; anything else is an internal cause: logged with the request
 // id, and answered with a bare server_error that names the request id.

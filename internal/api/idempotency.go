@@ -62,23 +62,17 @@ func savable(status int) bool {
 // a request without the header runs as it is; the first with a key
 // reserves it in the store and runs; later ones get the saved response,
 // or 409 while the first is running, or 400 when they are another request.
-func (s *Server) idempotent(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) idempotent(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		values := r.Header.Values(idempotencyHeader)
-		if len(values) == 0 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if len(values) > 1 || !validIdempotencyKey(values[0]) {
-			writeError(w, r, s.log, idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters."))
-			return
+		if len(values) > 1 || len(values) == 1 && !validIdempotencyKey(values[0]) {
+			return idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters.")
 		}
 		body, err := bodyOf(w, r)
-		if err != nil {
-			// Too large or cut short: the handler refuses it (413 or 400),
-			// which would not be saved anyway.
-			next.ServeHTTP(w, r)
-			return
+		if len(values) == 0 || err != nil {
+			// No key, or a body too large or cut short: the handler
+			// refuses the latter (413 or 400), which would not be saved.
+			return next(w, r)
 		}
 		outcome, saved, res, err := s.store.ReserveIdempotencyKey(r.Context(), store.IdemRequest{
 			AccountID: authFrom(r.Context()).key.AccountID, Key: values[0], Hash: idempotencyHash(r, body),
@@ -86,18 +80,18 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		})
 		switch {
 		case err != nil:
-			writeError(w, r, s.log, err)
+			return err
 		case outcome == store.IdemMismatch:
-			writeError(w, r, s.log, idemKeyError("This Idempotency-Key was used with another request (path or body); use a new key for a new request."))
+			return idemKeyError("This Idempotency-Key was used with another request (path or body); use a new key for a new request.")
 		case outcome == store.IdemInProgress:
-			writeError(w, r, s.log, domain.Errorf(domain.CodeInconsistentState,
-				"A request with this Idempotency-Key is still in progress; retry later."))
+			return domain.Errorf(domain.CodeInconsistentState, "A request with this Idempotency-Key is still in progress; retry later.")
 		case outcome == store.IdemReplay:
 			writeReplay(w, saved)
 		default:
-			s.runIdempotent(w, r, next, res)
+			s.runIdempotent(w, r, s.serve(next), res)
 		}
-	})
+		return nil
+	}
 }
 
 func idemKeyError(msg string) error {

@@ -98,8 +98,8 @@ type heldBody struct {
 // withBody reads a request's body before Idempotency-Key and the handler,
 // under the budget of bodies read and decoded at once (Config.MaxBodyMemory):
 // a body that does not fit waits up to bodyWait, then is refused with 503.
-func (s *Server) withBody(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) withBody(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		weight := min(max(r.ContentLength, 0), MaxBodyBytes) + 1
 		if r.ContentLength < 0 {
 			weight = MaxBodyBytes + 1
@@ -109,14 +109,13 @@ func (s *Server) withBody(next http.Handler) http.Handler {
 		cancel()
 		if err != nil {
 			w.Header().Set("Connection", "close") // the body stays unread
-			writeError(w, r, s.log, busy("The service is reading as many request bodies as it can hold; retry after 1 second."))
-			return
+			return busy("The service is reading as many request bodies as it can hold; retry after 1 second.")
 		}
 		defer s.bodies.Release(weight)
 		b, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 		r.Body = &heldBody{ReadCloser: r.Body, b: b, err: err}
-		next.ServeHTTP(w, r)
-	})
+		return next(w, r)
+	}
 }
 
 // bodyOf is r's body as withBody held it, or read now.

@@ -16,28 +16,26 @@ import (
 // It needs no API key, so it counts against the address's limit of
 // requests without one; the report must be signed by a key of ks. Every
 // reported credential of ours that is active is revoked before the answer.
-func (s *Server) handleSecretScanning(ks *secretscan.Keys, svc *keys.Service) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSecretScanning(ks *secretscan.Keys, svc *keys.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.limitAnonymous(w, r, true) {
-			return
+			return nil
 		}
 		body, err := readSignedReport(w, r, ks)
 		if err != nil {
-			writeError(w, r, s.log, err)
-			return
+			return err
 		}
 		entries, derr := secretscan.ParseReport(body)
 		if derr != nil {
-			writeError(w, r, s.log, derr)
-			return
+			return derr
 		}
 		answers, err := s.revokeReported(r.Context(), svc, entries)
 		if err != nil {
-			writeError(w, r, s.log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, answers)
-	})
+		return nil
+	}
 }
 
 // readSignedReport returns the body of a report whose signature headers

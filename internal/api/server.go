@@ -201,7 +201,7 @@ func (s *Server) root(cfg Config) (*http.ServeMux, error) {
 	root.Handle("GET "+apidocs.Path, docs)
 	root.Handle("GET "+apidocs.StylePath, docs)
 	if cfg.SecretScanningKeys != nil {
-		root.Handle("POST /secret-scanning/github", s.withBody(s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now))))
+		root.Handle("POST /secret-scanning/github", s.serve(s.withBody(s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now)))))
 	}
 	if cfg.Console != nil {
 		root.Handle("/console/", cfg.Console)
