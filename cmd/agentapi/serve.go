@@ -90,6 +90,8 @@ type serveConfig struct {
 	clients            *clientaddr.Resolver
 	secretScanningKeys string
 	usage              bool // record requests for the console's usage and logs
+	// questions in progress, on the instance and per account; MiB of bodies read at once
+	maxModelCalls, maxModelCallsPerAccount, maxBodyMemoryMiB int
 }
 
 func serve(ctx context.Context, e env, args []string) error {
@@ -118,8 +120,26 @@ func serve(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, new ones wait in the kernel's queue until one closes (env AGENTAPI_MAX_CONNS)")
+	for _, f := range []struct {
+		dst            *int
+		name, env, use string
+		def            int
+	}{
+		{&c.maxModelCalls, "max-model-calls", "AGENTAPI_MAX_MODEL_CALLS", "questions in progress on this instance; past it a question gets 503 (env AGENTAPI_MAX_MODEL_CALLS)", api.DefaultMaxModelCalls},
+		{&c.maxModelCallsPerAccount, "max-model-calls-per-account", "AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT", "questions in progress per account; past it a question gets 429 (env AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT)", api.DefaultMaxModelCallsPerAccount},
+		{&c.maxBodyMemoryMiB, "max-body-memory", "AGENTAPI_MAX_BODY_MEMORY", "MiB of request bodies read and decoded at once; past it a request waits up to 2 s, then gets 503 (env AGENTAPI_MAX_BODY_MEMORY)", api.DefaultMaxBodyMemory >> 20},
+	} {
+		def, err := envInt(e, f.env, f.def, 1, "a positive whole number")
+		if err != nil {
+			return err
+		}
+		fs.IntVar(f.dst, f.name, def, f.use)
+	}
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if c.maxModelCalls < 1 || c.maxModelCallsPerAccount < 1 || c.maxBodyMemoryMiB < 1 {
+		return fmt.Errorf("%w: --max-model-calls, --max-model-calls-per-account and --max-body-memory must be positive", errUsage)
 	}
 	if c.maxConns < 1 {
 		return fmt.Errorf("%w: --max-conns must be positive", errUsage)
@@ -216,6 +236,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
 		SecretScanningKeys: scanKeys, Usage: usageRec,
+		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, MaxBodyMemory: int64(c.maxBodyMemoryMiB) << 20,
 	})
 	if err != nil {
 		ln.Close()

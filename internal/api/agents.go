@@ -1,7 +1,6 @@
 package api
 
 import (
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -91,16 +90,8 @@ func parseTimestamp(s string) (time.Time, bool) {
 // 5.6): full-date "T" partial-time time-offset, a fraction of one digit or
 // more after a dot, and an offset of Z or ±hh:mm with hh ≤ 23 and mm ≤ 59.
 func rfc3339Form(s string) bool {
-	digits := func(i, n int) bool {
-		for j := i; j < i+n; j++ {
-			if j >= len(s) || s[j] < '0' || s[j] > '9' {
-				return false
-			}
-		}
-		return true
-	}
-	if len(s) < 20 || !digits(0, 4) || s[4] != '-' || !digits(5, 2) || s[7] != '-' || !digits(8, 2) ||
-		(s[10] != 'T' && s[10] != 't') || !digits(11, 2) || s[13] != ':' || !digits(14, 2) || s[16] != ':' || !digits(17, 2) {
+	if len(s) < 20 || !digits(s, 0, 4) || s[4] != '-' || !digits(s, 5, 2) || s[7] != '-' || !digits(s, 8, 2) ||
+		(s[10] != 'T' && s[10] != 't') || !digits(s, 11, 2) || s[13] != ':' || !digits(s, 14, 2) || s[16] != ':' || !digits(s, 17, 2) {
 		return false
 	}
 	i := 19
@@ -114,13 +105,28 @@ func rfc3339Form(s string) bool {
 		}
 		i = j
 	}
+	return rfc3339Offset(s, i)
+}
+
+// rfc3339Offset reports whether s[i:] is a time offset: Z or ±hh:mm.
+func rfc3339Offset(s string, i int) bool {
 	switch rest := s[i:]; {
 	case rest == "Z" || rest == "z":
 		return true
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(i+1, 2) && rest[3] == ':' && digits(i+4, 2):
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(s, i+1, 2) && rest[3] == ':' && digits(s, i+4, 2):
 		return rest[1:3] <= "23" && rest[4:6] <= "59"
 	}
 	return false
+}
+
+// digits reports whether s holds n ASCII digits from i.
+func digits(s string, i, n int) bool {
+	for j := i; j < i+n; j++ {
+		if j >= len(s) || s[j] < '0' || s[j] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ceilMilli rounds up to the store's millisecond precision, so that
@@ -140,54 +146,55 @@ func agentActor(r *http.Request) agents.Actor {
 	return agents.Actor{AccountID: k.AccountID, Key: &k}
 }
 
-func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor := agentActor(r)
-		var p problems
-		q := p.query(r, "limit", "next", "updated_since")
-		rawLimit, given := q["limit"]
-		limit := parseLimit(rawLimit, given)
+// listQuery reads the agent list's query string: its page (limit + 1 rows
+// after the cursor, the filter) and the filter as cursors are bound to it.
+func listQuery(r *http.Request, cursors *cursorSigner, account string) (page agents.Page, limit int, filter string, _ error) {
+	var p problems
+	q := p.query(r, "limit", "next", "updated_since")
+	rawLimit, given := q["limit"]
+	limit = parseLimit(rawLimit, given)
+	page = agents.Page{Limit: limit + 1}
+	filterOK := true
+	if v, ok := q["updated_since"]; ok {
+		t, ok := parseTimestamp(v)
+		if filterOK = ok; !ok {
+			p.add("updated_since", domain.CodeInvalidValue,
+				"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
+		} else {
+			t = ceilMilli(t)
+			page.UpdatedSince = &t
+			filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
+		}
+	}
+	if v, ok := q["next"]; ok {
+		// A cursor is bound to its query's filter: under an invalid
+		// filter only its form can be checked, so that errors still
+		// lists a cursor that could belong to no query at all.
+		var c cursor
+		if filterOK {
+			c, ok = decodeCursor(cursors, account, filter, v)
+			page.AfterCreatedAt, page.AfterID = c.createdAt, c.id
+		} else {
+			_, _, ok = splitCursor(v)
+		}
+		if !ok {
+			p.add("next", domain.CodeInvalidValue,
+				"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
+		}
+	}
+	return page, limit, filter, p.err()
+}
 
-		page := agents.Page{Limit: limit + 1}
-		filter, filterOK := "", true
-		if v, ok := q["updated_since"]; ok {
-			t, ok := parseTimestamp(v)
-			if !ok {
-				filterOK = false
-				p.add("updated_since", domain.CodeInvalidValue,
-					"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
-			} else {
-				t = ceilMilli(t)
-				page.UpdatedSince = &t
-				filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
-			}
-		}
-		if v, ok := q["next"]; ok {
-			// A cursor is bound to its query's filter: under an invalid
-			// filter only its form can be checked, so that errors still
-			// lists a cursor that could belong to no query at all.
-			var c cursor
-			if filterOK {
-				c, ok = decodeCursor(cursors, actor.AccountID, filter, v)
-			} else {
-				_, _, ok = splitCursor(v)
-			}
-			switch {
-			case !ok:
-				p.add("next", domain.CodeInvalidValue,
-					"next is not a cursor of this query; copy meta.next from the previous page of the same query.")
-			case filterOK:
-				page.AfterCreatedAt, page.AfterID = c.createdAt, c.id
-			}
-		}
-		if err := p.err(); err != nil {
-			writeError(w, r, log, err)
-			return
+func handleListAgents(svc *agents.Service, cursors *cursorSigner) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		actor := agentActor(r)
+		page, limit, filter, err := listQuery(r, cursors, actor.AccountID)
+		if err != nil {
+			return err
 		}
 		items, err := svc.List(r.Context(), actor, page)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		m := meta{Limit: limit, HasMore: len(items) > limit}
 		if m.HasMore {
@@ -196,13 +203,13 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logg
 			next := encodeCursor(cursors, actor.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
 			m.Next = &next
 		}
-		// The items are agentItem's four fields, appended straight from
-		// the store's items (json.go): no reflection, one pooled buffer.
-		buf := getAppendBuf()
-		defer putAppendBuf(buf)
-		*buf = appendAgentPage(*buf, items, m)
-		writeJSONBytes(w, http.StatusOK, *buf)
-	})
+		list := make([]agentItem, 0, len(items))
+		for _, ag := range items {
+			list = append(list, agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)})
+		}
+		writeJSON(w, http.StatusOK, collection{Data: list, Meta: m})
+		return nil
+	}
 }
 
 // agentFields decodes the body of a create or an update: name and
@@ -228,88 +235,72 @@ func agentFields(w http.ResponseWriter, r *http.Request, nameRequired bool) (age
 	return f, p.err()
 }
 
-func handleCreateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actor := agentActor(r)
-		if err := actor.MayCreate(); err != nil {
-			writeError(w, r, log, err)
-			return
-		}
+func handleCreateAgent(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		f, err := agentFields(w, r, true)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
-		ag, err := svc.Create(r.Context(), actor, f)
+		ag, err := svc.Create(r.Context(), agentActor(r), f)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		w.Header().Set("Location", "/v1/ai-agents/"+ag.ID)
 		writeJSON(w, http.StatusCreated, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }
 
-// noQuery refuses any query parameter on a route that takes none; false
-// when it has answered.
-func noQuery(w http.ResponseWriter, r *http.Request, log *slog.Logger) bool {
+// noQuery refuses any query parameter on a route that takes none.
+func noQuery(r *http.Request) error {
 	var p problems
 	p.query(r)
-	if err := p.err(); err != nil {
-		writeError(w, r, log, err)
-		return false
-	}
-	return true
+	return p.err()
 }
 
-// noQuery is noQuery with the server's log, for handlers still on Server.
-func (s *Server) noQuery(w http.ResponseWriter, r *http.Request) bool { return noQuery(w, r, s.log) }
-
-func handleGetAgent(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !noQuery(w, r, log) {
-			return
+func handleGetAgent(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := noQuery(r); err != nil {
+			return err
 		}
 		ag, err := svc.Get(r.Context(), agentActor(r), r.PathValue("agent_id"))
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }
 
-func handleSetEnabled(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleSetEnabled(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var p problems
 		p.query(r)
 		obj := p.object(w, r, "enabled")
 		enabled, _ := p.boolean(obj, "enabled")
 		if err := p.err(); err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		ag, err := svc.SetEnabled(r.Context(), agentActor(r), r.PathValue("agent_id"), enabled)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }
 
-func handleUpdateAgent(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleUpdateAgent(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		f, err := agentFields(w, r, false)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		ag, err := svc.Update(r.Context(), agentActor(r), r.PathValue("agent_id"), f)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-	})
+		return nil
+	}
 }

@@ -26,7 +26,8 @@ func isV1(p string) bool {
 // setCORS gives a /v1 response the fields every one carries, before
 // anything can answer it: errors carry them too.
 func setCORS(h http.Header) {
-	// Assigned under their canonical keys, as setRateHeaders does.
+	// Assigned under their canonical keys: values shared by all, never
+	// written into.
 	h["Access-Control-Allow-Origin"] = corsAllowOrigin
 	h["Access-Control-Expose-Headers"] = corsExposeHeaders
 }

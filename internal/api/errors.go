@@ -1,11 +1,15 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
@@ -34,6 +38,22 @@ func statusOf(code domain.Code) int {
 	return http.StatusInternalServerError
 }
 
+// retryLater is a refusal that a retry may pass once the load falls: its
+// status (429 or 503) and Retry-After seconds go with its contract error.
+type retryLater struct {
+	status, after int
+	err           *domain.Error
+}
+
+func (e *retryLater) Error() string { return e.err.Error() }
+func (e *retryLater) Unwrap() error { return e.err }
+
+// busy is the instance at a capacity bound: HTTP 503 with server_error,
+// the contract's code for "safe to retry with backoff".
+func busy(msg string) error {
+	return &retryLater{status: http.StatusServiceUnavailable, after: 1, err: domain.Errorf(domain.CodeServerError, "%s", msg)}
+}
+
 type errorBody struct {
 	Error errorFields `json:"error"`
 }
@@ -45,30 +65,73 @@ type errorFields struct {
 	ExistingID string              `json:"existing_id,omitempty"`
 }
 
+// handlerFunc is a /v1 handler, or a check before one: it writes its
+// answer, or returns the error to answer with.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// serve is the one adapter from handlerFunc to http.Handler: an error a
+// handler returns is answered by writeError, in the contract's envelope.
+func (s *Server) serve(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			writeError(w, r, s.log, err)
+		}
+	})
+}
+
 // writeError is the only way an error reaches a client. A *domain.Error is
 // sent as it is; anything else is an internal cause: logged with the request
 // id, and answered with a bare server_error that names the request id.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var de *domain.Error
-	if !errors.As(err, &de) {
-		id := requestID(r.Context())
-		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
-		de = domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
-	}
+	de := asDomain(r, log, err)
 	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
 		rec.code = string(de.Code) // for the request log (usage.go)
 	}
 	if de.Code == domain.CodeInvalidCredentials || de.Code == domain.CodeTokenExpired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentapi"`)
 	}
+	status := statusOf(de.Code)
+	if rl := (*retryLater)(nil); errors.As(err, &rl) {
+		status = rl.status
+		w.Header().Set("Retry-After", strconv.Itoa(rl.after))
+	}
 	if r.Method == http.MethodHead {
 		// The headers GET would get, without the body (net/http would
 		// drop it too; a handler wrapping this one would not).
 		w = headWriter{w}
 	}
-	writeJSON(w, statusOf(de.Code), errorBody{Error: bounded(errorFields{
-		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
-	})})
+	writeJSON(w, status, envelope(de))
+}
+
+// asDomain is err as the client may see it: a *domain.Error as it is;
+// anything else is an internal cause, logged with the request id (at INFO
+// when the client went away, as the cause then is) and answered with a
+// bare server_error naming the request id.
+func asDomain(r *http.Request, log *slog.Logger, err error) *domain.Error {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de
+	}
+	id := requestID(r.Context())
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		log.InfoContext(r.Context(), "client went away", "request_id", id, "err", err)
+	} else {
+		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
+	}
+	return domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
+}
+
+// envelope is the error body for de, bounded, with anything shaped like a
+// credential that the client sent (an unknown parameter's name, an id in
+// the path) shown as its public prefix only.
+func envelope(de *domain.Error) errorBody {
+	f := bounded(errorFields{Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID})
+	f.Message = credential.RedactText(f.Message)
+	f.Errors = slices.Clone(f.Errors)
+	for i, e := range f.Errors {
+		f.Errors[i].Field, f.Errors[i].Message = credential.RedactText(e.Field), credential.RedactText(e.Message)
+	}
+	return errorBody{Error: f}
 }
 
 // maxErrorBytes bounds every error response, whatever the input

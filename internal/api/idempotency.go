@@ -62,23 +62,17 @@ func savable(status int) bool {
 // a request without the header runs as it is; the first with a key
 // reserves it in the store and runs; later ones get the saved response,
 // or 409 while the first is running, or 400 when they are another request.
-func (s *Server) idempotent(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) idempotent(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		values := r.Header.Values(idempotencyHeader)
-		if len(values) == 0 {
-			next.ServeHTTP(w, r)
-			return
+		if len(values) > 1 || len(values) == 1 && !validIdempotencyKey(values[0]) {
+			return idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters.")
 		}
-		if len(values) > 1 || !validIdempotencyKey(values[0]) {
-			writeError(w, r, s.log, idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters."))
-			return
-		}
-		body, whole := readIdemBody(r)
-		if !whole {
-			// Too large or cut short: the handler refuses it (413 or 400),
-			// which would not be saved anyway.
-			next.ServeHTTP(w, r)
-			return
+		body, err := bodyOf(w, r)
+		if len(values) == 0 || err != nil {
+			// No key, or a body too large or cut short: the handler
+			// refuses the latter (413 or 400), which would not be saved.
+			return next(w, r)
 		}
 		outcome, saved, res, err := s.store.ReserveIdempotencyKey(r.Context(), store.IdemRequest{
 			AccountID: authFrom(r.Context()).key.AccountID, Key: values[0], Hash: idempotencyHash(r, body),
@@ -86,47 +80,24 @@ func (s *Server) idempotent(next http.Handler) http.Handler {
 		})
 		switch {
 		case err != nil:
-			writeError(w, r, s.log, err)
+			return err
 		case outcome == store.IdemMismatch:
-			writeError(w, r, s.log, idemKeyError("This Idempotency-Key was used with another request (path or body); use a new key for a new request."))
+			return idemKeyError("This Idempotency-Key was used with another request (path or body); use a new key for a new request.")
 		case outcome == store.IdemInProgress:
-			writeError(w, r, s.log, domain.Errorf(domain.CodeInconsistentState,
-				"A request with this Idempotency-Key is still in progress; retry later."))
+			return domain.Errorf(domain.CodeInconsistentState, "A request with this Idempotency-Key is still in progress; retry later.")
 		case outcome == store.IdemReplay:
 			writeReplay(w, saved)
 		default:
-			s.runIdempotent(w, r, next, res)
+			s.runIdempotent(w, r, s.serve(next), res)
 		}
-	})
+		return nil
+	}
 }
 
 func idemKeyError(msg string) error {
 	return &domain.Error{Code: domain.CodeInvalidValue, Message: msg, Fields: []domain.FieldError{
 		{Field: idempotencyHeader, Code: domain.CodeInvalidValue, Message: msg},
 	}}
-}
-
-// readIdemBody reads the body to hash it and puts it back for the handler;
-// whole is false when it is larger than MaxBodyBytes or could not be read,
-// and then the handler reads what was read followed by the rest.
-func readIdemBody(r *http.Request) (body []byte, whole bool) {
-	body, err := readBody(io.LimitReader(r.Body, MaxBodyBytes+1), r.ContentLength)
-	rest := r.Body
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), errReader{err}, rest), rest}
-	return body, err == nil && len(body) <= MaxBodyBytes
-}
-
-// errReader returns err, or io.EOF when there is none (so the rest follows).
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	return 0, io.EOF
 }
 
 // writeReplay answers with a saved response, marked as a replay; the

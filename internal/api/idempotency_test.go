@@ -361,3 +361,31 @@ func readEvents(t *testing.T, stream string) []sseEvent {
 		}
 	}
 }
+
+// TestIdempotencyReplayAfterRestriction: a key restricted to one agent
+// that sends another key's Idempotency-Key and body gets its own refusal
+// (403), never the saved response, which may name agents outside its list.
+func TestIdempotencyReplayAfterRestriction(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, engine string) {
+		f := newFixture(t, engine)
+		full := f.key(allAgentScopes...)
+		mine := f.createAgent(full, "Mine")
+		f.createAgent(full, "Taken")
+		restricted := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.AgentIDs = []string{mine} }, allAgentScopes...).Credential
+		for _, c := range []struct{ idem, body string }{
+			{"created", `{"name":"Theirs"}`}, // saved 201 with another agent's record
+			{"taken", `{"name":"Taken"}`},    // saved 409 with existing_id outside the list
+		} {
+			f.do(req{method: "POST", path: "/v1/ai-agents", key: full, body: c.body, headers: withKey(c.idem)})
+			r := f.do(req{method: "POST", path: "/v1/ai-agents", key: restricted, body: c.body, headers: withKey(c.idem)})
+			r.wantError(t, 403, domain.CodeAccessDenied)
+			if r.Header().Get("Idempotent-Replayed") != "" || strings.Contains(r.Body.String(), "agt_") {
+				t.Fatalf("%s: the restricted key learned of the saved response: %v %s", c.idem, r.Header(), r.Body)
+			}
+			// Another body under the same key: still its own refusal, not
+			// 400 "used with another request".
+			f.do(req{method: "POST", path: "/v1/ai-agents", key: restricted, body: `{"name":"Other"}`, headers: withKey(c.idem)}).
+				wantError(t, 403, domain.CodeAccessDenied)
+		}
+	})
+}

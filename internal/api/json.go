@@ -2,85 +2,46 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"mime"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // MaxBodyBytes is the largest request body accepted (docs/api.md, Limits: 1 MiB).
 const MaxBodyBytes = 1 << 20
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// writeJSON encodes v fully before writing anything, so a failure to encode
-// can still become a clean 500.
+// writeJSON sends v as JSON, encoded fully before anything is written, so
+// that a failure to encode can still become a clean 500.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer bufPool.Put(buf)
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
+	body, err := json.Marshal(v)
+	if err != nil {
 		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}` + "\n")
+		body = []byte(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}`)
 	}
-	setJSONHeaders(w.Header(), buf.Len())
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	writeJSONBytes(w, status, append(body, '\n'))
 }
 
-// jsonContentType is every JSON response's Content-Type value, one slice
-// shared by all: a header's slice is only ever replaced (Set) or appended
-// to (Add, which copies it, its capacity being one), never written into,
-// as setCORS's shared values already assume.
-var jsonContentType = []string{"application/json"}
-
-// contentLengths holds the Content-Length value of every body shorter than
-// maxSharedLength, each a one-value slice of capacity one, cut from one
-// string; longer bodies get theirs formatted. GET /me's body and most
-// error bodies are under 1 KiB: sharing their values saves two of a
-// request's allocations (BenchmarkJSONHeaders).
-const maxSharedLength = 2048
-
-var contentLengths = func() *[maxSharedLength][1]string {
-	var digits []byte
-	ends := make([]int, maxSharedLength)
-	for n := range maxSharedLength {
-		digits = strconv.AppendInt(digits, int64(n), 10)
-		ends[n] = len(digits)
-	}
-	all := string(digits)
-	t := new([maxSharedLength][1]string)
-	start := 0
-	for n, end := range ends {
-		t[n][0] = all[start:end]
-		start = end
-	}
-	return t
-}()
-
-// setJSONHeaders sets a JSON body's Content-Type and Content-Length (n
-// bytes), under their canonical keys: what Set does, without
-// canonicalising each key again.
-func setJSONHeaders(h http.Header, n int) {
-	h["Content-Type"] = jsonContentType
-	if n >= 0 && n < maxSharedLength {
-		h["Content-Length"] = contentLengths[n][:]
-	} else {
-		h["Content-Length"] = []string{strconv.Itoa(n)}
-	}
+// writeJSONBytes sends body, an already encoded JSON value.
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // timeFormat is how every timestamp leaves the service (wire.TimeFormat).
@@ -97,19 +58,72 @@ type member struct {
 }
 
 // object is a request body checked to be one JSON object whose attribute
-// names are unique. Its members are found in the body again when asked for:
-// holding it costs nothing per member, so a body of 100,000 attributes
-// costs what its bytes do.
+// names are unique. Its members are found in the body again when asked
+// for, and names are known by a hash of their text (seeded per body, so
+// no client can aim at a collision): holding and checking it costs
+// nothing per member, so a body of 128,000 attributes costs its bytes and
+// at most namesPerPass hashes. A json.Decoder token walk allocated 30 MiB
+// for that body (a string and an interface a token); TestHostileBodyCost
+// holds the bound of docs/api.md.
 type object struct {
 	body []byte
-	text string // body as a string: names are cut from it without copying
+	hash *maphash.Hash // seeded once per body
 }
 
-// members calls yield with each member in the order sent.
-func (o object) members(yield func(name string, raw json.RawMessage) bool) {
-	walkObject(o.text, func(name string, start, end int) bool {
-		return yield(name, o.body[start:end:end])
-	})
+// members calls yield with each member's quoted name and value, in the
+// order sent.
+func (o object) members(yield func(quoted []byte, raw json.RawMessage) bool) {
+	walkObject(o.body, func(quoted, raw []byte, _ int) bool { return yield(quoted, raw) })
+}
+
+// index is the position in names of the member name quoted, or -1.
+func (o object) index(quoted []byte, names []string) int {
+	h := hashName(o.hash, quoted)
+	for i, n := range names {
+		if maphash.String(o.hash.Seed(), n) == h {
+			return i
+		}
+	}
+	return -1
+}
+
+// heldBody is a request body read whole (withBody) for Idempotency-Key and
+// the handler to share: err is what reading it met.
+type heldBody struct {
+	io.ReadCloser
+	b   []byte
+	err error
+}
+
+// withBody reads a request's body before Idempotency-Key and the handler,
+// under the budget of bodies read and decoded at once (Config.MaxBodyMemory):
+// a body that does not fit waits up to bodyWait, then is refused with 503.
+func (s *Server) withBody(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		weight := min(max(r.ContentLength, 0), MaxBodyBytes) + 1
+		if r.ContentLength < 0 {
+			weight = MaxBodyBytes + 1
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.bodyWait)
+		err := s.bodies.Acquire(ctx, weight)
+		cancel()
+		if err != nil {
+			w.Header().Set("Connection", "close") // the body stays unread
+			return busy("The service is reading as many request bodies as it can hold; retry after 1 second.")
+		}
+		defer s.bodies.Release(weight)
+		b, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+		r.Body = &heldBody{ReadCloser: r.Body, b: b, err: err}
+		return next(w, r)
+	}
+}
+
+// bodyOf is r's body as withBody held it, or read now.
+func bodyOf(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if h, ok := r.Body.(*heldBody); ok {
+		return h.b, h.err
+	}
+	return readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 }
 
 // readObject reads a request body that must be one JSON object. It returns
@@ -124,22 +138,15 @@ func readObject(w http.ResponseWriter, r *http.Request) (_ object, twice int, _ 
 	}
 	// A compressed body is an unsupported content coding (RFC 9110, 415),
 	// not JSON that fails to parse.
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for coding := range strings.SplitSeq(v, ",") {
-			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
-				return object{}, 0, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
-			}
-		}
+	if compressed(r.Header) {
+		return object{}, 0, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	body, err := bodyOf(w, r)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		// The rest of the body stays unread: the connection closes after
-		// the answer. net/http decides so itself only while the request it
-		// passed on still holds its own body; a wrapper that replaced the
-		// body in place (the tests' OpenAPI check does) made it read up to
-		// 256 KiB more first, waiting for bytes that a client that
+		// the answer, rather than wait for bytes that a client that
 		// declared too much may never send.
 		w.Header().Set("Connection", "close")
 		return object{}, 0, domain.Errorf(domain.CodeFileTooLarge, "The request body is larger than %d bytes.", MaxBodyBytes)
@@ -149,31 +156,20 @@ func readObject(w http.ResponseWriter, r *http.Request) (_ object, twice int, _ 
 	return decodeObject(body)
 }
 
-// trustedLength is as much of a declared Content-Length as readBody
-// reserves before the bytes arrive. Sizing the buffer by the declared
-// length makes a body of n bytes cost n bytes, not the 2n and more of
-// growing (TestHostileBodiesMemory); but the length is only a claim, and
-// reserving all of it let 1,000 connections that sent headers alone hold
-// 1 GB of heap until the read time-out. 64 KiB holds every body a valid
-// request sends unescaped (10,000 code points of instructions at 4 bytes
-// and a 200-character name: about 41 KB), so those still cost their size;
-// past it the buffer doubles as bytes arrive, never beyond the declared
-// length, so a client holds at most about twice what it has sent.
-const trustedLength = 64 << 10
-
-// readBody is io.ReadAll with its buffer sized by the declared length, up
-// to trustedLength. A declared length over MaxBodyBytes is refused before
-// anything is read, as *http.MaxBytesError: reading it waited for bytes
-// that would be refused anyway, until the read time-out, and answered 400
-// instead of 413.
+// readBody is io.ReadAll with its buffer sized by the declared length,
+// which the body budget (withBody) has room for: a body of n bytes costs n
+// bytes, not the 2n and more of growing. A declared length over
+// MaxBodyBytes is refused before anything is read, as *http.MaxBytesError:
+// reading it waited for bytes that would be refused anyway, until the read
+// time-out, and answered 400 instead of 413. A body of unknown length
+// grows as it arrives.
 func readBody(r io.Reader, declared int64) ([]byte, error) {
 	if declared > MaxBodyBytes {
 		return nil, &http.MaxBytesError{Limit: MaxBodyBytes}
 	}
-	size, limit := 512, MaxBodyBytes+1 // + 1: room to find the end without growing
-	if declared > 0 {
-		limit = int(declared) + 1
-		size = min(limit, trustedLength)
+	size := 512
+	if declared >= 0 {
+		size = int(declared) + 1 // + 1: room to find the end without growing
 	}
 	b := make([]byte, 0, size)
 	for {
@@ -186,14 +182,7 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 			return b, err
 		}
 		if len(b) == cap(b) {
-			// Full: double, up to the limit (and past it only for a
-			// reader that sends more than it declared, which r's own
-			// limit then stops).
-			grown := 2 * cap(b)
-			if cap(b) < limit {
-				grown = min(grown, limit)
-			}
-			b = append(make([]byte, 0, grown), b...)
+			b = slices.Grow(b, len(b))
 		}
 	}
 }
@@ -205,63 +194,32 @@ func parseObject(body []byte) ([]member, *domain.Error) {
 		return nil, err
 	}
 	var members []member
-	for name, raw := range o.members {
-		members = append(members, member{name, raw})
+	for quoted, raw := range o.members {
+		members = append(members, member{unquote(quoted), raw})
 	}
 	return members, nil
 }
 
 func decodeObject(body []byte) (object, int, *domain.Error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return object{}, 0, domain.Errorf(domain.CodeInvalidJSON, "The request body is empty; send a JSON object.")
+	if err := checkJSON(body); err != nil {
+		return object{}, 0, err
 	}
-	if !utf8.Valid(body) {
-		return object{}, 0, domain.Errorf(domain.CodeInvalidJSON, "The request body is not valid UTF-8.")
-	}
-	if !json.Valid(body) {
-		if nestingDepth(body) > maxJSONDepth {
-			return object{}, 0, domain.Errorf(domain.CodeInvalidJSON,
-				"The request body nests arrays or objects more than %d levels deep.", maxJSONDepth)
-		}
-		return object{}, 0, domain.Errorf(domain.CodeInvalidJSON, "The request body is not valid JSON.")
-	}
-	o := object{body: body, text: string(body)}
-	if o.text[skipSpace(o.text, 0)] != '{' {
-		return object{}, 0, domain.Errorf(domain.CodeInvalidJSON, "The request body must be a JSON object.")
-	}
-	// Names given twice are found by sorting the names: 16 bytes a member,
-	// where a map of them cost 50.
+	o := object{body: body, hash: new(maphash.Hash)}
 	n := 0
-	walkObject(o.text, func(string, int, int) bool { n++; return true })
-	if n < 2 {
-		return o, 0, nil
-	}
-	names := make([]string, 0, n)
-	walkObject(o.text, func(name string, _, _ int) bool { names = append(names, name); return true })
-	slices.Sort(names)
-	twice := 0
-	for i := 1; i < len(names); i++ {
-		if names[i] == names[i-1] && (i == 1 || names[i-2] != names[i]) {
-			twice++
-		}
-	}
+	walkObject(body, func([]byte, []byte, int) bool { n++; return true })
+	twice, firsts := duplicates(o, n)
 	if twice == 0 {
 		return o, 0, nil
 	}
 	// Well-formed JSON whose object repeats names: a specific attribute is
 	// at fault, so errors names each, in the order they first appear, up to
 	// its bound.
-	var listed []string
 	var fields []domain.FieldError
-	walkObject(o.text, func(name string, _, _ int) bool {
-		if j, _ := slices.BinarySearch(names, name); j+1 < len(names) && names[j+1] == name && !slices.Contains(listed, name) {
-			listed = append(listed, name)
-			shown := echo(name)
-			fields = append(fields, domain.FieldError{Field: shown, Code: domain.CodeInvalidJSON,
-				Message: fmt.Sprintf("The attribute %q appears more than once.", shown)})
-		}
-		return len(fields) < maxFieldErrors
-	})
+	for _, at := range firsts {
+		shown := echo(unquote(body[at:endOfString(body, at)]))
+		fields = append(fields, domain.FieldError{Field: shown, Code: domain.CodeInvalidJSON,
+			Message: fmt.Sprintf("The attribute %q appears more than once.", shown)})
+	}
 	e := &domain.Error{Code: domain.CodeInvalidJSON, Message: fields[0].Message, Fields: fields}
 	switch {
 	case twice > len(fields):
@@ -272,51 +230,180 @@ func decodeObject(body []byte) (object, int, *domain.Error) {
 	return object{}, twice, e
 }
 
-// walkObject calls fn with the name of each member of the object s holds
-// and where its value starts and ends, until fn returns false. s must be
-// valid JSON (json.Valid) whose value is an object: the walk checks
-// nothing, it only finds the ends of things.
-func walkObject(s string, fn func(name string, start, end int) bool) {
-	i := skipSpace(s, 0) + 1 // past {
+// checkJSON refuses a body that is not one JSON object of UTF-8 text.
+func checkJSON(body []byte) *domain.Error {
+	switch {
+	case len(bytes.TrimSpace(body)) == 0:
+		return domain.Errorf(domain.CodeInvalidJSON, "The request body is empty; send a JSON object.")
+	case len(body) > MaxBodyBytes:
+		return domain.Errorf(domain.CodeFileTooLarge, "The request body is larger than %d bytes.", MaxBodyBytes)
+	case !utf8.Valid(body):
+		return domain.Errorf(domain.CodeInvalidJSON, "The request body is not valid UTF-8.")
+	case nestingDepth(body) > maxJSONDepth: // asked first: encoding/json's scanner would grow a stack to find it
+		return domain.Errorf(domain.CodeInvalidJSON,
+			"The request body nests arrays or objects more than %d levels deep.", maxJSONDepth)
+	case !json.Valid(body):
+		return domain.Errorf(domain.CodeInvalidJSON, "The request body is not valid JSON.")
+	case body[skipSpace(body, 0)] != '{':
+		return domain.Errorf(domain.CodeInvalidJSON, "The request body must be a JSON object.")
+	}
+	return nil
+}
+
+// namesPerPass bounds the names whose hashes duplicates sorts at once:
+// 128 KiB of them.
+const namesPerPass = 16 << 10
+
+// offsetBits hold a name's offset in the body (at most MaxBodyBytes)
+// below its hash's top bits, so that one sort finds both the names given
+// twice and where each first appears.
+const offsetBits = 20
+
+// duplicates counts the names given more than once in o (of n members),
+// and finds the offsets of the first maxFieldErrors of them in the order
+// they first appear. The hashes are sorted in passes, each over the names
+// whose hash falls in its share, so that no shape of body costs more than
+// namesPerPass of them.
+func duplicates(o object, n int) (twice int, firsts []int) {
+	passes := uint64(n/namesPerPass + 1)
+	buf := make([]uint64, 0, min(n, namesPerPass+namesPerPass/4))
+	for pass := range passes {
+		buf = buf[:0]
+		walkObject(o.body, func(quoted, _ []byte, at int) bool {
+			if h := hashName(o.hash, quoted); h%passes == pass {
+				if len(buf) == cap(buf) {
+					buf = twoEach(buf)
+				}
+				buf = append(buf, h>>offsetBits<<offsetBits|uint64(at))
+			}
+			return true
+		})
+		slices.Sort(buf)
+		t, f := repeated(buf)
+		twice += t
+		firsts = append(firsts, f...)
+		slices.Sort(firsts)
+		firsts = firsts[:min(len(firsts), maxFieldErrors)]
+	}
+	return twice, firsts
+}
+
+// twoEach sorts buf and keeps the first two entries of each hash: all
+// that repeated needs, so that one name given many times fills no more.
+func twoEach(buf []uint64) []uint64 {
+	slices.Sort(buf)
+	kept := 0
+	for i, v := range buf {
+		if kept < 2 || v>>offsetBits != buf[kept-2]>>offsetBits {
+			buf[kept] = buf[i]
+			kept++
+		}
+	}
+	return buf[:kept]
+}
+
+// repeated counts the hashes given more than once in sorted, and finds
+// where the first maxFieldErrors of them (by offset) first appear.
+func repeated(sorted []uint64) (twice int, firsts []int) {
+	const mask = 1<<offsetBits - 1
+	out := make([]int, 0, maxFieldErrors)
+	for i := 1; i < len(sorted); i++ {
+		h := sorted[i] >> offsetBits
+		if h != sorted[i-1]>>offsetBits || i > 1 && h == sorted[i-2]>>offsetBits {
+			continue
+		}
+		twice++
+		if at := int(sorted[i-1] & mask); len(out) < maxFieldErrors {
+			out = append(out, at)
+		} else if j := slices.Index(out, slices.Max(out)); at < out[j] {
+			out[j] = at
+		}
+	}
+	return twice, out
+}
+
+// walkObject calls fn with the quoted name of each member of the object
+// b holds, its value, and where the name starts, until fn returns false.
+// b must be valid JSON (json.Valid) whose value is an object: the walk
+// checks nothing, it only finds the ends of things.
+func walkObject(b []byte, fn func(quoted, raw []byte, at int) bool) {
+	i := skipSpace(b, 0) + 1 // past {
 	for {
-		i = skipSpace(s, i)
-		if s[i] == '}' {
+		i = skipSpace(b, i)
+		if b[i] == '}' {
 			return
 		}
-		if s[i] == ',' {
-			i = skipSpace(s, i+1)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
 		}
-		end := endOfString(s, i)
-		name := s[i+1 : end-1]
-		if strings.IndexByte(name, '\\') >= 0 {
-			name = unquote(s[i:end])
-		}
-		start := skipSpace(s, skipSpace(s, end)+1) // past :
-		i = endOfValue(s, start)
-		if !fn(name, start, i) {
+		at, end := i, endOfString(b, i)
+		start := skipSpace(b, skipSpace(b, end)+1) // past :
+		i = endOfValue(b, start)
+		if !fn(b[at:end], b[start:i:i], at) {
 			return
 		}
 	}
 }
 
-// unquote decodes a valid JSON string with escapes.
-func unquote(quoted string) string {
+// hashName hashes the text of a quoted JSON name, escapes decoded, so
+// that names equal as text hash equal however they were written.
+func hashName(h *maphash.Hash, quoted []byte) uint64 {
+	s := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return maphash.Bytes(h.Seed(), s)
+	}
+	h.Reset()
+	for i := bytes.IndexByte(s, '\\'); i >= 0; i = bytes.IndexByte(s, '\\') {
+		_, _ = h.Write(s[:i])
+		r, n := unescape(s[i:])
+		if r < utf8.RuneSelf {
+			_ = h.WriteByte(byte(r))
+		} else {
+			_, _ = h.WriteString(string(r))
+		}
+		s = s[i+n:]
+	}
+	_, _ = h.Write(s)
+	return h.Sum64()
+}
+
+// unescape decodes the escape that s, text of a valid JSON string,
+// starts with: its character and its length. A surrogate that is not
+// half of a pair is U+FFFD, as encoding/json decodes it.
+func unescape(s []byte) (rune, int) {
+	if s[1] != 'u' {
+		return rune("\"\\/\b\f\n\r\t"[strings.IndexByte(`"\/bfnrt`, s[1])]), 2
+	}
+	v, _ := hex4(s[2:])
+	if !utf16.IsSurrogate(v) {
+		return v, 6
+	}
+	if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+		if w, _ := hex4(s[8:]); utf16.DecodeRune(v, w) != utf8.RuneError {
+			return utf16.DecodeRune(v, w), 12
+		}
+	}
+	return utf8.RuneError, 6
+}
+
+// unquote decodes a valid quoted JSON string.
+func unquote(quoted []byte) string {
 	var s string
-	_ = json.Unmarshal([]byte(quoted), &s) // valid JSON: it cannot fail
+	_ = json.Unmarshal(quoted, &s) // valid JSON: it cannot fail
 	return s
 }
 
-func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
 	return i
 }
 
 // endOfString returns the index just past the JSON string that starts at i.
-func endOfString(s string, i int) int {
+func endOfString(b []byte, i int) int {
 	for i++; ; i++ {
-		switch s[i] {
+		switch b[i] {
 		case '\\':
 			i++
 		case '"':
@@ -358,16 +445,16 @@ func nestingDepth(body []byte) int {
 }
 
 // endOfValue returns the index just past the JSON value that starts at i.
-func endOfValue(s string, i int) int {
-	switch s[i] {
+func endOfValue(b []byte, i int) int {
+	switch b[i] {
 	case '"':
-		return endOfString(s, i)
+		return endOfString(b, i)
 	case '{', '[':
 		depth := 0
 		for ; ; i++ {
-			switch s[i] {
+			switch b[i] {
 			case '"':
-				i = endOfString(s, i) - 1
+				i = endOfString(b, i) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -377,7 +464,7 @@ func endOfValue(s string, i int) int {
 			}
 		}
 	}
-	for i < len(s) && !strings.ContainsRune(",}] \t\r\n", rune(s[i])) {
+	for i < len(b) && strings.IndexByte(",}] \t\r\n", b[i]) < 0 {
 		i++
 	}
 	return i
@@ -402,162 +489,4 @@ func jsonKind(raw json.RawMessage) string {
 		return "array"
 	}
 	return "number"
-}
-
-// The two hottest responses (GET /me and the agent list) are written by the
-// append encoders below rather than through encoding/json's reflection.
-// They write the very bytes json.Encoder writes for the same structs
-// (keyObject, collection of agentItem), newline included; json_test.go
-// holds them to that.
-
-// writeJSONBytes sends body, an already encoded JSON value.
-func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
-	setJSONHeaders(w.Header(), len(body))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-}
-
-// appendBufPool holds encode buffers; ones grown past 64 KiB are dropped
-// rather than kept for every later request.
-var appendBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
-func getAppendBuf() *[]byte { return appendBufPool.Get().(*[]byte) }
-
-func putAppendBuf(b *[]byte) {
-	if cap(*b) <= 64<<10 {
-		*b = (*b)[:0]
-		appendBufPool.Put(b)
-	}
-}
-
-// appendTime appends t as formatTime writes it, quoted, by hand: the
-// layout interpreter of AppendFormat was most of a list page's encoding.
-func appendTime(dst []byte, t time.Time) []byte {
-	t = t.UTC()
-	y, mo, d := t.Date()
-	if y < 0 || y > 9999 {
-		dst = append(dst, '"')
-		dst = t.AppendFormat(dst, timeFormat)
-		return append(dst, '"')
-	}
-	h, mi, sec := t.Clock()
-	ms := t.Nanosecond() / 1e6
-	return append(dst, '"',
-		byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
-		byte('0'+int(mo)/10), byte('0'+int(mo)%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
-		byte('0'+h/10), byte('0'+h%10), ':', byte('0'+mi/10), byte('0'+mi%10), ':',
-		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
-}
-
-// htmlSafe marks the ASCII bytes encoding/json writes unescaped (it
-// escapes <, > and & for HTML, as json.Encoder does by default).
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string exactly as encoding/json does:
-// short escapes for \b \f \n \r \t " \, \u00XX for other control bytes and
-// <, >, &; invalid UTF-8 as \ufffd; U+2028 and U+2029 escaped.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if htmlSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// appendStrings appends list as encoding/json does: null when nil.
-func appendStrings(dst []byte, list []string) []byte {
-	if list == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, '[')
-	for i, s := range list {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendString(dst, s)
-	}
-	return append(dst, ']')
-}
-
-func appendOptString(dst []byte, s *string) []byte {
-	if s == nil {
-		return append(dst, "null"...)
-	}
-	return appendString(dst, *s)
-}
-
-// appendAgentPage appends the collection envelope of an agent list page
-// and a newline; created_at is formatted here, straight into the buffer.
-func appendAgentPage(dst []byte, agents []store.AgentItem, m meta) []byte {
-	dst = append(dst, `{"data":[`...)
-	for i, ag := range agents {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"id":`...)
-		dst = appendString(dst, ag.ID)
-		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, ag.Name)
-		dst = append(dst, `,"enabled":`...)
-		dst = strconv.AppendBool(dst, ag.Enabled)
-		dst = append(dst, `,"created_at":`...)
-		dst = appendTime(dst, ag.CreatedAt)
-		dst = append(dst, '}')
-	}
-	dst = append(dst, `],"meta":{"limit":`...)
-	dst = strconv.AppendInt(dst, int64(m.Limit), 10)
-	dst = append(dst, `,"next":`...)
-	dst = appendOptString(dst, m.Next)
-	dst = append(dst, `,"has_more":`...)
-	dst = strconv.AppendBool(dst, m.HasMore)
-	return append(dst, "}}\n"...)
 }

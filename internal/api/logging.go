@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/credential"
@@ -38,21 +37,6 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 	return requestIDHandler{h.Handler.WithGroup(name)}
 }
 
-// logMethod is a request's method as the log shows it. A client that sends
-// its credential as the method (the request line "agk_live_… /v1/me
-// HTTP/1.1") gets only the credential's public prefix logged
-// (docs/observability.md, Logs), as logPath does for one pasted into the path.
-func logMethod(m string) string {
-	i := strings.Index(m, credential.Tag+"_")
-	if i < 0 {
-		return m
-	}
-	if r := credential.Redact(m[i:]); r != "" {
-		return m[:i] + r
-	}
-	return m[:i] + "[redacted]"
-}
-
 // knownMethod is m when it is one of HTTP's registered methods, else "":
 // a response never repeats a method it does not know, which may be a
 // credential sent in its place.
@@ -80,8 +64,8 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
 	lr := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
 	lr.AddAttrs(
 		slog.String("request_id", rec.id),
-		slog.String("method", logMethod(r.Method)),
-		slog.String("path", logPath(r.URL.Path)),
+		slog.String("method", credential.RedactText(r.Method)),
+		slog.String("path", credential.RedactText(r.URL.Path)),
 		slog.String("route", rec.route),
 		slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.written),
@@ -92,18 +76,4 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
 		slog.String("remote", rec.client),
 	)
 	_ = h.Handle(ctx, lr)
-}
-
-// logPath keeps a credential pasted into a URL path out of the log.
-func logPath(p string) string {
-	if !strings.Contains(p, "agk_") {
-		return p
-	}
-	parts := strings.Split(p, "/")
-	for i, part := range parts {
-		if strings.Contains(part, "agk_") {
-			parts[i] = "[redacted]"
-		}
-	}
-	return strings.Join(parts, "/")
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -32,8 +33,7 @@ func timeoutOf(r *http.Request) time.Duration {
 
 // recorder remembers what a handler wrote, for the request log and for
 // panic recovery (a 500 can only be sent if nothing was). It is also the
-// request's one context value: its id and, once authenticated, its key, so
-// that a request is copied (WithContext) as few times as possible.
+// request's one context value: its id and, once authenticated, its key.
 type recorder struct {
 	http.ResponseWriter
 	status  int
@@ -50,28 +50,6 @@ type recorder struct {
 	// once for the log line, the per-address limiter, the IP allowlist and
 	// the usage recorder.
 	client string
-	// idHeader is X-Request-Id's value: held here, in an allocation the
-	// request makes anyway, rather than in a slice of its own.
-	idHeader [1]string
-	// ctx is the request's context, held here for the same reason.
-	ctx requestContext
-}
-
-// requestContext is what context.WithValue(parent, ctxLogAttrs, rec) is,
-// without an allocation of its own: it lives in rec. Every other key, the
-// deadline and the cancellation are parent's, so contexts derived from it
-// still join parent's cancellation directly (context finds parent's
-// cancelCtx through Value).
-type requestContext struct {
-	context.Context
-	rec *recorder
-}
-
-func (c *requestContext) Value(key any) any {
-	if key == ctxLogAttrs {
-		return c.rec
-	}
-	return c.Context.Value(key)
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -99,43 +77,45 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 //
 // Every request is bounded (timeoutOf): nothing it does may outlive its
 // bound, even when a store or model stops answering without closing the
-// connection. The bound is set here, with the request's one context value,
-// so that the request is copied once.
+// connection. The bound is set here, with the request's one context value.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, id: domain.NewRequestID(start), client: s.clients.Addr(r)}
-		id := rec.id
-		rec.idHeader[0] = id
-		w.Header()["X-Request-Id"] = rec.idHeader[:] // canonical already: no Set
+		w.Header().Set("X-Request-Id", rec.id)
 		ctx, cancel := context.WithDeadline(r.Context(), start.Add(timeoutOf(r)))
 		defer cancel()
-		rec.ctx = requestContext{Context: ctx, rec: rec}
-		r = r.WithContext(&rec.ctx)
+		r = r.WithContext(context.WithValue(ctx, ctxLogAttrs, rec))
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.log.Error("panic", "request_id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				if rec.status == 0 {
-					writeError(rec, r, s.log, domain.Errorf(domain.CodeServerError,
-						"The service failed to handle this request; it is safe to retry with backoff (request id %s).", id))
-				}
+				s.recovered(rec, r, v)
 			}
-			if rec.route == "" {
-				rec.route = r.Pattern
-			}
-			if rec.route == "" {
-				rec.route = "unmatched"
-			}
-			d := time.Since(start)
-			s.metrics.Request(rec.route, r.Method, rec.status, d)
-			s.logRequest(r, rec, d)
-			if s.usage != nil && rec.keyID != "" {
-				s.recordUsage(r, rec, start, d)
-			}
+			s.finish(rec, r, start)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// recovered answers a request whose handler panicked with v: a 500 naming
+// the request id, when nothing was sent yet; the stack goes only to the log.
+func (s *Server) recovered(rec *recorder, r *http.Request, v any) {
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.Error("panic", "request_id", rec.id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if rec.status == 0 {
+		writeError(rec, r, s.log, domain.Errorf(domain.CodeServerError,
+			"The service failed to handle this request; it is safe to retry with backoff (request id %s).", rec.id))
+	}
+}
+
+// finish counts, logs and records the request once answered.
+func (s *Server) finish(rec *recorder, r *http.Request, start time.Time) {
+	rec.route = cmp.Or(rec.route, r.Pattern, "unmatched")
+	d := time.Since(start)
+	s.metrics.Request(rec.route, r.Method, rec.status, d)
+	s.logRequest(r, rec, d)
+	if s.usage != nil && rec.keyID != "" {
+		s.recordUsage(r, rec, start, d)
+	}
 }

@@ -14,31 +14,38 @@ import (
 
 type statsObject = wire.Stats
 
-func handleAgentStats(svc *agents.Service, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !noQuery(w, r, log) {
-			return
+func handleAgentStats(svc *agents.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := noQuery(r); err != nil {
+			return err
 		}
 		st, err := svc.Stats(r.Context(), agentActor(r), r.PathValue("agent_id"))
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, single{Data: statsObject{
 			AgentID: st.AgentID, QuestionsTotal: st.QuestionsTotal, AnsweredTotal: st.AnsweredTotal,
 			FailedTotal: st.FailedTotal, LastQuestionAt: formatTimePtr(st.LastQuestionAt),
 			AverageAnswerMS: st.AverageAnswerMS, ConversationsTotal: st.ConversationsTotal,
 		}})
-	})
+		return nil
+	}
 }
 
 type answerObject = wire.Answer
+
+// maxIDJSON bounds the JSON text of an id that is decoded; a longer one
+// is no id of ours.
+const maxIDJSON = 1 << 10
 
 // optionalString reads an optional string attribute; null counts as absent.
 func (p *problems) optionalString(obj map[string]json.RawMessage, field string) (string, bool) {
 	raw, present := obj[field]
 	if !present || jsonKind(raw) == "null" {
 		return "", false
+	}
+	if longJSON(raw, maxIDJSON) { // names no conversation: not decoded
+		return "", true
 	}
 	return p.str(raw, field)
 }
@@ -74,27 +81,25 @@ func decodeAsk(w http.ResponseWriter, r *http.Request) (askInput, error) {
 
 // handleAsk answers a question: 201 with the answer, or with "stream": true
 // the answer as server-sent events once every check passed (stream.go).
-func handleAsk(svc *questions.Service, log *slog.Logger, keepAlive time.Duration) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func handleAsk(svc *questions.Service, log *slog.Logger, keepAlive time.Duration) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		in, err := decodeAsk(w, r)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		p, err := svc.Prepare(r.Context(), authFrom(r.Context()).key.AccountID, r.PathValue("agent_id"), in.question, in.conv)
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		if in.stream {
 			streamAnswer(w, r, log, p, keepAlive)
-			return
+			return nil
 		}
 		q, err := p.Answer(r.Context())
 		if err != nil {
-			writeError(w, r, log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusCreated, single{Data: toAnswerObject(q)})
-	})
+		return nil
+	}
 }

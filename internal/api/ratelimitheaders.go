@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 )
@@ -31,7 +32,9 @@ func (s *Server) clientAddr(r *http.Request) string {
 // answers 429 itself when refuse is set, and reports false; it also
 // answers, and reports false, when the limiter fails.
 func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
-	res, err := s.unauth.Allow(r.Context(), "addr:"+s.clientAddr(r), s.unauthLimit)
+	// IPv6 counts per /64 (clientaddr.Group): a host is routinely given a
+	// whole /64. The request log keeps the full address.
+	res, err := s.unauth.Allow(r.Context(), "addr:"+clientaddr.Group(s.clientAddr(r)), s.unauthLimit)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
 		return false
@@ -49,46 +52,14 @@ func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse b
 // with them, the IETF httpapi RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers: q quota, w window, r remaining,
 // t seconds until reset).
-//
-// Every /v1 response carries these five, so they are built with two
-// allocations rather than fourteen: the values are appended into one
-// buffer made one string and cut into five, and the five one-value
-// slices share one array (as Header.Clone does). BenchmarkRateHeaders
-// measures the two ways.
 func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
 	reset := res.Reset.Unix()
-	secs := max(reset-now.Unix(), 0)
-	var scratch [160]byte
-	b := strconv.AppendInt(scratch[:0], int64(res.Limit), 10)
-	limitEnd := len(b)
-	b = strconv.AppendInt(b, int64(res.Remaining), 10)
-	remainingEnd := len(b)
-	b = strconv.AppendInt(b, reset, 10)
-	resetEnd := len(b)
-	b = append(b, '"')
-	b = append(b, policy...)
-	b = append(b, `";q=`...)
-	b = append(b, b[:limitEnd]...)
-	b = append(b, ";w=60"...)
-	policyEnd := len(b)
-	b = append(b, '"')
-	b = append(b, policy...)
-	b = append(b, `";r=`...)
-	b = append(b, b[limitEnd:remainingEnd]...)
-	b = append(b, ";t="...)
-	b = strconv.AppendInt(b, secs, 10)
-	all := string(b)
-	v := make([]string, 5)
-	v[0], v[1], v[2] = all[:limitEnd], all[limitEnd:remainingEnd], all[remainingEnd:resetEnd]
-	v[3], v[4] = all[resetEnd:policyEnd], all[policyEnd:]
-	// Assigned under their canonical keys: what Set does, without
-	// canonicalising each key again. Each slice is capped at its one value,
-	// so that an Add appends to a copy, never into its neighbour.
-	h["X-Ratelimit-Limit"] = v[0:1:1]
-	h["X-Ratelimit-Remaining"] = v[1:2:2]
-	h["X-Ratelimit-Reset"] = v[2:3:3]
-	h["Ratelimit-Policy"] = v[3:4:4]
-	h["Ratelimit"] = v[4:5:5]
+	limit, remaining := strconv.Itoa(res.Limit), strconv.Itoa(res.Remaining)
+	h.Set("X-RateLimit-Limit", limit)
+	h.Set("X-RateLimit-Remaining", remaining)
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("RateLimit-Policy", `"`+policy+`";q=`+limit+";w=60")
+	h.Set("RateLimit", `"`+policy+`";r=`+remaining+";t="+strconv.FormatInt(max(reset-now.Unix(), 0), 10))
 }
 
 func retrySeconds(res ratelimit.Result) int {

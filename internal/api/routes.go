@@ -19,14 +19,14 @@ func (s *Server) routes(mux *http.ServeMux) {
 	}
 	askSvc := questions.New(s.store, model, s.now)
 
-	mux.Handle("GET /v1/me", s.handleMe())
-	mux.Handle("GET /v1/ai-agents", s.scoped(read, handleListAgents(agentSvc, s.cursors, s.log)))
-	mux.Handle("POST /v1/ai-agents", s.scoped(write, s.idempotent(handleCreateAgent(agentSvc, s.log))))
-	mux.Handle("GET /v1/ai-agents/{agent_id}", s.scoped(read, s.agentRoute(handleGetAgent(agentSvc, s.log))))
-	mux.Handle("PATCH /v1/ai-agents/{agent_id}", s.scoped(write, s.agentRoute(handleUpdateAgent(agentSvc, s.log))))
-	mux.Handle("PUT /v1/ai-agents/{agent_id}/enabled", s.scoped(write, s.agentRoute(handleSetEnabled(agentSvc, s.log))))
-	mux.Handle("GET /v1/ai-agents/{agent_id}/stats", s.scoped(read, s.agentRoute(handleAgentStats(agentSvc, s.log))))
-	mux.Handle("POST /v1/ai-agents/{agent_id}/questions", s.scoped(query, s.agentRoute(s.idempotent(handleAsk(askSvc, s.log, s.keepAlive)))))
+	mux.Handle("GET /v1/me", s.serve(handleMe))
+	mux.Handle("GET /v1/ai-agents", s.serve(s.scoped(read, handleListAgents(agentSvc, s.cursors))))
+	mux.Handle("POST /v1/ai-agents", s.serve(s.scoped(write, s.creator(s.withBody(s.idempotent(handleCreateAgent(agentSvc)))))))
+	mux.Handle("GET /v1/ai-agents/{agent_id}", s.serve(s.scoped(read, s.agentRoute(handleGetAgent(agentSvc)))))
+	mux.Handle("PATCH /v1/ai-agents/{agent_id}", s.serve(s.scoped(write, s.agentRoute(s.withBody(handleUpdateAgent(agentSvc))))))
+	mux.Handle("PUT /v1/ai-agents/{agent_id}/enabled", s.serve(s.scoped(write, s.agentRoute(s.withBody(handleSetEnabled(agentSvc))))))
+	mux.Handle("GET /v1/ai-agents/{agent_id}/stats", s.serve(s.scoped(read, s.agentRoute(handleAgentStats(agentSvc)))))
+	mux.Handle("POST /v1/ai-agents/{agent_id}/questions", s.serve(s.scoped(query, s.agentRoute(s.modelSlot(s.withBody(s.idempotent(handleAsk(askSvc, s.log, s.keepAlive))))))))
 
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, notFoundRoute(r))

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"github.com/agentapi/agentapi/internal/credential"
 	"net/http"
 
 	"github.com/agentapi/agentapi/internal/agents"
@@ -10,28 +11,39 @@ import (
 
 func notFoundRoute(r *http.Request) error {
 	if m := knownMethod(r.Method); m != "" {
-		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, logPath(r.URL.Path))
+		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, credential.RedactText(r.URL.Path))
 	}
-	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", logPath(r.URL.Path))
+	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", credential.RedactText(r.URL.Path))
 }
 
 // scoped refuses the route unless the key holds scope (no inheritance).
-func (s *Server) scoped(scope domain.Scope, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) scoped(scope domain.Scope, next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !authFrom(r.Context()).key.HasScope(scope) {
-			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
-				"This API key lacks the %s scope, which this endpoint requires.", scope))
-			return
+			return domain.Errorf(domain.CodeAccessDenied,
+				"This API key lacks the %s scope, which this endpoint requires.", scope)
 		}
-		next.ServeHTTP(w, r)
-	})
+		return next(w, r)
+	}
+}
+
+// creator refuses a key restricted to specific agents before anything
+// else of a create runs: an Idempotency-Key is looked up only for a
+// request that passed its key's scopes and restriction (decisions.md).
+func (s *Server) creator(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := agentActor(r).MayCreate(); err != nil {
+			return err
+		}
+		return next(w, r)
+	}
 }
 
 // agentRoute enforces a key's agent restriction on routes naming an agent:
 // an agent of the caller's account outside the list is 403, and an id not in
 // the caller's account is 404 for every key, never 403.
-func (s *Server) agentRoute(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) agentRoute(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		a := authFrom(r.Context())
 		id := r.PathValue("agent_id")
 		if !a.key.AllowsAgent(id) {
@@ -39,13 +51,10 @@ func (s *Server) agentRoute(next http.Handler) http.Handler {
 				if errors.Is(err, domain.ErrNotFound) {
 					err = agents.NotFound(id)
 				}
-				writeError(w, r, s.log, err)
-				return
+				return err
 			}
-			writeError(w, r, s.log, domain.Errorf(domain.CodeAccessDenied,
-				"This API key is restricted to other AI agents."))
-			return
+			return domain.Errorf(domain.CodeAccessDenied, "This API key is restricted to other AI agents.")
 		}
-		next.ServeHTTP(w, r)
-	})
+		return next(w, r)
+	}
 }

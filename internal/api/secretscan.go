@@ -16,28 +16,26 @@ import (
 // It needs no API key, so it counts against the address's limit of
 // requests without one; the report must be signed by a key of ks. Every
 // reported credential of ours that is active is revoked before the answer.
-func (s *Server) handleSecretScanning(ks *secretscan.Keys, svc *keys.Service) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSecretScanning(ks *secretscan.Keys, svc *keys.Service) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.limitAnonymous(w, r, true) {
-			return
+			return nil
 		}
 		body, err := readSignedReport(w, r, ks)
 		if err != nil {
-			writeError(w, r, s.log, err)
-			return
+			return err
 		}
 		entries, derr := secretscan.ParseReport(body)
 		if derr != nil {
-			writeError(w, r, s.log, derr)
-			return
+			return derr
 		}
 		answers, err := s.revokeReported(r.Context(), svc, entries)
 		if err != nil {
-			writeError(w, r, s.log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, answers)
-	})
+		return nil
+	}
 }
 
 // readSignedReport returns the body of a report whose signature headers
@@ -52,7 +50,7 @@ func readSignedReport(w http.ResponseWriter, r *http.Request, ks *secretscan.Key
 	if compressed(r.Header) {
 		return nil, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	body, err := bodyOf(w, r)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -72,8 +70,10 @@ func readSignedReport(w http.ResponseWriter, r *http.Request, ks *secretscan.Key
 // compressed reports whether h names a Content-Encoding other than identity.
 func compressed(h http.Header) bool {
 	for _, v := range h.Values("Content-Encoding") {
-		if c := strings.TrimSpace(v); c != "" && !strings.EqualFold(c, "identity") {
-			return true
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
 		}
 	}
 	return false

@@ -7,6 +7,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
+	"golang.org/x/sync/semaphore"
 )
 
 // DefaultUnauthRateLimit is the per-address ceiling for requests that
@@ -68,7 +70,16 @@ type Config struct {
 	// Usage records the requests that identified a key (internal/usage);
 	// nil: not recorded.
 	Usage UsageRecorder
+	// MaxModelCalls and MaxModelCallsPerAccount cap the questions in
+	// progress on this instance and per account; zero: the defaults.
+	MaxModelCalls, MaxModelCallsPerAccount int
+	// MaxBodyMemory bounds the bytes of request bodies read and decoded at
+	// once; zero: DefaultMaxBodyMemory.
+	MaxBodyMemory int64
 }
+
+// DefaultMaxBodyMemory is Config.MaxBodyMemory's default (docs/api.md, Limits).
+const DefaultMaxBodyMemory = 256 << 20
 
 // Server is the /v1 API.
 type Server struct {
@@ -86,6 +97,9 @@ type Server struct {
 	metrics     *metrics.Metrics
 	authn       *keys.Authenticator
 	usage       UsageRecorder
+	models      *modelCalls
+	bodies      *semaphore.Weighted // Config.MaxBodyMemory
+	bodyWait    time.Duration       // how long a body waits for room
 	mux         *http.ServeMux
 }
 
@@ -144,6 +158,8 @@ func newServer(cfg Config) (*Server, error) {
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
 		authn: authn, usage: cfg.Usage,
+		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
+		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -172,7 +188,7 @@ func (s *Server) root(cfg Config) *http.ServeMux {
 	root.Handle("GET "+apidocs.Path, apidocs.Handler())
 	root.Handle("GET "+apidocs.BundlePath, apidocs.Handler())
 	if cfg.SecretScanningKeys != nil {
-		root.Handle("POST /secret-scanning/github", s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now)))
+		root.Handle("POST /secret-scanning/github", s.serve(s.withBody(s.handleSecretScanning(cfg.SecretScanningKeys, keys.New(cfg.Store, s.now)))))
 	}
 	if cfg.Console != nil {
 		root.Handle("/console/", cfg.Console)

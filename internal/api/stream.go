@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/questions"
 )
 
@@ -171,15 +169,8 @@ func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *q
 // errorEnvelope is what writeError would send for err: its status and the
 // compact JSON envelope. An internal cause is logged with the request id.
 func errorEnvelope(r *http.Request, log *slog.Logger, err error) (int, []byte) {
-	var de *domain.Error
-	if !errors.As(err, &de) {
-		id := requestID(r.Context())
-		log.ErrorContext(r.Context(), "internal error", "request_id", id, "err", err)
-		de = domain.Errorf(domain.CodeServerError, "The service failed to handle this request; it is safe to retry with backoff (request id %s).", id)
-	}
-	body, _ := json.Marshal(errorBody{Error: bounded(errorFields{
-		Code: de.Code, Message: de.Message, Errors: de.Fields, ExistingID: de.ExistingID,
-	})})
+	de := asDomain(r, log, err)
+	body, _ := json.Marshal(envelope(de))
 	return statusOf(de.Code), body
 }
 

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/agentapi/agentapi/internal/credential"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -27,8 +28,8 @@ const (
 func (s *Server) recordUsage(r *http.Request, rec *recorder, start time.Time, d time.Duration) {
 	s.usage.Record(requestlog.Log{
 		ID: rec.id, AccountID: rec.acctID, KeyID: rec.keyID, At: start.UTC(),
-		Method: cut(logMethod(r.Method), maxLogMethod), Route: rec.route,
-		Path: cut(logPath(r.URL.EscapedPath()), maxLogPath), Status: rec.status,
+		Method: cut(credential.RedactText(r.Method), maxLogMethod), Route: rec.route,
+		Path: cut(credential.RedactText(r.URL.EscapedPath()), maxLogPath), Status: rec.status,
 		ErrorCode: rec.code, Duration: d, Client: rec.client,
 	})
 }

@@ -239,15 +239,13 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 		return nil
 	}
 	out := make(map[string]json.RawMessage, len(allowed))
-	for name, raw := range body.members {
-		if !slices.Contains(allowed, name) {
-			if !p.skip(domain.CodeInvalidField) {
-				name := echo(name)
-				p.add(name, domain.CodeInvalidField, "%q is not an attribute of this request.", name)
-			}
-			continue
+	for quoted, raw := range body.members {
+		if i := body.index(quoted, allowed); i >= 0 {
+			out[allowed[i]] = raw
+		} else if !p.skip(domain.CodeInvalidField) {
+			name := echo(unquote(quoted))
+			p.add(name, domain.CodeInvalidField, "%q is not an attribute of this request.", name)
 		}
-		out[name] = raw
 	}
 	return out
 }
@@ -268,26 +266,20 @@ func (p *problems) name(obj map[string]json.RawMessage, field string, required b
 		}
 		return "", false
 	}
+	if longJSON(raw, maxNameJSON) {
+		p.add(field, domain.CodeInvalidValue, "%s", domain.NameTooLong.Message(field))
+		return "", false
+	}
 	s, ok := p.str(raw, field)
 	if !ok {
 		return "", false
 	}
 	s, problem := domain.CheckName(s)
-	switch problem {
-	case domain.NameOK:
-		return s, true
-	case domain.NameBlank:
-		p.add(field, domain.CodeInvalidValue, "%s must not be blank.", field)
-	case domain.NameTooLong:
-		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, domain.MaxNameLength)
-	case domain.NameControl:
-		p.add(field, domain.CodeInvalidValue, "%s must not contain control characters.", field)
-	case domain.NameInvisible:
-		p.add(field, domain.CodeInvalidValue, "%s must contain a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name.", field)
-	default: // NameNotUTF8: str decoded JSON, which is always UTF-8.
-		p.add(field, domain.CodeInvalidValue, "%s must be UTF-8 text.", field)
+	if problem != domain.NameOK {
+		p.add(field, domain.CodeInvalidValue, "%s", problem.Message(field))
+		return "", false
 	}
-	return "", false
+	return s, true
 }
 
 // text validates an optional free-text attribute that may span lines.
@@ -297,6 +289,10 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		if required && obj != nil {
 			p.add(field, domain.CodeMissingField, "%s is required.", field)
 		}
+		return "", false
+	}
+	if longJSON(raw, 12*max+2) { // a character is at most 12 bytes of JSON (\uD83D\uDE00)
+		p.add(field, domain.CodeInvalidValue, "%s must be at most %d characters.", field, max)
 		return "", false
 	}
 	s, ok := p.str(raw, field)
@@ -314,6 +310,18 @@ func (p *problems) text(obj map[string]json.RawMessage, field string, max int, r
 		return s, true
 	}
 	return "", false
+}
+
+// maxNameJSON bounds the JSON text of a name that is decoded: a name is
+// counted after trimming, so its text may be longer than 200 characters
+// of 12 bytes, but not without bound (docs/api.md: a request costs at most
+// 256 KiB beyond its body).
+const maxNameJSON = 16 << 10
+
+// longJSON reports a JSON string whose text is longer than n bytes, which
+// is refused without being decoded (decoding would cost its length again).
+func longJSON(raw json.RawMessage, n int) bool {
+	return jsonKind(raw) == "string" && len(raw) > n
 }
 
 // str decodes a string attribute. encoding/json turns an escaped UTF-16

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/password"
 )
@@ -192,7 +193,7 @@ func busy(r *http.Request, err error) bool {
 // digest (any length of text may be posted as an email). When the limiter
 // fails, sign-in is refused rather than left unthrottled.
 func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, bool) {
-	addr := c.clients.Addr(r)
+	addr := clientaddr.Group(c.clients.Addr(r)) // IPv6 per /64
 	sum := sha256.Sum256([]byte(email))
 	id := hex.EncodeToString(sum[:16])
 	type ceiling struct {

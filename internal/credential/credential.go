@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"hash/crc32"
+	"strings"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -181,22 +182,71 @@ func ParseBearer(header string) (token string, ok bool) {
 	return rest, true
 }
 
-// Redact returns a form of text safe to log: tag, env and prefix, never any
-// of the secret; "" when text does not look like a credential as far as
-// the "_" that ends its prefix (callers then show nothing of it: without
-// that "_", what stands where a prefix would may be a secret's first
-// characters, as in "agk_live_" followed by a secret alone).
+// Redact returns a form of text, a credential, safe to log: tag, env and
+// prefix in lower case, never any of the secret; "" when text does not
+// look like a credential, in any case, as far as the "_" that ends its
+// prefix (callers then show nothing of it: without that "_", what stands
+// where a prefix would may be a secret's first characters, as in
+// "agk_live_" followed by a secret alone).
 func Redact(text string) string {
 	const envStart = len(Tag) + 1
 	const headLen = envStart + 5 + PrefixLen // tag_, env_, prefix
-	if len(text) <= headLen || text[:envStart] != Tag+"_" || text[envStart+4] != '_' || text[headLen] != '_' {
+	if len(text) <= headLen || !strings.EqualFold(text[:envStart], Tag+"_") || text[envStart+4] != '_' || text[headLen] != '_' {
 		return ""
 	}
-	head := text[:headLen]
+	head := strings.ToLower(text[:headLen])
 	for i := envStart; i < len(head); i++ {
 		if c := head[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '_' && i == envStart+4) {
 			return ""
 		}
 	}
 	return head + "_…"
+}
+
+// RedactText is text, a method, path, query or header value, as every log
+// and every echo shows it: whatever starts like a credential ("agk_" in
+// any case, anywhere, glued to other text or not) and runs on in letters,
+// digits and "_" is its public prefix (Redact), or "agk_[redacted]" when it
+// is not shaped as far as its prefix. "agk_" followed by nothing a
+// credential is made of is text about the format, and stays.
+func RedactText(text string) string {
+	i := indexTag(text)
+	if i < 0 {
+		return text
+	}
+	var b strings.Builder
+	for ; i >= 0; i = indexTag(text) {
+		b.WriteString(text[:i])
+		end := i + len(Tag) + 1
+		for end < len(text) && isTokenChar(text[end]) {
+			end++
+		}
+		switch r := Redact(text[i:end]); {
+		case end == i+len(Tag)+1:
+			b.WriteString(text[i:end])
+		case r == "":
+			b.WriteString(Tag + "_[redacted]")
+		case end-i == len(r)-len("…"): // a public prefix alone, as Redact shows one
+			b.WriteString(r[:end-i])
+		default:
+			b.WriteString(r)
+		}
+		text = text[end:]
+	}
+	b.WriteString(text)
+	return b.String()
+}
+
+// indexTag is where "agk_", in any case, first appears in s, or -1.
+func indexTag(s string) int {
+	for i := 0; i+len(Tag) < len(s); i++ {
+		if s[i+len(Tag)] == '_' && strings.EqualFold(s[i:i+len(Tag)], Tag) {
+			return i
+		}
+	}
+	return -1
+}
+
+func isTokenChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
 }

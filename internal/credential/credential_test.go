@@ -135,7 +135,7 @@ func TestRedact(t *testing.T) {
 	if r != "agk_live_"+c.Prefix+"_…" || strings.Contains(r, c.Text[len(c.Text)-38:len(c.Text)-30]) {
 		t.Fatalf("Redact = %q", r)
 	}
-	if Redact("hello") != "" || Redact("agk_LIVE_xxxxxxxxxxxx_") != "" {
+	if Redact("hello") != "" || Redact("agk_LIVE_xxxxxxxxxxxx") != "" {
 		t.Fatal("Redact of a non-credential")
 	}
 	// Without the "_" that ends a prefix, the twelve characters after the
@@ -150,6 +150,33 @@ func TestRedact(t *testing.T) {
 	} {
 		if r := Redact(text); r != "" {
 			t.Errorf("Redact(%q) = %q; want \"\"", text, r)
+		}
+	}
+}
+
+// TestRedactText: a credential anywhere in a method, path, query or header
+// value, in any case, glued to other text, is shown as its public prefix.
+func TestRedactText(t *testing.T) {
+	c, _ := Generate(domain.EnvLive)
+	pub := "agk_live_" + c.Prefix + "_…"
+	secret := c.Text[len(c.Text)-SecretLen:]
+	for in, want := range map[string]string{
+		c.Text:                  "" + pub,
+		strings.ToUpper(c.Text): pub,
+		"x" + c.Text:            "x" + pub,
+		"/v1/AI-AGENTS/" + strings.ToUpper(c.Text) + "/x": "/v1/AI-AGENTS/" + pub + "/x",
+		"a=" + c.Text + "&b=" + c.Text:                    "a=" + pub + "&b=" + pub,
+		"agk_live_" + secret + "!":                        "agk_[redacted]!",
+		"AgK_" + secret:                                   "agk_[redacted]",
+		"the format agk_<env>_…":                          "the format agk_<env>_…",
+		"plain text":                                      "plain text",
+	} {
+		got := RedactText(in)
+		if got != want {
+			t.Errorf("RedactText(%q) = %q, want %q", in, got, want)
+		}
+		if strings.Contains(strings.ToLower(got), strings.ToLower(secret[:16])) {
+			t.Errorf("RedactText(%q) shows the secret", in)
 		}
 	}
 }

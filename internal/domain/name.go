@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -10,8 +11,8 @@ import (
 )
 
 // The name rule (docs/api.md, Names), for every name a
-// person gives something: AI agents, API keys, accounts. Each caller words
-// the problem its own way; the rule itself lives only here.
+// person gives something: AI agents, API keys, accounts. The rule and its
+// wording (NameProblem.Message) live only here.
 
 // MaxNameLength bounds a name, in Unicode code points after trimming.
 const MaxNameLength = 200
@@ -100,4 +101,22 @@ func NameKey(name string) string {
 // (U+13F8–U+13FD, U+AB70–U+ABBF).
 func isCherokeeSmall(r rune) bool {
 	return (r >= 0x13F8 && r <= 0x13FD) || (r >= 0xAB70 && r <= 0xABBF)
+}
+
+// Message is what is wrong with a name given as field, in the words every
+// surface uses ("name must not be blank."); "" for NameOK.
+func (p NameProblem) Message(field string) string {
+	switch p {
+	case NameOK:
+		return ""
+	case NameBlank:
+		return field + " must not be blank."
+	case NameTooLong:
+		return fmt.Sprintf("%s must be at most %d characters.", field, MaxNameLength)
+	case NameControl:
+		return field + " must not contain control characters."
+	case NameInvisible:
+		return field + " must contain a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name."
+	}
+	return field + " must be UTF-8 text."
 }

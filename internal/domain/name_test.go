@@ -130,3 +130,15 @@ func TestNameKeyEveryCodePoint(t *testing.T) {
 		}
 	}
 }
+
+// TestNameProblemMessage: the one wording of each name problem.
+func TestNameProblemMessage(t *testing.T) {
+	for p, want := range map[domain.NameProblem]string{
+		domain.NameOK: "", domain.NameBlank: "name must not be blank.", domain.NameTooLong: "name must be at most 200 characters.",
+		domain.NameControl: "name must not contain control characters.", domain.NameNotUTF8: "name must be UTF-8 text.",
+	} {
+		if got := p.Message("name"); got != want {
+			t.Errorf("%d: %q, want %q", p, got, want)
+		}
+	}
+}

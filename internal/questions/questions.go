@@ -95,15 +95,17 @@ func (s *Service) Prepare(ctx context.Context, accountID, agentID, question stri
 	if err != nil {
 		return nil, fmt.Errorf("get account: %w", err)
 	}
-	// Both refusals share the code; the message tells support which
-	// switch to look at: the account's feature, or the service's model.
+	// Both refusals share the code. A server without a model is
+	// self-hosted: its operator is told what to do; a server with one
+	// has support that switches the account's feature on.
+	if s.model == nil {
+		return nil, domain.Errorf(domain.CodeFeatureNotEnabled,
+			"This server has no model configured to answer questions: its operator starts serve with --llm-url "+
+				"(an OpenAI-compatible API) and turns answering on for the account with agentapi account feature --enable ai-answers.")
+	}
 	if !acct.HasFeature(domain.FeatureAIAnswers) {
 		return nil, domain.Errorf(domain.CodeFeatureNotEnabled,
 			"Answering questions (the ai-answers feature) is not enabled for this account; contact support.")
-	}
-	if s.model == nil {
-		return nil, domain.Errorf(domain.CodeFeatureNotEnabled,
-			"Answering questions is enabled for this account, but this service has no model configured; contact support.")
 	}
 	if !ag.Enabled {
 		return nil, domain.Errorf(domain.CodeImmutableState,

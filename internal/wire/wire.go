@@ -1,7 +1,6 @@
 // Package wire declares the /v1 objects as they travel: each JSON field in
 // the contract's order, timestamps as the server writes them (RFC 3339, UTC,
-// milliseconds, Z). The API renders them (internal/api, whose append
-// encoders must produce the same bytes as encoding/json over these types)
+// milliseconds, Z). The API renders them through encoding/json (internal/api)
 // and the CLI's api commands print them, so each shape is declared once.
 // Go programs read the same objects through the public client package,
 // whose types carry time.Time; a test in internal/api decodes every API
