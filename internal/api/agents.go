@@ -203,11 +203,7 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner) handlerFunc {
 			next := encodeCursor(cursors, actor.AccountID, filter, cursor{createdAt: last.CreatedAt, id: last.ID})
 			m.Next = &next
 		}
-		list := make([]agentItem, 0, len(items))
-		for _, ag := range items {
-			list = append(list, agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)})
-		}
-		writeJSON(w, http.StatusOK, collection{Data: list, Meta: m})
+		writeAgentPage(w, items, m)
 		return nil
 	}
 }
