@@ -24,47 +24,6 @@ import (
 
 const defaultAPIURL = "http://127.0.0.1:8080/v1"
 
-const apiUsage = "api needs a subcommand: me, agents (list, get, create, update, enable, disable, stats) or ask"
-
-func apiCmd(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, apiUsage)
-	}
-	switch args[0] {
-	case "me":
-		return apiMe(ctx, e, args[1:])
-	case "agents":
-		return apiAgents(ctx, e, args[1:])
-	case "ask":
-		return apiAsk(ctx, e, args[1:])
-	}
-	return fmt.Errorf("%w: unknown api subcommand %q; %s", errUsage, args[0], apiUsage)
-}
-
-func apiAgents(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: api agents needs a subcommand: list, get, create, update, enable, disable or stats", errUsage)
-	}
-	rest := args[1:]
-	switch args[0] {
-	case "list":
-		return apiAgentsList(ctx, e, rest)
-	case "create":
-		return apiAgentsCreate(ctx, e, rest)
-	case "update":
-		return apiAgentsUpdate(ctx, e, rest)
-	case "get":
-		return apiAgentOne(e, "get", rest, func(c *client.Client, id string) (any, error) { return one(c.GetAgent(ctx, id)) })
-	case "enable":
-		return apiAgentOne(e, "enable", rest, func(c *client.Client, id string) (any, error) { return one(c.EnableAgent(ctx, id)) })
-	case "disable":
-		return apiAgentOne(e, "disable", rest, func(c *client.Client, id string) (any, error) { return one(c.DisableAgent(ctx, id)) })
-	case "stats":
-		return apiAgentOne(e, "stats", rest, func(c *client.Client, id string) (any, error) { return stats(c.AgentStats(ctx, id)) })
-	}
-	return fmt.Errorf("%w: unknown api agents subcommand %q", errUsage, args[0])
-}
-
 // apiCommand is one `agentapi api` command line: its flags, with the
 // --url and --insecure-http every api command has.
 type apiCommand struct {
@@ -183,7 +142,7 @@ func (a *apiCommand) client() (*client.Client, error) {
 
 // apiError is the one line printed for a failed API call:
 // "<code>: <message>", then the fields at fault, the existing id of a
-// duplicate and the request id of a server error.
+// duplicate and the request id, which support asks for.
 type apiError struct{ e *client.Error }
 
 func (a apiError) Error() string {
@@ -216,7 +175,7 @@ func (a apiError) Error() string {
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " retry_after=%ds", int(e.RetryAfter.Round(time.Second)/time.Second))
 	}
-	if e.StatusCode >= 500 && e.RequestID != "" && !strings.Contains(e.Message, e.RequestID) {
+	if e.RequestID != "" && !strings.Contains(e.Message, e.RequestID) {
 		b.WriteString(" request_id=" + e.RequestID)
 	}
 	return b.String()
@@ -299,14 +258,18 @@ func apiMe(ctx context.Context, e env, args []string) error {
 		AllowedIPs: allowed})
 }
 
+// apiAgentsList prints one page, and on stderr the --next that follows
+// it; --all follows every page.
 func apiAgentsList(ctx context.Context, e env, args []string) error {
 	a := e.apiCommand("agents list")
-	limit := a.fs.Int("limit", 0, "page size (1-100; default: the server's, 30); every page is followed")
+	limit := a.fs.Int("limit", 0, "page size (1-100; default: the server's, 30)")
+	next := a.fs.String("next", "", "the page after the one that printed this cursor")
+	all := a.fs.Bool("all", false, "print every page")
 	since := a.fs.String("updated-since", "", "only agents changed at or after this RFC 3339 time")
 	if _, err := a.parse(args); err != nil {
 		return err
 	}
-	opts := client.ListOptions{Limit: *limit}
+	opts := client.ListOptions{Limit: *limit, Next: *next}
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be a positive number", errUsage)
 	}
@@ -321,8 +284,29 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *all {
+		return printAgents(e, c.Agents(ctx, opts))
+	}
+	p, err := c.ListAgents(ctx, opts)
+	if err != nil {
+		return callErr(err)
+	}
+	for _, ag := range p.Agents {
+		if err := printJSON(e.stdout, item(ag)); err != nil {
+			return err
+		}
+	}
+	if !p.HasMore {
+		return nil
+	}
+	fmt.Fprintf(e.stderr, "agentapi: more agents: --next %s (or --all)\n", p.Next)
+	return nil
+}
+
+// printAgents prints each agent as the list's item, one a line.
+func printAgents(e env, agents iter.Seq2[client.Agent, error]) error {
 	enc := json.NewEncoder(e.stdout)
-	for ag, err := range c.Agents(ctx, opts) {
+	for ag, err := range agents {
 		if err != nil {
 			return callErr(err)
 		}
@@ -387,7 +371,7 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 }
 
 // apiAgentOne runs a command that takes one agent id and prints one object.
-func apiAgentOne(e env, name string, args []string, fn func(*client.Client, string) (any, error)) error {
+func apiAgentOne(ctx context.Context, e env, name string, args []string, fn func(context.Context, *client.Client, string) (any, error)) error {
 	a := e.apiCommand("agents " + name)
 	pos, err := a.parse(args, "ID")
 	if err != nil {
@@ -397,7 +381,7 @@ func apiAgentOne(e env, name string, args []string, fn func(*client.Client, stri
 	if err != nil {
 		return err
 	}
-	v, err := fn(c, pos[0])
+	v, err := fn(ctx, c, pos[0])
 	if err != nil {
 		return callErr(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"regexp"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -157,8 +158,8 @@ func TestAPICommands(t *testing.T) {
 	// A duplicate fails with the contract's code and the existing id, unless
 	// adopted; its message is said once (the field error repeats it).
 	out, errs, code := apiCLI(t, key, s.url, "", "agents", "create", "--name", "helpdesk")
-	if code != 1 || out != "" || errs != "agentapi: duplicate_value: An AI agent named \"helpdesk\" already exists in this account. "+
-		"(name) existing_id="+id+"\n" {
+	if code != 1 || out != "" || !regexp.MustCompile(`^agentapi: duplicate_value: An AI agent named "helpdesk" already exists in this account. `+
+		`\(name\) existing_id=`+id+` request_id=req_[0-9a-f]+\n$`).MatchString(errs) {
 		t.Fatalf("duplicate: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if adopted := mustAPI(t, key, s.url, "agents", "create", "--adopt-existing", "--name", "HELPDESK")[0]; adopted["id"] != id {
@@ -182,11 +183,11 @@ func TestAPICommands(t *testing.T) {
 		t.Fatalf("enable: %v", on)
 	}
 
-	// list follows every page: 6 agents in pages of 4.
+	// list --all follows every page: 6 agents in pages of 4.
 	for _, n := range []string{"b", "c", "d", "e", "f"} {
 		mustAPI(t, key, s.url, "agents", "create", "--name", n)
 	}
-	items := mustAPI(t, key, s.url, "agents", "list", "--limit", "4")
+	items := mustAPI(t, key, s.url, "agents", "list", "--limit", "4", "--all")
 	if len(items) != 6 || items[0]["id"] != id {
 		t.Fatalf("list: %d items %v", len(items), items)
 	}

@@ -601,10 +601,11 @@ func TestServeInProcess(t *testing.T) {
 
 func TestBannerNeverShowsADatabasePassword(t *testing.T) {
 	for in, want := range map[string]string{
-		"agentapi.db":                     "agentapi.db",
-		"/tmp/my db.db":                   "'/tmp/my db.db'",
-		"postgres://u:s3cret@h:5432/d":    `"$AGENTAPI_DB"`,
-		"postgres://u@h:5432/d?sslmode=x": "'postgres://u@h:5432/d?sslmode=x'",
+		"agentapi.db":                     "",
+		"other.db":                        " --db other.db",
+		"/tmp/my db.db":                   " --db '/tmp/my db.db'",
+		"postgres://u:s3cret@h:5432/d":    ` --db "$AGENTAPI_DB"`,
+		"postgres://u@h:5432/d?sslmode=x": " --db 'postgres://u@h:5432/d?sslmode=x'",
 	} {
 		if got := dbArg(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("dbArg(%q) = %q, want %q", in, got, want)

@@ -20,9 +20,11 @@ const usage = `agentapi: the agentapi service and its operator tooling
 
 Usage:
   agentapi serve [--addr ADDR] [--db DB] [--redis URL] [flags]
+  agentapi fake-model [--addr ADDR] [--delay D]   (a stand-in model for trying questions)
   agentapi account create --name NAME
-  agentapi account show ID
-  agentapi account deactivate ID | account activate ID
+  agentapi account list [--json]
+  agentapi account show ID|NAME
+  agentapi account activate|deactivate ID
   agentapi account feature (--enable|--disable) ai-answers ID
   agentapi user create --account ID --email EMAIL --role owner|admin|agent   (password on stdin)
   agentapi user reset-password --account ID --email EMAIL   (prints a one-time password)
@@ -34,7 +36,7 @@ Usage:
   agentapi key list --account ID
 
   agentapi api me
-  agentapi api agents list [--limit N] [--updated-since RFC3339]
+  agentapi api agents list [--limit N] [--next CURSOR | --all] [--updated-since RFC3339]
   agentapi api agents get|enable|disable|stats ID
   agentapi api agents create --name NAME [--instructions TEXT] [--adopt-existing]
   agentapi api agents update ID [--name NAME] [--instructions TEXT]
@@ -46,9 +48,14 @@ The api commands call a running service as an API user: the key comes from
 $AGENTAPI_KEY (never a flag), the service from --url or $AGENTAPI_URL
 (default http://127.0.0.1:8080/v1).
 The operator commands take --db: a postgres:// URL selects PostgreSQL, anything else
-is a SQLite file (default agentapi.db, or $AGENTAPI_DB).
+is a SQLite file (default agentapi.db, or $AGENTAPI_DB). Those that change keys
+(revoke, set-rate-limit, account activate/deactivate) need --redis URL (or
+$AGENTAPI_REDIS_URL) where serve runs with --redis, or --no-redis.
 Run "agentapi COMMAND -h" for a command's flags.
 `
+
+// defaultDB is --db when neither the flag nor AGENTAPI_DB gives one.
+const defaultDB = "agentapi.db"
 
 // errUsage marks a command line that could not be understood (exit 2).
 var errUsage = errors.New("usage")
@@ -132,35 +139,14 @@ func isCredentialChar(c byte) bool {
 }
 
 func dispatch(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf(`%w: no command; "agentapi help" lists them`, errUsage)
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "serve":
-		return serve(ctx, e, rest)
-	case "account":
-		return accountCmd(ctx, e, rest)
-	case "user":
-		return userCmd(ctx, e, rest)
-	case "key":
-		return keyCmd(ctx, e, rest)
-	case "api":
-		return apiCmd(ctx, e, rest)
-	case "version":
-		return versionCmd(e, rest)
-	case "help", "-h", "--help":
-		fmt.Fprint(e.stdout, usage)
-		return nil
-	}
-	return fmt.Errorf(`%w: unknown command %q; "agentapi help" lists them`, errUsage, sub)
+	return commandTree().dispatch(ctx, e, "agentapi", args)
 }
 
 // flags returns a flag set for an operator command (newFlagSet), with the
 // --db flag every one of them has.
 func (e env) flags(name string) (*flag.FlagSet, *string) {
 	fs := e.newFlagSet("agentapi " + name)
-	db := fs.String("db", e.or("AGENTAPI_DB", "agentapi.db"), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
+	db := fs.String("db", e.or("AGENTAPI_DB", defaultDB), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
 	if name != "serve" && e.op != nil {
 		e.op.addFlags(fs, e)
 	}
@@ -169,10 +155,10 @@ func (e env) flags(name string) (*flag.FlagSet, *string) {
 
 // newFlagSet returns a flag set that prints nothing while it parses and
 // never exits: a bad command line comes back from parseFlags as one line
-// (scripts read stderr), and -h prints the flags to stderr.
+// (scripts read stderr), and -h prints the usage and flags to stdout.
 func (e env) newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(helpOutput{e.stderr})
+	fs.SetOutput(helpOutput{e.stdout})
 	fs.Usage = func() {}
 	return fs
 }
@@ -202,11 +188,16 @@ func parseFlags(fs *flag.FlagSet, parse func() error) error {
 	case errors.Is(err, flag.ErrHelp):
 		if h, ok := fs.Output().(helpOutput); ok {
 			fs.SetOutput(h.w)
-			fmt.Fprintf(h.w, "Usage of %s:\n", fs.Name())
+			fmt.Fprint(h.w, usageOf(fs.Name()), "\nFlags:\n")
 			fs.PrintDefaults()
 			fs.SetOutput(h)
 		}
 		return err
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		return fmt.Errorf(`%w: %s has no flag --%s%s; "%s -h" lists its flags`, errUsage, fs.Name(), name, didYouMean(name, names, "--"), fs.Name())
 	}
 	return fmt.Errorf("%w: %s", errUsage, oneLine(err))
 }

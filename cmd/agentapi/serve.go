@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,7 +309,8 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 
 // shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
 // of this process raises it after its commit, and the limiter's script
-// checks held keys against it (docs/production.md); it also returns the
+// checks held keys against it (docs/production.md), and the store
+// records that its instances do so; it also returns the
 // agent-list versions the writes of this process set. Nil without Redis.
 func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, *ratelimit.Versions, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
@@ -316,6 +319,10 @@ func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limit
 	}
 	mirror, versions, err := useMirror(ctx, st, rl.Client(), log)
 	if err != nil {
+		return nil, nil, err
+	}
+	// Operator commands on this store now need --redis (openForKeys).
+	if err := st.MarkKeyEpochMirrored(ctx); err != nil {
 		return nil, nil, err
 	}
 	rl.UseMirror(mirror)
@@ -437,24 +444,38 @@ agentapi: first start on an empty database; created account %s and its Owner.
   Password:  %s
              (shown only now; you choose your own at first sign-in)
 
-  Create an API key (or use the console, Settings → Developers):
-    agentapi key create --db %s --account %s --as %s --name "First key" --preset full-access
+  Create an API key (or use the console, Settings → Developers), in another terminal here:
+    export AGENTAPI_KEY=$(%s key create%s --account %s --as %s --name "First key" --preset full-access)
 
   Then:
-    curl -H "Authorization: Bearer <key>" %s/v1/me
+    curl -H "Authorization: Bearer $AGENTAPI_KEY" %s/v1/me
 
-`, acct.ID, base, firstOwnerEmail, pw, dbArg(db), acct.ID, firstOwnerEmail, base)
+`, acct.ID, base, firstOwnerEmail, pw, selfCommand(), dbArg(db), acct.ID, firstOwnerEmail, base)
 	return nil
 }
 
-// dbArg is --db as the banner shows it: never a database password.
+// selfCommand is how the banner's commands start: as the README runs
+// them (go run, whose executable lives in a go-build directory), or as
+// this executable was started.
+func selfCommand() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/agentapi"
+	}
+	return shellQuote(os.Args[0])
+}
+
+// dbArg is the banner's --db: none for the default, never a database
+// password.
 func dbArg(db string) string {
+	if db == defaultDB {
+		return ""
+	}
 	if u, err := url.Parse(db); err == nil && u.User != nil {
 		if _, has := u.User.Password(); has {
-			return `"$AGENTAPI_DB"`
+			return ` --db "$AGENTAPI_DB"`
 		}
 	}
-	return shellQuote(db)
+	return " --db " + shellQuote(db)
 }
 
 func shellQuote(s string) string {
