@@ -49,9 +49,15 @@ func commandTree() command {
 				{name: "create", run: apiAgentsCreate},
 				{name: "update", run: apiAgentsUpdate},
 				agentOne("get", func(ctx context.Context, c *client.Client, id string) (any, error) { return one(c.GetAgent(ctx, id)) }),
-				agentOne("enable", func(ctx context.Context, c *client.Client, id string) (any, error) { return one(c.EnableAgent(ctx, id)) }),
-				agentOne("disable", func(ctx context.Context, c *client.Client, id string) (any, error) { return one(c.DisableAgent(ctx, id)) }),
-				agentOne("stats", func(ctx context.Context, c *client.Client, id string) (any, error) { return stats(c.AgentStats(ctx, id)) }),
+				agentOne("enable", func(ctx context.Context, c *client.Client, id string) (any, error) {
+					return one(c.EnableAgent(ctx, id))
+				}),
+				agentOne("disable", func(ctx context.Context, c *client.Client, id string) (any, error) {
+					return one(c.DisableAgent(ctx, id))
+				}),
+				agentOne("stats", func(ctx context.Context, c *client.Client, id string) (any, error) {
+					return stats(c.AgentStats(ctx, id))
+				}),
 			}},
 		}},
 	}}
