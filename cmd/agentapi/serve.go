@@ -25,7 +25,6 @@ import (
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
-	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/metrics"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/secretscan"
@@ -147,7 +146,7 @@ func envInt(e env, name string, def, least int, must string) (int, error) {
 
 func runServer(ctx context.Context, e env, c serveConfig) error {
 	// Each line is one write to stderr, as it is logged.
-	log := slog.New(api.LogHandler(logjson.New(e.stderr, nil)))
+	log := slog.New(api.LogHandler(slog.NewJSONHandler(e.stderr, nil)))
 	m := metrics.New()
 
 	model, err := openModel(c)
