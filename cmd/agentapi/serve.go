@@ -87,6 +87,7 @@ type serveConfig struct {
 	llmKey             string
 	adminAddr          string
 	maxConns           int
+	maxConnsPerAddr    int
 	clients            *clientaddr.Resolver
 	secretScanningKeys string
 	usage              bool // record requests for the console's usage and logs
@@ -112,12 +113,17 @@ func serve(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, new ones wait in the kernel's queue until one closes (env AGENTAPI_MAX_CONNS)")
+	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, the connection idle longest is closed for a new one, or new ones wait until one closes (env AGENTAPI_MAX_CONNS)")
+	perAddrDefault, err := envInt(e, "AGENTAPI_MAX_CONNS_PER_ADDR", defaultMaxConnsPerAddr, 1, "a positive whole number")
+	if err != nil {
+		return err
+	}
+	fs.IntVar(&c.maxConnsPerAddr, "max-conns-per-addr", perAddrDefault, "connections one client address (IPv6: its /64) may hold open; trusted proxies are not counted (env AGENTAPI_MAX_CONNS_PER_ADDR)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	if c.maxConns < 1 {
-		return fmt.Errorf("%w: --max-conns must be positive", errUsage)
+	if c.maxConns < 1 || c.maxConnsPerAddr < 1 {
+		return fmt.Errorf("%w: --max-conns and --max-conns-per-addr must be positive", errUsage)
 	}
 	c.db = *db
 	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
@@ -212,8 +218,12 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
 	in.srv = newHTTPServer(ctx, in.dr.wrap(handler), log, defaultTimeouts)
-	in.srv.ConnState = in.dr.connState
-	in.ln = &onceCloseListener{Listener: limitConns(ln, c.maxConns, log)}
+	limited := limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
+	in.srv.ConnState = func(c net.Conn, s http.ConnState) {
+		in.dr.connState(c, s)
+		limited.connState(c, s)
+	}
+	in.ln = &onceCloseListener{Listener: limited}
 	served := make(chan error, 1)
 	go func() { served <- in.srv.Serve(in.ln) }()
 	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
