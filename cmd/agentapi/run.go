@@ -8,8 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"strings"
-	"unicode"
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
@@ -99,43 +99,22 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(msg), " ")
 }
 
+// credentialText is whatever starts like a credential, in any case.
+var credentialText = regexp.MustCompile(`(?i)` + credential.Tag + `_[0-9a-z_]+`)
+
 // redactCredentials cuts the secret off anything in msg that starts like a
 // credential: support pastes a credential where a key id belongs, and the
 // command echoes what it could not find. Scripts' stderr ends up in logs;
-// run passes every line it prints through it.
+// run passes every line it prints through it. "agk_" followed by nothing a
+// credential is made of ("agk_<env>_…", "agk_…") is the CLI talking about
+// the format, and kept.
 func redactCredentials(msg string) string {
-	var b strings.Builder
-	for {
-		i := strings.Index(msg, credential.Tag+"_")
-		if i < 0 {
-			b.WriteString(msg)
-			return b.String()
+	return credentialText.ReplaceAllStringFunc(msg, func(c string) string {
+		if r := credential.Redact(c); r != "" {
+			return r
 		}
-		b.WriteString(msg[:i])
-		// "agk_" followed by nothing a credential is made of is the CLI
-		// talking about the format ("agk_<env>_<prefix>_<secret>",
-		// "agk_…"), not a credential: kept as written.
-		if rest := msg[i+len(credential.Tag)+1:]; rest == "" || !isCredentialChar(rest[0]) {
-			b.WriteString(credential.Tag + "_")
-			msg = rest
-			continue
-		}
-		j := strings.IndexFunc(msg[i:], func(r rune) bool { return r == '"' || r == '\'' || r == ',' || unicode.IsSpace(r) })
-		if j < 0 {
-			j = len(msg) - i
-		}
-		if r := credential.Redact(msg[i : i+j]); r != "" {
-			b.WriteString(r)
-		} else {
-			b.WriteString(credential.Tag + "_[redacted]")
-		}
-		msg = msg[i+j:]
-	}
-}
-
-// isCredentialChar reports whether c can appear in a credential's text.
-func isCredentialChar(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
+		return credential.Tag + "_[redacted]"
+	})
 }
 
 func dispatch(ctx context.Context, e env, args []string) error {
