@@ -125,7 +125,13 @@ func accountList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return printAccountsJSON(e, list)
+		enc := json.NewEncoder(e.stdout)
+		for _, a := range list {
+			if err := enc.Encode(accountSummary{a.ID, a.Name, a.Active, formatTime(a.CreatedAt), a.Users, a.Keys}); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tACTIVE\tCREATED\tUSERS\tKEYS")
@@ -149,41 +155,26 @@ type accountSummary struct {
 	Keys      int    `json:"keys"`
 }
 
-func printAccountsJSON(e env, list []store.AccountSummary) error {
-	enc := json.NewEncoder(e.stdout)
-	for _, a := range list {
-		if err := enc.Encode(accountSummary{a.ID, a.Name, a.Active, formatTime(a.CreatedAt), a.Users, a.Keys}); err != nil {
-			return fmt.Errorf("write: %w", err)
+// accountSetActive is account activate or deactivate, which change what
+// every key of the account may do: on a fleet it needs --redis
+// (openForKeys). It prints the id and the new state.
+func accountSetActive(verb string) func(context.Context, env, []string) error {
+	return func(ctx context.Context, e env, args []string) error {
+		fs, db := e.flags("account " + verb)
+		pos, err := parse(fs, args, "ID")
+		if err != nil {
+			return err
 		}
+		st, err := openForKeys(ctx, e, *db)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if err := accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate"); err != nil {
+			return err
+		}
+		return changed(e, pos[0], map[string]string{"activate": "active", "deactivate": "inactive"}[verb])
 	}
-	return nil
-}
-
-func accountActivate(ctx context.Context, e env, args []string) error {
-	return accountSetActive(ctx, e, "activate", args)
-}
-
-func accountDeactivate(ctx context.Context, e env, args []string) error {
-	return accountSetActive(ctx, e, "deactivate", args)
-}
-
-// accountSetActive changes what every key of the account may do: on a
-// fleet it needs --redis (openForKeys). It prints the id and the new state.
-func accountSetActive(ctx context.Context, e env, verb string, args []string) error {
-	fs, db := e.flags("account " + verb)
-	pos, err := parse(fs, args, "ID")
-	if err != nil {
-		return err
-	}
-	st, err := openForKeys(ctx, e, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate"); err != nil {
-		return err
-	}
-	return changed(e, pos[0], map[string]string{"activate": "active", "deactivate": "inactive"}[verb])
 }
 
 // changed prints what a command changed: the id, then its new state.

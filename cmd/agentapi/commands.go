@@ -27,8 +27,8 @@ func commandTree() command {
 			{name: "create", run: accountCreate},
 			{name: "list", run: accountList},
 			{name: "show", run: accountShow},
-			{name: "activate", run: accountActivate},
-			{name: "deactivate", run: accountDeactivate},
+			{name: "activate", run: accountSetActive("activate")},
+			{name: "deactivate", run: accountSetActive("deactivate")},
 			{name: "feature", run: accountFeature},
 		}},
 		{name: "user", subs: []command{

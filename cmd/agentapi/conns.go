@@ -47,6 +47,7 @@ type connLimit struct {
 	freed  chan struct{}              // a place was given back
 	closed chan struct{}
 	once   sync.Once
+	err    error        // of closing the listener, which Close does once
 	warned atomic.Int64 // unix seconds of the last warning
 }
 
@@ -159,9 +160,26 @@ func (l *connLimit) warn(msg string, args ...any) {
 	}
 }
 
+// Close closes the listener once: a stop closes it before
+// http.Server.Shutdown closes it again.
 func (l *connLimit) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
+	l.once.Do(func() {
+		close(l.closed)
+		l.err = l.Listener.Close()
+	})
+	return l.err
+}
+
+// wait returns once every connection has closed, or after max.
+func (l *connLimit) wait(max time.Duration) {
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		l.mu.Lock()
+		open := l.open
+		l.mu.Unlock()
+		if open == 0 {
+			return
+		}
+	}
 }
 
 // limitedConn gives its place back once, on its first Close.

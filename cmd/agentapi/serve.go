@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
+	_ "net/http/pprof"
 	"net/url"
 	"os"
 	"strconv"
@@ -217,13 +217,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
-	in.srv = newHTTPServer(ctx, in.dr.wrap(handler), log, defaultTimeouts)
-	limited := limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
-	in.srv.ConnState = func(c net.Conn, s http.ConnState) {
-		in.dr.connState(c, s)
-		limited.connState(c, s)
-	}
-	in.ln = &onceCloseListener{Listener: limited}
+	in.srv = newHTTPServer(ctx, in.closeWhenDraining(handler), log, defaultTimeouts)
+	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
+	in.srv.ConnState = in.ln.connState
 	served := make(chan error, 1)
 	go func() { served <- in.srv.Serve(in.ln) }()
 	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
@@ -367,8 +363,8 @@ func startAdmin(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server
 // instance is what a serving runServer stops on a graceful stop.
 type instance struct {
 	log        *slog.Logger
-	ln         net.Listener
-	dr         drainer
+	ln         *connLimit
+	draining   atomic.Bool
 	srv        *http.Server
 	admin      *http.Server // nil: no admin listener
 	stopLoops  context.CancelFunc
@@ -385,9 +381,9 @@ type instance struct {
 // had just sent on it, unanswered.
 func (in *instance) stop() error {
 	in.log.Info("shutting down")
-	in.dr.draining.Store(true)
+	in.draining.Store(true)
 	_ = in.ln.Close()
-	in.dr.wait(drainGrace)
+	in.ln.wait(drainGrace)
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	shutErr := in.srv.Shutdown(shutCtx)
@@ -482,11 +478,9 @@ func shellQuote(s string) string {
 func adminHandler(m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// net/http/pprof registers its handlers on the default mux, which
+	// nothing else in the program uses.
+	mux.Handle("/debug/pprof/", http.DefaultServeMux)
 	return mux
 }
 
@@ -528,49 +522,15 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 // connections already open, after it stopped accepting new ones.
 const drainGrace = time.Second
 
-// drainer counts the API listener's open connections and, once a stop has
-// begun, asks each response to close its connection.
-type drainer struct {
-	open     atomic.Int64
-	draining atomic.Bool
-}
-
-func (d *drainer) connState(_ net.Conn, s http.ConnState) {
-	switch s {
-	case http.StateNew:
-		d.open.Add(1)
-	case http.StateClosed, http.StateHijacked:
-		d.open.Add(-1)
-	}
-}
-
-func (d *drainer) wrap(h http.Handler) http.Handler {
+// closeWhenDraining asks each response to close its connection once a
+// stop has begun.
+func (in *instance) closeWhenDraining(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d.draining.Load() {
+		if in.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// wait returns once every connection has closed, or after max.
-func (d *drainer) wait(max time.Duration) {
-	for deadline := time.Now().Add(max); d.open.Load() > 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// onceCloseListener lets the stop close the listener itself, before
-// http.Server.Shutdown closes it again.
-type onceCloseListener struct {
-	net.Listener
-	once sync.Once
-	err  error
-}
-
-func (l *onceCloseListener) Close() error {
-	l.once.Do(func() { l.err = l.Listener.Close() })
-	return l.err
 }
 
 // useMirror makes st raise the key epoch's mirror in Redis (client) after
