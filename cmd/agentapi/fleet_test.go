@@ -54,46 +54,50 @@ func TestFleetCommandsNeedRedis(t *testing.T) {
 			if engine == store.EnginePostgres {
 				db = storetest.PostgresURL(t)
 			}
-			acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
-			mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
-			keys := 0
-			newKey := func() string {
-				keys++
-				out := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k"+strconv.Itoa(keys), "--preset", "full-access", "--json")
-				return strings.SplitN(strings.SplitN(out, `"id":"`, 2)[1], `"`, 2)[0]
-			}
-			key := newKey()
-			commands := [][]string{
-				{"key", "set-rate-limit", key, "50"},
-				{"account", "deactivate", acct},
-				{"account", "activate", acct},
-				{"key", "revoke", "--account", acct, "--as", "ann@example.com", key},
-			}
-			// Before any serve --redis: no refusal.
-			mustCLI(t, db, "", commands[0]...)
-			st, err := store.Open(context.Background(), db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.MarkKeyEpochMirrored(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			st.Close()
-			for _, c := range commands {
-				out, errs, code := cli(t, db, "", c...)
-				if code != 2 || out != "" || !strings.Contains(errs, "--redis") || !strings.Contains(errs, "AGENTAPI_REDIS_URL") || !strings.Contains(errs, "--no-redis") {
-					t.Fatalf("%v without --redis: exit %d, %q %q", c, code, out, errs)
-				}
-			}
-			for _, c := range commands {
-				c = append([]string{c[0], c[1], "--no-redis"}, c[2:]...)
-				out, errs, code := cli(t, db, "", c...)
-				if code != 0 || out == "" || !strings.Contains(errs, "may accept the key as it was for up to 1s") {
-					t.Fatalf("%v: exit %d, %q %q", c, code, out, errs)
-				}
-			}
-			// Creating a key changes no key: it needs no Redis.
-			newKey()
+			fleetRefusals(t, db)
 		})
 	}
+}
+
+func fleetRefusals(t *testing.T, db string) {
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	keys := 0
+	newKey := func() string {
+		keys++
+		out := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k"+strconv.Itoa(keys), "--preset", "full-access", "--json")
+		return strings.SplitN(strings.SplitN(out, `"id":"`, 2)[1], `"`, 2)[0]
+	}
+	key := newKey()
+	commands := [][]string{
+		{"key", "set-rate-limit", key, "50"},
+		{"account", "deactivate", acct},
+		{"account", "activate", acct},
+		{"key", "revoke", "--account", acct, "--as", "ann@example.com", key},
+	}
+	// Before any serve --redis: no refusal.
+	mustCLI(t, db, "", commands[0]...)
+	st, err := store.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkKeyEpochMirrored(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, c := range commands {
+		out, errs, code := cli(t, db, "", c...)
+		if code != 2 || out != "" || !strings.Contains(errs, "--redis") || !strings.Contains(errs, "AGENTAPI_REDIS_URL") || !strings.Contains(errs, "--no-redis") {
+			t.Fatalf("%v without --redis: exit %d, %q %q", c, code, out, errs)
+		}
+	}
+	for _, c := range commands {
+		c = append([]string{c[0], c[1], "--no-redis"}, c[2:]...)
+		out, errs, code := cli(t, db, "", c...)
+		if code != 0 || out == "" || !strings.Contains(errs, "may accept the key as it was for up to 1s") {
+			t.Fatalf("%v: exit %d, %q %q", c, code, out, errs)
+		}
+	}
+	// Creating a key changes no key: it needs no Redis.
+	newKey()
 }
