@@ -12,6 +12,7 @@ import (
 	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 func accountCreate(ctx context.Context, e env, args []string) error {
@@ -58,7 +59,7 @@ func accountShow(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func accountShow(ctx context.Context, e env, args []string) error {
 	if features == nil {
 		features = []domain.Feature{}
 	}
-	line := accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: features, CreatedAt: formatTime(a.CreatedAt)}
+	line := accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: features, CreatedAt: wire.Time(a.CreatedAt)}
 	if err := json.NewEncoder(e.stdout).Encode(line); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
@@ -115,7 +116,7 @@ func accountList(ctx context.Context, e env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func accountList(ctx context.Context, e env, args []string) error {
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		for _, a := range list {
-			if err := enc.Encode(accountSummary{a.ID, a.Name, a.Active, formatTime(a.CreatedAt), a.Users, a.Keys}); err != nil {
+			if err := enc.Encode(accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}); err != nil {
 				return fmt.Errorf("write: %w", err)
 			}
 		}
@@ -165,7 +166,7 @@ func accountSetActive(verb string) func(context.Context, env, []string) error {
 		if err != nil {
 			return err
 		}
-		st, err := openForKeys(ctx, e, *db)
+		st, err := e.openForKeys(ctx, *db)
 		if err != nil {
 			return err
 		}
@@ -200,7 +201,7 @@ func accountFeature(ctx context.Context, e env, args []string) error {
 	if name == "" {
 		name, on = *disable, "disabled"
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func (a *apiCommand) parse(args []string, positional ...string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	if err := a.count(pos, positional); err != nil {
+	if err := checkArgs(a.fs.Name(), pos, positional, ""); err != nil {
 		return nil, err
 	}
 	return pos, nil
@@ -103,19 +103,6 @@ func (a *apiCommand) interleaved(args []string) ([]string, error) {
 	return pos, err
 }
 
-// count checks the number of positional arguments against their names.
-func (a *apiCommand) count(pos, positional []string) error {
-	n, variadic := len(positional), len(positional) > 0 && strings.HasSuffix(positional[len(positional)-1], "...")
-	if len(pos) >= n && (variadic || len(pos) == n) {
-		return nil
-	}
-	want := "no arguments"
-	if n > 0 {
-		want = strings.Join(positional, " ")
-	}
-	return fmt.Errorf("%w: %s expects %s", errUsage, a.fs.Name(), want)
-}
-
 // client builds the API client from the flags and AGENTAPI_KEY.
 func (a *apiCommand) client() (*client.Client, error) {
 	key := strings.TrimSpace(a.e.getenv("AGENTAPI_KEY"))
@@ -153,21 +140,18 @@ func (a apiError) Error() string {
 	}
 	var b strings.Builder
 	b.WriteString(code + ": " + e.Message)
-	for i, f := range e.Errors {
-		sep := "; "
-		if i == 0 {
-			sep = " ("
-		}
+	var fields []string
+	for _, f := range e.Errors {
 		// A field error that repeats the message (a duplicate name) names
 		// only its field: the line says it once.
 		if f.Message == e.Message {
-			b.WriteString(sep + f.Field)
+			fields = append(fields, f.Field)
 		} else {
-			b.WriteString(sep + f.Field + ": " + f.Message)
+			fields = append(fields, f.Field+": "+f.Message)
 		}
-		if i == len(e.Errors)-1 {
-			b.WriteString(")")
-		}
+	}
+	if fields != nil {
+		b.WriteString(" (" + strings.Join(fields, "; ") + ")")
 	}
 	if e.ExistingID != "" {
 		b.WriteString(" existing_id=" + e.ExistingID)
@@ -199,13 +183,13 @@ func callErr(err error) error {
 
 // item is an agent in a list: the contract's four fields.
 func item(a client.Agent) wire.AgentItem {
-	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt)}
+	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt)}
 }
 
 // record is a single agent, with every field (empty instructions included).
 func record(a client.Agent) wire.Agent {
-	return wire.Agent{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
-		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt)}
+	return wire.Agent{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt),
+		Instructions: a.Instructions, UpdatedAt: wire.Time(a.UpdatedAt)}
 }
 
 // one adapts a single-agent call for apiAgentOne.
@@ -225,7 +209,7 @@ func scopes(list []string) []domain.Scope {
 
 func stats(s client.Stats, err error) (any, error) {
 	return wire.Stats{AgentID: s.AgentID, QuestionsTotal: s.QuestionsTotal, AnsweredTotal: s.AnsweredTotal,
-		FailedTotal: s.FailedTotal, LastQuestionAt: timePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
+		FailedTotal: s.FailedTotal, LastQuestionAt: wire.TimePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
 		ConversationsTotal: s.ConversationsTotal}, err
 }
 
@@ -254,7 +238,7 @@ func apiMe(ctx context.Context, e env, args []string) error {
 		allowed = []string{}
 	}
 	return printJSON(e.stdout, wire.Me{Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
-		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)},
+		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
 		AllowedIPs: allowed})
 }
 
@@ -285,7 +269,15 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if *all {
-		return printAgents(e, c.Agents(ctx, opts))
+		for ag, err := range c.Agents(ctx, opts) {
+			if err != nil {
+				return callErr(err)
+			}
+			if err := printJSON(e.stdout, item(ag)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	p, err := c.ListAgents(ctx, opts)
 	if err != nil {
@@ -300,20 +292,6 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(e.stderr, "agentapi: more agents: --next %s (or --all)\n", p.Next)
-	return nil
-}
-
-// printAgents prints each agent as the list's item, one a line.
-func printAgents(e env, agents iter.Seq2[client.Agent, error]) error {
-	enc := json.NewEncoder(e.stdout)
-	for ag, err := range agents {
-		if err != nil {
-			return callErr(err)
-		}
-		if err := enc.Encode(item(ag)); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-	}
 	return nil
 }
 
@@ -417,7 +395,7 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 		return callErr(err)
 	}
 	return printJSON(e.stdout, wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
-		Answer: ans.Answer, CreatedAt: formatTime(ans.CreatedAt), AnswerMS: ans.AnswerMS})
+		Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS})
 }
 
 // printStream writes each piece of a streamed answer as it arrives (flushed

@@ -71,8 +71,6 @@ func agentOne(name string, fn func(context.Context, *client.Client, string) (any
 	}}
 }
 
-func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" }
-
 // dispatch runs the command args name under c (path is c's own words, as
 // typed). "help", -h and --help print the usage of the level they stand at.
 func (c command) dispatch(ctx context.Context, e env, path string, args []string) error {
@@ -85,7 +83,7 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 	if len(args) == 0 {
 		return fmt.Errorf(`%w: %s needs a command: %s; "%s help" describes them`, errUsage, path, strings.Join(c.names(), ", "), path)
 	}
-	if isHelp(args[0]) {
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(e.stdout, usageOf(path))
 		return nil
 	}

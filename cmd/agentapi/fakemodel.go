@@ -30,10 +30,7 @@ func fakeModel(ctx context.Context, e env, args []string) error {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { fakeCompletion(w, r, *delay) })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
 	fmt.Fprintf(e.stderr, "agentapi: fake model at http://%s/v1 (serve --llm-url http://%s/v1 --llm-model fake); Ctrl-C stops it\n", ln.Addr(), ln.Addr())
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -41,7 +41,7 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return asManager(ctx, openExisting, *db, *f.account, *f.as, func(svc *keys.Service, actor keys.Actor) error {
+	return asManager(ctx, e.openExisting, *db, *f.account, *f.as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
 		if err != nil {
 			return err
@@ -187,8 +187,7 @@ func keyRevoke(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "as"); err != nil {
 		return err
 	}
-	open := func(ctx context.Context, db string) (*store.Store, error) { return openForKeys(ctx, e, db) }
-	return asManager(ctx, open, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
+	return asManager(ctx, e.openForKeys, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
 		if err := svc.Revoke(ctx, actor, *account, pos[0]); err != nil {
 			return err
 		}
@@ -206,7 +205,7 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return domain.Errorf(domain.CodeInvalidValue, "N must be a whole number of requests a minute, not %q", pos[1])
 	}
-	st, err := openForKeys(ctx, e, *db)
+	st, err := e.openForKeys(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -241,7 +240,7 @@ func keyList(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account"); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -263,16 +262,11 @@ func keyList(ctx context.Context, e env, args []string) error {
 		}
 		if err := enc.Encode(keyLine{
 			Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
-				RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)},
-			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
+				RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
+			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: wire.Time(k.CreatedAt), RevokedAt: wire.TimePtr(k.RevokedAt),
 		}); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
 	return nil
 }
-
-// formatTime matches the API's timestamps: RFC 3339, UTC, milliseconds, Z.
-func formatTime(t time.Time) string { return wire.Time(t) }
-
-func timePtr(t *time.Time) *string { return wire.TimePtr(t) }

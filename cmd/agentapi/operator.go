@@ -24,8 +24,6 @@ type operator struct {
 	mirror   *ratelimit.Mirror
 }
 
-type operatorKey struct{}
-
 // addFlags gives an operator command's flag set --redis.
 func (o *operator) addFlags(fs *flag.FlagSet, e env) {
 	o.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
@@ -37,12 +35,12 @@ func (o *operator) addFlags(fs *flag.FlagSet, e env) {
 // may do. Where serve runs with --redis (store.KeyEpochMirrored), its
 // instances hold keys until the mirror in Redis moves: without --redis the
 // command is refused (exit 2), unless --no-redis accepts the delay.
-func openForKeys(ctx context.Context, e env, dsn string) (*store.Store, error) {
-	st, err := openExisting(ctx, dsn)
+func (e env) openForKeys(ctx context.Context, dsn string) (*store.Store, error) {
+	st, err := e.openExisting(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
-	o := operatorFrom(ctx)
+	o := e.op
 	if o == nil || o.client != nil {
 		return st, nil
 	}
@@ -93,10 +91,4 @@ func (o *operator) finish(err error) error {
 		return errors.Join(err, errMirrorNotRaised)
 	}
 	return err
-}
-
-// operatorFrom is the operator of the command ctx runs, nil for none.
-func operatorFrom(ctx context.Context) *operator {
-	o, _ := ctx.Value(operatorKey{}).(*operator)
-	return o
 }

@@ -72,7 +72,7 @@ type env struct {
 // the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, op: &operator{}}
-	err := e.op.finish(dispatch(context.WithValue(ctx, operatorKey{}, e.op), e, args))
+	err := e.op.finish(dispatch(ctx, e, args))
 	switch {
 	case err == nil:
 		return 0
@@ -213,21 +213,29 @@ func parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, err
 	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
 		return nil, err
 	}
-	if fs.NArg() != len(positional) {
-		want := "no arguments"
-		if len(positional) > 0 {
-			want = strings.Join(positional, " ")
-		}
-		return nil, fmt.Errorf("%w: %s expects %s after its flags (flags come first)", errUsage, fs.Name(), want)
+	if err := checkArgs(fs.Name(), fs.Args(), positional, " after its flags (flags come first)"); err != nil {
+		return nil, err
 	}
 	return fs.Args(), nil
 }
 
+// checkArgs checks the number of positional arguments got against their
+// names: exactly as many, or at least as many when the last ends in "...".
+func checkArgs(name string, got, positional []string, hint string) error {
+	n := len(positional)
+	if len(got) == n || n > 0 && strings.HasSuffix(positional[n-1], "...") && len(got) >= n {
+		return nil
+	}
+	want := "no arguments"
+	if n > 0 {
+		want = strings.Join(positional, " ")
+	}
+	return fmt.Errorf("%w: %s expects %s%s", errUsage, name, want, hint)
+}
+
 func required(fs *flag.FlagSet, names ...string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, n := range names {
-		if !set[n] {
+		if !given(fs, n) {
 			return fmt.Errorf("%w: %s needs --%s", errUsage, fs.Name(), n)
 		}
 	}
@@ -240,7 +248,7 @@ func required(fs *flag.FlagSet, names ...string) error {
 // "succeed" against a new database). Only serve and account create may
 // create one. It only stats the path: opening, mapping or closing the
 // database files is the driver's business (docs/operator-cli.md).
-func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
+func (e env) openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	// store.Open's rule: these prefixes select PostgreSQL, anything else
 	// is a SQLite file path.
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
@@ -254,7 +262,7 @@ func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := operatorFrom(ctx).attach(ctx, st); err != nil {
+	if err := e.op.attach(ctx, st); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -179,7 +179,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	warnUnsharedLimits(c, st, log)
+	if c.redisURL == "" && st.Engine() == store.EnginePostgres { // instances share a database, not Redis
+		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
+	}
 
 	ln, base, cursorKey, err := listen(ctx, e, log, st, c)
 	if err != nil {
@@ -313,15 +315,6 @@ func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limit
 	}
 	rl.UseMirror(mirror)
 	return mirror, versions, nil
-}
-
-// warnUnsharedLimits warns that rate limits are per instance when
-// instances share a database (PostgreSQL) but not Redis: without it each
-// one keeps its own windows.
-func warnUnsharedLimits(c serveConfig, st *store.Store, log *slog.Logger) {
-	if c.redisURL == "" && st.Engine() == store.EnginePostgres {
-		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
-	}
 }
 
 // listen opens the API's listener, bootstraps the first user (whose

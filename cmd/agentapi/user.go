@@ -21,7 +21,7 @@ func userCreate(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "email", "role"); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func userResetPassword(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "email"); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
