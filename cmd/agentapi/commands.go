@@ -92,7 +92,7 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 			return sub.dispatch(ctx, e, path+" "+sub.name, args[1:])
 		}
 	}
-	return fmt.Errorf(`%w: unknown command "%s %s"%s; "%s help" lists them`, errUsage, path, args[0], didYouMean(args[0], c.names(), path+" "), path)
+	return fmt.Errorf(`%w: unknown command "%s %s"%s; %s has %s`, errUsage, path, args[0], didYouMean(args[0], c.names(), path+" "), path, strings.Join(c.names(), ", "))
 }
 
 // names are c's subcommands' names.

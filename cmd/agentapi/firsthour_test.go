@@ -76,7 +76,7 @@ func TestHelpAtEveryLevel(t *testing.T) {
 		{[]string{"api", "agents", "lst"}, `(did you mean "agentapi api agents list"?)`},
 		{[]string{"key", "list", "--acount", "x"}, `has no flag --acount (did you mean "--account"?)`},
 		{[]string{"api", "agents", "list", "--limt", "2"}, `(did you mean "--limit"?)`},
-		{[]string{"frobnicate"}, `unknown command "agentapi frobnicate"; "agentapi help" lists them`},
+		{[]string{"frobnicate"}, `unknown command "agentapi frobnicate"; agentapi has serve, fake-model`},
 	} {
 		_, errs, code := cli(t, filepath.Join(t.TempDir(), "x.db"), "", c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
