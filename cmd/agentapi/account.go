@@ -3,28 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
-
-func accountCmd(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: account needs a subcommand: create, show, deactivate, activate or feature", errUsage)
-	}
-	switch args[0] {
-	case "create":
-		return accountCreate(ctx, e, args[1:])
-	case "show":
-		return accountShow(ctx, e, args[1:])
-	case "deactivate", "activate":
-		return accountSetActive(ctx, e, args[0], args[1:])
-	case "feature":
-		return accountFeature(ctx, e, args[1:])
-	}
-	return fmt.Errorf("%w: unknown account subcommand %q", errUsage, args[0])
-}
 
 func accountCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("account create")
@@ -66,16 +55,20 @@ type accountLine struct {
 
 func accountShow(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("account show")
-	pos, err := parse(fs, args, "ID")
+	pos, err := parse(fs, args, "ID|NAME")
 	if err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	a, err := accounts.New(st, nil, nil).Account(ctx, pos[0])
+	id, err := findAccount(ctx, st, pos[0])
+	if err != nil {
+		return err
+	}
+	a, err := accounts.New(st, nil, nil).Account(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -83,25 +76,114 @@ func accountShow(ctx context.Context, e env, args []string) error {
 	if features == nil {
 		features = []domain.Feature{}
 	}
-	line := accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: features, CreatedAt: formatTime(a.CreatedAt)}
+	line := accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: features, CreatedAt: wire.Time(a.CreatedAt)}
 	if err := json.NewEncoder(e.stdout).Encode(line); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }
 
-func accountSetActive(ctx context.Context, e env, verb string, args []string) error {
-	fs, db := e.flags("account " + verb)
-	pos, err := parse(fs, args, "ID")
+// findAccount is the id of the account whose id, or else whose name
+// (ignoring case), is ref; a name that several accounts share is refused.
+func findAccount(ctx context.Context, st *store.Store, ref string) (string, error) {
+	if _, err := st.GetAccount(ctx, ref); !errors.Is(err, domain.ErrNotFound) {
+		return ref, err
+	}
+	list, err := st.ListAccounts(ctx)
 	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, a := range list {
+		if strings.EqualFold(a.Name, ref) {
+			ids = append(ids, a.ID)
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return "", domain.Errorf(domain.CodeNotFound, "no account has the id or name %q (agentapi account list shows them)", ref)
+	case 1:
+		return ids[0], nil
+	}
+	return "", domain.Errorf(domain.CodeInvalidValue, "%d accounts are named %q (%s): give the id", len(ids), ref, strings.Join(ids, ", "))
+}
+
+// accountList prints every account: a table, or with --json one object a
+// line (accountSummary).
+func accountList(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("account list")
+	asJSON := fs.Bool("json", false, "print one JSON object a line instead of a table")
+	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate")
+	list, err := st.ListAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, a := range list {
+			if err := enc.Encode(accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}); err != nil {
+				return fmt.Errorf("write: %w", err)
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tACTIVE\tCREATED\tUSERS\tKEYS")
+	for _, a := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%d\t%d\n", a.ID, a.Name, a.Active, a.CreatedAt.Format(time.RFC3339), a.Users, a.Keys)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// accountSummary is a line of `account list --json`: users counts the
+// active users, keys the keys not revoked.
+type accountSummary struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Active    bool   `json:"active"`
+	CreatedAt string `json:"created_at"`
+	Users     int    `json:"users"`
+	Keys      int    `json:"keys"`
+}
+
+// accountSetActive is account activate or deactivate, which change what
+// every key of the account may do: on a fleet it needs --redis
+// (openForKeys). It prints the id and the new state.
+func accountSetActive(verb string) func(context.Context, env, []string) error {
+	return func(ctx context.Context, e env, args []string) error {
+		fs, db := e.flags("account " + verb)
+		pos, err := parse(fs, args, "ID")
+		if err != nil {
+			return err
+		}
+		st, err := e.openForKeys(ctx, *db)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if err := accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate"); err != nil {
+			return err
+		}
+		return changed(e, pos[0], map[string]string{"activate": "active", "deactivate": "inactive"}[verb])
+	}
+}
+
+// changed prints what a command changed: the id, then its new state.
+func changed(e env, id string, what ...string) error {
+	if _, err := fmt.Fprintln(e.stdout, id, strings.Join(what, " ")); err != nil {
+		return fmt.Errorf("%s is changed, but saying so failed: %w", id, err)
+	}
+	return nil
 }
 
 func accountFeature(ctx context.Context, e env, args []string) error {
@@ -115,14 +197,17 @@ func accountFeature(ctx context.Context, e env, args []string) error {
 	if (*enable == "") == (*disable == "") {
 		return fmt.Errorf("%w: account feature needs exactly one of --enable or --disable", errUsage)
 	}
-	name, on := *enable, true
+	name, on := *enable, "enabled"
 	if name == "" {
-		name, on = *disable, false
+		name, on = *disable, "disabled"
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return accounts.New(st, nil, nil).SetFeature(ctx, pos[0], name, on)
+	if err := accounts.New(st, nil, nil).SetFeature(ctx, pos[0], name, on == "enabled"); err != nil {
+		return err
+	}
+	return changed(e, pos[0], name, on)
 }

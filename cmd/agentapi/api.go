@@ -24,47 +24,6 @@ import (
 
 const defaultAPIURL = "http://127.0.0.1:8080/v1"
 
-const apiUsage = "api needs a subcommand: me, agents (list, get, create, update, enable, disable, stats) or ask"
-
-func apiCmd(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, apiUsage)
-	}
-	switch args[0] {
-	case "me":
-		return apiMe(ctx, e, args[1:])
-	case "agents":
-		return apiAgents(ctx, e, args[1:])
-	case "ask":
-		return apiAsk(ctx, e, args[1:])
-	}
-	return fmt.Errorf("%w: unknown api subcommand %q; %s", errUsage, args[0], apiUsage)
-}
-
-func apiAgents(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: api agents needs a subcommand: list, get, create, update, enable, disable or stats", errUsage)
-	}
-	rest := args[1:]
-	switch args[0] {
-	case "list":
-		return apiAgentsList(ctx, e, rest)
-	case "create":
-		return apiAgentsCreate(ctx, e, rest)
-	case "update":
-		return apiAgentsUpdate(ctx, e, rest)
-	case "get":
-		return apiAgentOne(e, "get", rest, func(c *client.Client, id string) (any, error) { return one(c.GetAgent(ctx, id)) })
-	case "enable":
-		return apiAgentOne(e, "enable", rest, func(c *client.Client, id string) (any, error) { return one(c.EnableAgent(ctx, id)) })
-	case "disable":
-		return apiAgentOne(e, "disable", rest, func(c *client.Client, id string) (any, error) { return one(c.DisableAgent(ctx, id)) })
-	case "stats":
-		return apiAgentOne(e, "stats", rest, func(c *client.Client, id string) (any, error) { return stats(c.AgentStats(ctx, id)) })
-	}
-	return fmt.Errorf("%w: unknown api agents subcommand %q", errUsage, args[0])
-}
-
 // apiCommand is one `agentapi api` command line: its flags, with the
 // --url and --insecure-http every api command has.
 type apiCommand struct {
@@ -95,7 +54,7 @@ func (a *apiCommand) parse(args []string, positional ...string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	if err := a.count(pos, positional); err != nil {
+	if err := checkArgs(a.fs.Name(), pos, positional, ""); err != nil {
 		return nil, err
 	}
 	return pos, nil
@@ -144,19 +103,6 @@ func (a *apiCommand) interleaved(args []string) ([]string, error) {
 	return pos, err
 }
 
-// count checks the number of positional arguments against their names.
-func (a *apiCommand) count(pos, positional []string) error {
-	n, variadic := len(positional), len(positional) > 0 && strings.HasSuffix(positional[len(positional)-1], "...")
-	if len(pos) >= n && (variadic || len(pos) == n) {
-		return nil
-	}
-	want := "no arguments"
-	if n > 0 {
-		want = strings.Join(positional, " ")
-	}
-	return fmt.Errorf("%w: %s expects %s", errUsage, a.fs.Name(), want)
-}
-
 // client builds the API client from the flags and AGENTAPI_KEY.
 func (a *apiCommand) client() (*client.Client, error) {
 	key := strings.TrimSpace(a.e.getenv("AGENTAPI_KEY"))
@@ -183,7 +129,7 @@ func (a *apiCommand) client() (*client.Client, error) {
 
 // apiError is the one line printed for a failed API call:
 // "<code>: <message>", then the fields at fault, the existing id of a
-// duplicate and the request id of a server error.
+// duplicate and the request id, which support asks for.
 type apiError struct{ e *client.Error }
 
 func (a apiError) Error() string {
@@ -194,21 +140,18 @@ func (a apiError) Error() string {
 	}
 	var b strings.Builder
 	b.WriteString(code + ": " + e.Message)
-	for i, f := range e.Errors {
-		sep := "; "
-		if i == 0 {
-			sep = " ("
-		}
+	var fields []string
+	for _, f := range e.Errors {
 		// A field error that repeats the message (a duplicate name) names
 		// only its field: the line says it once.
 		if f.Message == e.Message {
-			b.WriteString(sep + f.Field)
+			fields = append(fields, f.Field)
 		} else {
-			b.WriteString(sep + f.Field + ": " + f.Message)
+			fields = append(fields, f.Field+": "+f.Message)
 		}
-		if i == len(e.Errors)-1 {
-			b.WriteString(")")
-		}
+	}
+	if fields != nil {
+		b.WriteString(" (" + strings.Join(fields, "; ") + ")")
 	}
 	if e.ExistingID != "" {
 		b.WriteString(" existing_id=" + e.ExistingID)
@@ -216,7 +159,7 @@ func (a apiError) Error() string {
 	if e.RetryAfter > 0 {
 		fmt.Fprintf(&b, " retry_after=%ds", int(e.RetryAfter.Round(time.Second)/time.Second))
 	}
-	if e.StatusCode >= 500 && e.RequestID != "" && !strings.Contains(e.Message, e.RequestID) {
+	if e.RequestID != "" && !strings.Contains(e.Message, e.RequestID) {
 		b.WriteString(" request_id=" + e.RequestID)
 	}
 	return b.String()
@@ -240,13 +183,13 @@ func callErr(err error) error {
 
 // item is an agent in a list: the contract's four fields.
 func item(a client.Agent) wire.AgentItem {
-	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt)}
+	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt)}
 }
 
 // record is a single agent, with every field (empty instructions included).
 func record(a client.Agent) wire.Agent {
-	return wire.Agent{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
-		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt)}
+	return wire.Agent{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt),
+		Instructions: a.Instructions, UpdatedAt: wire.Time(a.UpdatedAt)}
 }
 
 // one adapts a single-agent call for apiAgentOne.
@@ -266,7 +209,7 @@ func scopes(list []string) []domain.Scope {
 
 func stats(s client.Stats, err error) (any, error) {
 	return wire.Stats{AgentID: s.AgentID, QuestionsTotal: s.QuestionsTotal, AnsweredTotal: s.AnsweredTotal,
-		FailedTotal: s.FailedTotal, LastQuestionAt: timePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
+		FailedTotal: s.FailedTotal, LastQuestionAt: wire.TimePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
 		ConversationsTotal: s.ConversationsTotal}, err
 }
 
@@ -295,18 +238,22 @@ func apiMe(ctx context.Context, e env, args []string) error {
 		allowed = []string{}
 	}
 	return printJSON(e.stdout, wire.Me{Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
-		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)},
+		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
 		AllowedIPs: allowed})
 }
 
+// apiAgentsList prints one page, and on stderr the --next that follows
+// it; --all follows every page.
 func apiAgentsList(ctx context.Context, e env, args []string) error {
 	a := e.apiCommand("agents list")
-	limit := a.fs.Int("limit", 0, "page size (1-100; default: the server's, 30); every page is followed")
+	limit := a.fs.Int("limit", 0, "page size (1-100; default: the server's, 30)")
+	next := a.fs.String("next", "", "the page after the one that printed this cursor")
+	all := a.fs.Bool("all", false, "print every page")
 	since := a.fs.String("updated-since", "", "only agents changed at or after this RFC 3339 time")
 	if _, err := a.parse(args); err != nil {
 		return err
 	}
-	opts := client.ListOptions{Limit: *limit}
+	opts := client.ListOptions{Limit: *limit, Next: *next}
 	if *limit < 0 {
 		return fmt.Errorf("%w: --limit must be a positive number", errUsage)
 	}
@@ -321,15 +268,30 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(e.stdout)
-	for ag, err := range c.Agents(ctx, opts) {
-		if err != nil {
-			return callErr(err)
+	if *all {
+		for ag, err := range c.Agents(ctx, opts) {
+			if err != nil {
+				return callErr(err)
+			}
+			if err := printJSON(e.stdout, item(ag)); err != nil {
+				return err
+			}
 		}
-		if err := enc.Encode(item(ag)); err != nil {
-			return fmt.Errorf("write: %w", err)
+		return nil
+	}
+	p, err := c.ListAgents(ctx, opts)
+	if err != nil {
+		return callErr(err)
+	}
+	for _, ag := range p.Agents {
+		if err := printJSON(e.stdout, item(ag)); err != nil {
+			return err
 		}
 	}
+	if !p.HasMore {
+		return nil
+	}
+	fmt.Fprintf(e.stderr, "agentapi: more agents: --next %s (or --all)\n", p.Next)
 	return nil
 }
 
@@ -387,7 +349,7 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 }
 
 // apiAgentOne runs a command that takes one agent id and prints one object.
-func apiAgentOne(e env, name string, args []string, fn func(*client.Client, string) (any, error)) error {
+func apiAgentOne(ctx context.Context, e env, name string, args []string, fn func(context.Context, *client.Client, string) (any, error)) error {
 	a := e.apiCommand("agents " + name)
 	pos, err := a.parse(args, "ID")
 	if err != nil {
@@ -397,7 +359,7 @@ func apiAgentOne(e env, name string, args []string, fn func(*client.Client, stri
 	if err != nil {
 		return err
 	}
-	v, err := fn(c, pos[0])
+	v, err := fn(ctx, c, pos[0])
 	if err != nil {
 		return callErr(err)
 	}
@@ -433,7 +395,7 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 		return callErr(err)
 	}
 	return printJSON(e.stdout, wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
-		Answer: ans.Answer, CreatedAt: formatTime(ans.CreatedAt), AnswerMS: ans.AnswerMS})
+		Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS})
 }
 
 // printStream writes each piece of a streamed answer as it arrives (flushed

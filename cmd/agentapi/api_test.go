@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,6 @@ func mustAPI(t *testing.T, key, url string, args ...string) []map[string]any {
 
 func TestAPICommands(t *testing.T) {
 	s := newAPIService(t)
-	ctx := context.Background()
 	k := s.key(nil, domain.ScopeAgentsRead, domain.ScopeAgentsWrite, domain.ScopeAgentsQuery)
 	key := k.Credential
 
@@ -140,7 +140,6 @@ func TestAPICommands(t *testing.T) {
 		t.Fatalf("me: %v", me)
 	}
 	if ips, ok := me[0]["allowed_ips"].([]any); !ok || len(ips) != 0 { // the API's /me, allowlist included
-
 		t.Fatalf("me: %v", me)
 	}
 	// --url wins over AGENTAPI_URL.
@@ -157,8 +156,8 @@ func TestAPICommands(t *testing.T) {
 	// A duplicate fails with the contract's code and the existing id, unless
 	// adopted; its message is said once (the field error repeats it).
 	out, errs, code := apiCLI(t, key, s.url, "", "agents", "create", "--name", "helpdesk")
-	if code != 1 || out != "" || errs != "agentapi: duplicate_value: An AI agent named \"helpdesk\" already exists in this account. "+
-		"(name) existing_id="+id+"\n" {
+	if code != 1 || out != "" || !regexp.MustCompile(`^agentapi: duplicate_value: An AI agent named "helpdesk" already exists in this account. `+
+		`\(name\) existing_id=`+id+` request_id=req_[0-9a-f]+\n$`).MatchString(errs) {
 		t.Fatalf("duplicate: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if adopted := mustAPI(t, key, s.url, "agents", "create", "--adopt-existing", "--name", "HELPDESK")[0]; adopted["id"] != id {
@@ -182,11 +181,17 @@ func TestAPICommands(t *testing.T) {
 		t.Fatalf("enable: %v", on)
 	}
 
-	// list follows every page: 6 agents in pages of 4.
+	apiListPages(t, s, key, id)
+	apiAskTwice(t, s, key, id)
+}
+
+// apiListPages: list --all follows every page; --updated-since filters.
+func apiListPages(t *testing.T, s *apiService, key, id string) {
+	// list --all follows every page: 6 agents in pages of 4.
 	for _, n := range []string{"b", "c", "d", "e", "f"} {
 		mustAPI(t, key, s.url, "agents", "create", "--name", n)
 	}
-	items := mustAPI(t, key, s.url, "agents", "list", "--limit", "4")
+	items := mustAPI(t, key, s.url, "agents", "list", "--limit", "4", "--all")
 	if len(items) != 6 || items[0]["id"] != id {
 		t.Fatalf("list: %d items %v", len(items), items)
 	}
@@ -205,7 +210,11 @@ func TestAPICommands(t *testing.T) {
 	if changed := mustAPI(t, key, s.url, "agents", "list", "--updated-since", since); len(changed) != 1 || changed[0]["id"] != items[3]["id"] {
 		t.Fatalf("list --updated-since %s: %v", since, changed)
 	}
+}
 
+// apiAskTwice: ask, and ask again in the same conversation.
+func apiAskTwice(t *testing.T, s *apiService, key, id string) {
+	ctx := context.Background()
 	// ask, and ask again in the same conversation; the question may come on stdin.
 	if _, errs, code := apiCLI(t, key, s.url, "", "ask", id, "hello?"); code != 1 || !strings.HasPrefix(errs, "agentapi: feature_not_enabled: ") {
 		t.Fatalf("ask without the feature: exit %d, %q", code, errs)
@@ -218,7 +227,7 @@ func TestAPICommands(t *testing.T) {
 	if ans["answer"] != "echo: What is 2+2?" || conv == "" || len(ans) != 6 || !serverTime(ans["created_at"]) {
 		t.Fatalf("ask: %v", ans)
 	}
-	out, errs, code = apiCLI(t, key, s.url, "And 3+3?\n", "ask", id, "--conversation", conv, "-")
+	out, errs, code := apiCLI(t, key, s.url, "And 3+3?\n", "ask", id, "--conversation", conv, "-")
 	if code != 0 || !strings.Contains(out, `"answer":"echo: And 3+3?"`) || !strings.Contains(out, conv) {
 		t.Fatalf("ask from stdin: exit %d, %s %s", code, out, errs)
 	}
@@ -248,8 +257,8 @@ func TestAPICommandFailures(t *testing.T) {
 		{"malformed key", key[:len(key)-1], s.url, []string{"me"}, 2, "agentapi: the API key is not of the form"},
 		{"plain http to a remote host", key, "http://api.example.com/v1", []string{"me"}, 2, "agentapi: refusing to send the API key in clear text to api.example.com over http; use https (or --insecure-http on a trusted network)"},
 		{"url without /v1", key, strings.TrimSuffix(s.url, "/v1"), []string{"me"}, 2, "agentapi: base URL"},
-		{"unknown subcommand", key, s.url, []string{"agents", "delete", "agt_x"}, 2, "agentapi: unknown api agents subcommand"},
-		{"no subcommand", key, s.url, nil, 2, "agentapi: api needs a subcommand"},
+		{"unknown subcommand", key, s.url, []string{"agents", "delete", "agt_x"}, 2, `agentapi: unknown command "agentapi api agents delete"`},
+		{"no subcommand", key, s.url, nil, 2, "agentapi: agentapi api needs a command"},
 		{"missing id", key, s.url, []string{"agents", "get"}, 2, "agentapi: agentapi api agents get expects ID"},
 		{"two ids", key, s.url, []string{"agents", "get", "a", "b"}, 2, "agentapi: agentapi api agents get expects ID"},
 		{"missing name", key, s.url, []string{"agents", "create"}, 2, "agentapi: agentapi api agents create needs --name"},

@@ -21,8 +21,9 @@ func TestREADMEShowsTheRealBanner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const start = "$ go run ./cmd/agentapi serve\n"
+	const start = "$ go run ./cmd/agentapi serve"
 	_, rest, ok := strings.Cut(string(readme), start)
+	_, rest, _ = strings.Cut(rest, "\n")
 	want, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
 		t.Fatalf("README has no %q block", strings.TrimSpace(start))

@@ -56,7 +56,7 @@ func TestServeOnEmptyPostgres(t *testing.T) {
 	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, "agentapi account create") || strings.Contains(logs, "Password") {
 		t.Fatalf("log: %s", logs)
 	}
-	st, err := openExisting(context.Background(), db)
+	st, err := (env{}).openExisting(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

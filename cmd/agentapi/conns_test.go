@@ -8,14 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // TestServeBoundsOpenConnections runs the built binary with --max-conns 2:
-// two keep-alive connections are served and held; a third is not served
-// while they stay open (it waits in the kernel's queue, costing serve
-// nothing), is served as soon as one closes, and the wait is logged.
+// two connections in the middle of a request are held; a third is not
+// served while they stay open (none is idle to give way), is served as
+// soon as one closes, and the wait is logged.
 func TestServeBoundsOpenConnections(t *testing.T) {
 	s := startServer(t, nil, "--db", filepath.Join(t.TempDir(), "conns.db"), "--max-conns", "2")
 	http.DefaultClient.CloseIdleConnections() // startServer's health check
@@ -39,12 +40,12 @@ func TestServeBoundsOpenConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		r := get(c)
-		if line, err := status(r, c, 10*time.Second); err != nil || line != "HTTP/1.1 200 OK" {
-			t.Fatalf("a connection within the bound: %q, %v", line, err)
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\n")); err != nil { // a request begun: active
+			t.Fatal(err)
 		}
 		held = append(held, c)
 	}
+	time.Sleep(200 * time.Millisecond) // both accepted
 
 	third, err := net.Dial("tcp", addr) // the kernel accepts it; serve does not yet
 	if err != nil {
@@ -66,4 +67,80 @@ func TestServeBoundsOpenConnections(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestIdleConnectionsGiveWay: 4,096 idle keep-alive connections from one
+// address (the default --max-conns) keep no one else waiting. At the
+// default --max-conns-per-addr that address holds 256 and the rest are
+// closed, so a client from another address is served at once; with no
+// per-address bound, serve closes the connection idle longest for a new
+// one, so even a client from the same address is (it waited 19.8 s).
+func TestIdleConnectionsGiveWay(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flags []string
+		from  string
+	}{
+		{"another address", nil, "127.0.0.2"},
+		{"the same address", []string{"--max-conns-per-addr", "100000"}, "127.0.0.1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := startServer(t, nil, append([]string{"--db", filepath.Join(t.TempDir(), "idle.db")}, c.flags...)...)
+			addr := strings.TrimPrefix(s.base, "http://")
+			served := holdIdle(t, addr, defaultMaxConns)
+			start := time.Now()
+			code, err := getFrom(c.from, s.base+"/healthz")
+			if err != nil || code != 200 || time.Since(start) > 3*time.Second {
+				t.Fatalf("a new client from %s: %d, %v after %v (%d idle connections served)", c.from, code, err, time.Since(start), served)
+			}
+			if c.flags == nil && served != defaultMaxConnsPerAddr {
+				t.Fatalf("one address was served %d connections, want %d", served, defaultMaxConnsPerAddr)
+			}
+		})
+	}
+}
+
+// holdIdle opens n connections to addr from 127.0.0.1, asks GET /healthz
+// on each and leaves the ones that answered open and idle; it returns how
+// many answered.
+func holdIdle(t *testing.T, addr string, n int) int {
+	var mu sync.Mutex
+	served := 0
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			_, _ = c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"))
+			if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode == 200 {
+				resp.Body.Close()
+				mu.Lock()
+				served++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return served
+}
+
+// getFrom GETs url on a new connection from the local address from.
+func getFrom(from, url string) (int, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	resp, err := hc.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

@@ -11,25 +11,9 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/wire"
 )
-
-func keyCmd(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: key needs a subcommand: create, revoke, set-rate-limit or list", errUsage)
-	}
-	switch args[0] {
-	case "create":
-		return keyCreate(ctx, e, args[1:])
-	case "revoke":
-		return keyRevoke(ctx, e, args[1:])
-	case "set-rate-limit":
-		return keySetRateLimit(ctx, e, args[1:])
-	case "list":
-		return keyList(ctx, e, args[1:])
-	}
-	return fmt.Errorf("%w: unknown key subcommand %q", errUsage, args[0])
-}
 
 func keyCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("key create")
@@ -57,7 +41,7 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return asManager(ctx, *db, *f.account, *f.as, func(svc *keys.Service, actor keys.Actor) error {
+	return asManager(ctx, e.openExisting, *db, *f.account, *f.as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
 		if err != nil {
 			return err
@@ -176,10 +160,10 @@ func allowedIPsFlag(fs *flag.FlagSet, value string) (domain.AllowList, error) {
 	return l, nil
 }
 
-// asManager opens the store and runs fn as the account's Owner or Admin
-// named by email; anyone else is refused by keys.Service.Manager.
-func asManager(ctx context.Context, db, account, email string, fn func(*keys.Service, keys.Actor) error) error {
-	st, err := openExisting(ctx, db)
+// asManager opens the store with open and runs fn as the account's Owner
+// or Admin named by email; anyone else is refused by keys.Service.Manager.
+func asManager(ctx context.Context, open func(context.Context, string) (*store.Store, error), db, account, email string, fn func(*keys.Service, keys.Actor) error) error {
+	st, err := open(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -203,8 +187,11 @@ func keyRevoke(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "as"); err != nil {
 		return err
 	}
-	return asManager(ctx, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
-		return svc.Revoke(ctx, actor, *account, pos[0])
+	return asManager(ctx, e.openForKeys, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
+		if err := svc.Revoke(ctx, actor, *account, pos[0]); err != nil {
+			return err
+		}
+		return changed(e, pos[0], "revoked")
 	})
 }
 
@@ -218,12 +205,15 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return domain.Errorf(domain.CodeInvalidValue, "N must be a whole number of requests a minute, not %q", pos[1])
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openForKeys(ctx, *db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return keys.New(st, nil).SetRateLimit(ctx, pos[0], n)
+	if err := keys.New(st, nil).SetRateLimit(ctx, pos[0], n); err != nil {
+		return err
+	}
+	return changed(e, pos[0], "rate_limit_per_minute", strconv.Itoa(n))
 }
 
 // keyLine is a key as `key list` prints it: the contract's key object, plus
@@ -250,7 +240,7 @@ func keyList(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account"); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -272,16 +262,11 @@ func keyList(ctx context.Context, e env, args []string) error {
 		}
 		if err := enc.Encode(keyLine{
 			Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
-				RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: timePtr(k.LastUsedAt), ExpiresAt: timePtr(k.ExpiresAt)},
-			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: formatTime(k.CreatedAt), RevokedAt: timePtr(k.RevokedAt),
+				RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
+			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: wire.Time(k.CreatedAt), RevokedAt: wire.TimePtr(k.RevokedAt),
 		}); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
 	}
 	return nil
 }
-
-// formatTime matches the API's timestamps: RFC 3339, UTC, milliseconds, Z.
-func formatTime(t time.Time) string { return wire.Time(t) }
-
-func timePtr(t *time.Time) *string { return wire.TimePtr(t) }

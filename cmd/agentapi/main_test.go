@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,30 +230,60 @@ func TestCreateWhoseOutputIsLost(t *testing.T) {
 	}
 }
 
-// binary builds the program once per test run.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// binPath is the program, built once per package run by TestMain before
+// any test starts: go test's time-out (10 minutes by default) counts from
+// the first test, and on a fresh machine (empty build cache) the build
+// alone takes minutes, which used to land inside whichever test came first.
+var binPath string
 
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agentapi-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "agentapi")
+	if err := buildBinary(binPath); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildBinary builds the program as the test binary was built: with the
+// race detector only under go test -race, so that the build reuses the
+// packages go test compiled rather than compiling all of them again.
+func buildBinary(out string) error {
+	args := []string{"build", "-o", out}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	if b, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v: %s", err, b)
+	}
+	return nil
+}
+
+// raceEnabled reports whether this test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// binary is the program TestMain built.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentapi-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agentapi")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
 	return binPath
 }
 
@@ -570,10 +601,11 @@ func TestServeInProcess(t *testing.T) {
 
 func TestBannerNeverShowsADatabasePassword(t *testing.T) {
 	for in, want := range map[string]string{
-		"agentapi.db":                     "agentapi.db",
-		"/tmp/my db.db":                   "'/tmp/my db.db'",
-		"postgres://u:s3cret@h:5432/d":    `"$AGENTAPI_DB"`,
-		"postgres://u@h:5432/d?sslmode=x": "'postgres://u@h:5432/d?sslmode=x'",
+		"agentapi.db":                     "",
+		"other.db":                        " --db other.db",
+		"/tmp/my db.db":                   " --db '/tmp/my db.db'",
+		"postgres://u:s3cret@h:5432/d":    ` --db "$AGENTAPI_DB"`,
+		"postgres://u@h:5432/d?sslmode=x": " --db 'postgres://u@h:5432/d?sslmode=x'",
 	} {
 		if got := dbArg(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("dbArg(%q) = %q, want %q", in, got, want)

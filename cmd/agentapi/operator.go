@@ -19,16 +19,44 @@ import (
 // next request (docs/operator-cli.md).
 type operator struct {
 	redisURL *string
+	noRedis  *bool
 	client   *redis.Client
 	mirror   *ratelimit.Mirror
 }
-
-type operatorKey struct{}
 
 // addFlags gives an operator command's flag set --redis.
 func (o *operator) addFlags(fs *flag.FlagSet, e env) {
 	o.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
 		"redis:// URL of the Redis the instances share; writes raise the key epoch's mirror there (env AGENTAPI_REDIS_URL)")
+	o.noRedis = fs.Bool("no-redis", false, "change keys of a database whose instances run with --redis without raising the mirror: they may accept a key as it was for up to "+ratelimit.StaleBound.String())
+}
+
+// openForKeys opens the database of a command that changes what a key
+// may do. Where serve runs with --redis (store.KeyEpochMirrored), its
+// instances hold keys until the mirror in Redis moves: without --redis the
+// command is refused (exit 2), unless --no-redis accepts the delay.
+func (e env) openForKeys(ctx context.Context, dsn string) (*store.Store, error) {
+	st, err := e.openExisting(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	o := e.op
+	if o == nil || o.client != nil {
+		return st, nil
+	}
+	mirrored, err := st.KeyEpochMirrored(ctx)
+	switch {
+	case err != nil:
+		st.Close()
+		return nil, err
+	case !mirrored:
+		return st, nil
+	case *o.noRedis:
+		fmt.Fprintf(e.stderr, "agentapi: --no-redis: the instances may accept the key as it was for up to %v\n", ratelimit.StaleBound)
+		return st, nil
+	}
+	st.Close()
+	return nil, fmt.Errorf("%w: this database's instances run with --redis and keep keys until its key epoch mirror moves: give --redis URL (or AGENTAPI_REDIS_URL), or --no-redis to accept that they may accept the key as it was for up to %v", errUsage, ratelimit.StaleBound)
 }
 
 // attach makes st raise the mirror when the command was given --redis.
@@ -63,10 +91,4 @@ func (o *operator) finish(err error) error {
 		return errors.Join(err, errMirrorNotRaised)
 	}
 	return err
-}
-
-// operatorFrom is the operator of the command ctx runs, nil for none.
-func operatorFrom(ctx context.Context) *operator {
-	o, _ := ctx.Value(operatorKey{}).(*operator)
-	return o
 }

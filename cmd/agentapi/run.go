@@ -8,8 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"strings"
-	"unicode"
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
@@ -20,9 +20,11 @@ const usage = `agentapi: the agentapi service and its operator tooling
 
 Usage:
   agentapi serve [--addr ADDR] [--db DB] [--redis URL] [flags]
+  agentapi fake-model [--addr ADDR] [--delay D]   (a stand-in model for trying questions)
   agentapi account create --name NAME
-  agentapi account show ID
-  agentapi account deactivate ID | account activate ID
+  agentapi account list [--json]
+  agentapi account show ID|NAME
+  agentapi account activate|deactivate ID
   agentapi account feature (--enable|--disable) ai-answers ID
   agentapi user create --account ID --email EMAIL --role owner|admin|agent   (password on stdin)
   agentapi user reset-password --account ID --email EMAIL   (prints a one-time password)
@@ -34,7 +36,7 @@ Usage:
   agentapi key list --account ID
 
   agentapi api me
-  agentapi api agents list [--limit N] [--updated-since RFC3339]
+  agentapi api agents list [--limit N] [--next CURSOR | --all] [--updated-since RFC3339]
   agentapi api agents get|enable|disable|stats ID
   agentapi api agents create --name NAME [--instructions TEXT] [--adopt-existing]
   agentapi api agents update ID [--name NAME] [--instructions TEXT]
@@ -46,9 +48,14 @@ The api commands call a running service as an API user: the key comes from
 $AGENTAPI_KEY (never a flag), the service from --url or $AGENTAPI_URL
 (default http://127.0.0.1:8080/v1).
 The operator commands take --db: a postgres:// URL selects PostgreSQL, anything else
-is a SQLite file (default agentapi.db, or $AGENTAPI_DB).
+is a SQLite file (default agentapi.db, or $AGENTAPI_DB). Those that change keys
+(revoke, set-rate-limit, account activate/deactivate) need --redis URL (or
+$AGENTAPI_REDIS_URL) where serve runs with --redis, or --no-redis.
 Run "agentapi COMMAND -h" for a command's flags.
 `
+
+// defaultDB is --db when neither the flag nor AGENTAPI_DB gives one.
+const defaultDB = "agentapi.db"
 
 // errUsage marks a command line that could not be understood (exit 2).
 var errUsage = errors.New("usage")
@@ -65,7 +72,7 @@ type env struct {
 // the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, op: &operator{}}
-	err := e.op.finish(dispatch(context.WithValue(ctx, operatorKey{}, e.op), e, args))
+	err := e.op.finish(dispatch(ctx, e, args))
 	switch {
 	case err == nil:
 		return 0
@@ -92,75 +99,33 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(msg), " ")
 }
 
+// credentialText is whatever starts like a credential, in any case.
+var credentialText = regexp.MustCompile(`(?i)` + credential.Tag + `_[0-9a-z_]+`)
+
 // redactCredentials cuts the secret off anything in msg that starts like a
 // credential: support pastes a credential where a key id belongs, and the
 // command echoes what it could not find. Scripts' stderr ends up in logs;
-// run passes every line it prints through it.
+// run passes every line it prints through it. "agk_" followed by nothing a
+// credential is made of ("agk_<env>_…", "agk_…") is the CLI talking about
+// the format, and kept.
 func redactCredentials(msg string) string {
-	var b strings.Builder
-	for {
-		i := strings.Index(msg, credential.Tag+"_")
-		if i < 0 {
-			b.WriteString(msg)
-			return b.String()
+	return credentialText.ReplaceAllStringFunc(msg, func(c string) string {
+		if r := credential.Redact(c); r != "" {
+			return r
 		}
-		b.WriteString(msg[:i])
-		// "agk_" followed by nothing a credential is made of is the CLI
-		// talking about the format ("agk_<env>_<prefix>_<secret>",
-		// "agk_…"), not a credential: kept as written.
-		if rest := msg[i+len(credential.Tag)+1:]; rest == "" || !isCredentialChar(rest[0]) {
-			b.WriteString(credential.Tag + "_")
-			msg = rest
-			continue
-		}
-		j := strings.IndexFunc(msg[i:], func(r rune) bool { return r == '"' || r == '\'' || r == ',' || unicode.IsSpace(r) })
-		if j < 0 {
-			j = len(msg) - i
-		}
-		if r := credential.Redact(msg[i : i+j]); r != "" {
-			b.WriteString(r)
-		} else {
-			b.WriteString(credential.Tag + "_[redacted]")
-		}
-		msg = msg[i+j:]
-	}
-}
-
-// isCredentialChar reports whether c can appear in a credential's text.
-func isCredentialChar(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
+		return credential.Tag + "_[redacted]"
+	})
 }
 
 func dispatch(ctx context.Context, e env, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf(`%w: no command; "agentapi help" lists them`, errUsage)
-	}
-	sub, rest := args[0], args[1:]
-	switch sub {
-	case "serve":
-		return serve(ctx, e, rest)
-	case "account":
-		return accountCmd(ctx, e, rest)
-	case "user":
-		return userCmd(ctx, e, rest)
-	case "key":
-		return keyCmd(ctx, e, rest)
-	case "api":
-		return apiCmd(ctx, e, rest)
-	case "version":
-		return versionCmd(e, rest)
-	case "help", "-h", "--help":
-		fmt.Fprint(e.stdout, usage)
-		return nil
-	}
-	return fmt.Errorf(`%w: unknown command %q; "agentapi help" lists them`, errUsage, sub)
+	return commandTree().dispatch(ctx, e, "agentapi", args)
 }
 
 // flags returns a flag set for an operator command (newFlagSet), with the
 // --db flag every one of them has.
 func (e env) flags(name string) (*flag.FlagSet, *string) {
 	fs := e.newFlagSet("agentapi " + name)
-	db := fs.String("db", e.or("AGENTAPI_DB", "agentapi.db"), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
+	db := fs.String("db", e.or("AGENTAPI_DB", defaultDB), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
 	if name != "serve" && e.op != nil {
 		e.op.addFlags(fs, e)
 	}
@@ -169,10 +134,10 @@ func (e env) flags(name string) (*flag.FlagSet, *string) {
 
 // newFlagSet returns a flag set that prints nothing while it parses and
 // never exits: a bad command line comes back from parseFlags as one line
-// (scripts read stderr), and -h prints the flags to stderr.
+// (scripts read stderr), and -h prints the usage and flags to stdout.
 func (e env) newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(helpOutput{e.stderr})
+	fs.SetOutput(helpOutput{e.stdout})
 	fs.Usage = func() {}
 	return fs
 }
@@ -202,11 +167,16 @@ func parseFlags(fs *flag.FlagSet, parse func() error) error {
 	case errors.Is(err, flag.ErrHelp):
 		if h, ok := fs.Output().(helpOutput); ok {
 			fs.SetOutput(h.w)
-			fmt.Fprintf(h.w, "Usage of %s:\n", fs.Name())
+			fmt.Fprint(h.w, usageOf(fs.Name()), "\nFlags:\n")
 			fs.PrintDefaults()
 			fs.SetOutput(h)
 		}
 		return err
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		return fmt.Errorf(`%w: %s has no flag --%s%s; "%s -h" lists its flags`, errUsage, fs.Name(), name, didYouMean(name, names, "--"), fs.Name())
 	}
 	return fmt.Errorf("%w: %s", errUsage, oneLine(err))
 }
@@ -243,21 +213,29 @@ func parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, err
 	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
 		return nil, err
 	}
-	if fs.NArg() != len(positional) {
-		want := "no arguments"
-		if len(positional) > 0 {
-			want = strings.Join(positional, " ")
-		}
-		return nil, fmt.Errorf("%w: %s expects %s after its flags (flags come first)", errUsage, fs.Name(), want)
+	if err := checkArgs(fs.Name(), fs.Args(), positional, " after its flags (flags come first)"); err != nil {
+		return nil, err
 	}
 	return fs.Args(), nil
 }
 
+// checkArgs checks the number of positional arguments got against their
+// names: exactly as many, or at least as many when the last ends in "...".
+func checkArgs(name string, got, positional []string, hint string) error {
+	n := len(positional)
+	if len(got) == n || n > 0 && strings.HasSuffix(positional[n-1], "...") && len(got) >= n {
+		return nil
+	}
+	want := "no arguments"
+	if n > 0 {
+		want = strings.Join(positional, " ")
+	}
+	return fmt.Errorf("%w: %s expects %s%s", errUsage, name, want, hint)
+}
+
 func required(fs *flag.FlagSet, names ...string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, n := range names {
-		if !set[n] {
+		if !given(fs, n) {
 			return fmt.Errorf("%w: %s needs --%s", errUsage, fs.Name(), n)
 		}
 	}
@@ -270,7 +248,7 @@ func required(fs *flag.FlagSet, names ...string) error {
 // "succeed" against a new database). Only serve and account create may
 // create one. It only stats the path: opening, mapping or closing the
 // database files is the driver's business (docs/operator-cli.md).
-func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
+func (e env) openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	// store.Open's rule: these prefixes select PostgreSQL, anything else
 	// is a SQLite file path.
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
@@ -284,7 +262,7 @@ func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := operatorFrom(ctx).attach(ctx, st); err != nil {
+	if err := e.op.attach(ctx, st); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
+	_ "net/http/pprof"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +25,6 @@ import (
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
-	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/metrics"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/secretscan"
@@ -85,8 +86,8 @@ type serveConfig struct {
 	llmURL, llmModel   string
 	llmKey             string
 	adminAddr          string
-	gcHeadroomMiB      int
 	maxConns           int
+	maxConnsPerAddr    int
 	clients            *clientaddr.Resolver
 	secretScanningKeys string
 	usage              bool // record requests for the console's usage and logs
@@ -110,21 +111,17 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
 	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
-	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
-	if err != nil {
-		return err
-	}
-	fs.IntVar(&c.gcHeadroomMiB, "gc-headroom-mib", gcDefault, "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)")
 	maxConnsDefault, err := envInt(e, "AGENTAPI_MAX_CONNS", defaultMaxConns, 1, "a positive whole number")
 	if err != nil {
 		return err
 	}
-	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, new ones wait in the kernel's queue until one closes (env AGENTAPI_MAX_CONNS)")
+	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, the connection idle longest is closed for a new one, or new ones wait until one closes (env AGENTAPI_MAX_CONNS)")
 	for _, f := range []struct {
 		dst            *int
 		name, env, use string
 		def            int
 	}{
+		{&c.maxConnsPerAddr, "max-conns-per-addr", "AGENTAPI_MAX_CONNS_PER_ADDR", "connections one client address (IPv6: its /64) may hold open; trusted proxies are not counted (env AGENTAPI_MAX_CONNS_PER_ADDR)", defaultMaxConnsPerAddr},
 		{&c.maxModelCalls, "max-model-calls", "AGENTAPI_MAX_MODEL_CALLS", "questions in progress on this instance; past it a question gets 503 (env AGENTAPI_MAX_MODEL_CALLS)", api.DefaultMaxModelCalls},
 		{&c.maxModelCallsPerAccount, "max-model-calls-per-account", "AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT", "questions in progress per account; past it a question gets 429 (env AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT)", api.DefaultMaxModelCallsPerAccount},
 		{&c.maxBodyMemoryMiB, "max-body-memory", "AGENTAPI_MAX_BODY_MEMORY", "MiB of request bodies read and decoded at once; past it a request waits up to 2 s, then gets 503 (env AGENTAPI_MAX_BODY_MEMORY)", api.DefaultMaxBodyMemory >> 20},
@@ -138,14 +135,8 @@ func serve(ctx context.Context, e env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	if c.maxModelCalls < 1 || c.maxModelCallsPerAccount < 1 || c.maxBodyMemoryMiB < 1 {
-		return fmt.Errorf("%w: --max-model-calls, --max-model-calls-per-account and --max-body-memory must be positive", errUsage)
-	}
-	if c.maxConns < 1 {
-		return fmt.Errorf("%w: --max-conns must be positive", errUsage)
-	}
-	if c.gcHeadroomMiB < 0 {
-		return fmt.Errorf("%w: --gc-headroom-mib must not be negative", errUsage)
+	if c.maxConns < 1 || c.maxConnsPerAddr < 1 || c.maxModelCalls < 1 || c.maxModelCallsPerAccount < 1 || c.maxBodyMemoryMiB < 1 {
+		return fmt.Errorf("%w: --max-conns, --max-conns-per-addr, --max-model-calls, --max-model-calls-per-account and --max-body-memory must be positive", errUsage)
 	}
 	c.db = *db
 	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
@@ -173,17 +164,9 @@ func envInt(e env, name string, def, least int, must string) (int, error) {
 }
 
 func runServer(ctx context.Context, e env, c serveConfig) error {
-	// The log is buffered (logbuf.go); the deferred Close is the last
-	// thing runServer does, on every return and on a panic unwinding it,
-	// so the lines before a graceful stop or a fatal error all reach
-	// stderr, ahead of run's own error line.
-	logOut := newLineBuffer(e.stderr, logBufferSize, logFlushEvery)
-	defer logOut.Close()
-	log := slog.New(api.LogHandler(logjson.New(logOut, nil)))
+	// Each line is one write to stderr, as it is logged.
+	log := slog.New(api.LogHandler(slog.NewJSONHandler(e.stderr, nil)))
 	m := metrics.New()
-	if c.gcHeadroomMiB > 0 && e.getenv("GOGC") == "" {
-		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
-	}
 
 	model, err := openModel(c)
 	if err != nil {
@@ -209,7 +192,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	warnUnsharedLimits(c, st, log)
+	if c.redisURL == "" && st.Engine() == store.EnginePostgres { // instances share a database, not Redis
+		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
+	}
 
 	ln, base, cursorKey, err := listen(ctx, e, log, st, c)
 	if err != nil {
@@ -248,15 +233,13 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
-	in.srv = newHTTPServer(ctx, in.dr.wrap(handler), log, defaultTimeouts)
-	in.srv.ConnState = in.dr.connState
-	in.ln = &onceCloseListener{Listener: limitConns(ln, c.maxConns, log)}
+	in.srv = newHTTPServer(ctx, in.closeWhenDraining(handler), log, defaultTimeouts)
+	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
+	in.srv.ConnState = in.ln.connState
 	served := make(chan error, 1)
 	go func() { served <- in.srv.Serve(in.ln) }()
 	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
 		"store", st.Engine(), "redis", c.redisURL != "", "llm", model != nil)
-	// Startup lines go out at once: whoever starts serve waits for them.
-	_ = logOut.Flush()
 
 	select {
 	case err := <-served:
@@ -328,7 +311,8 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 
 // shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
 // of this process raises it after its commit, and the limiter's script
-// checks held keys against it (docs/production.md). Nil without Redis.
+// checks held keys against it (docs/production.md), and the store
+// records that its instances do so. Nil without Redis.
 func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
 	if !ok {
@@ -338,17 +322,12 @@ func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limit
 	if err != nil {
 		return nil, err
 	}
+	// Operator commands on this store now need --redis (openForKeys).
+	if err := st.MarkKeyEpochMirrored(ctx); err != nil {
+		return nil, err
+	}
 	rl.UseMirror(mirror)
 	return mirror, nil
-}
-
-// warnUnsharedLimits warns that rate limits are per instance when
-// instances share a database (PostgreSQL) but not Redis: without it each
-// one keeps its own windows.
-func warnUnsharedLimits(c serveConfig, st *store.Store, log *slog.Logger) {
-	if c.redisURL == "" && st.Engine() == store.EnginePostgres {
-		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
-	}
 }
 
 // listen opens the API's listener, bootstraps the first user (whose
@@ -390,8 +369,8 @@ func startAdmin(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server
 // instance is what a serving runServer stops on a graceful stop.
 type instance struct {
 	log        *slog.Logger
-	ln         net.Listener
-	dr         drainer
+	ln         *connLimit
+	draining   atomic.Bool
 	srv        *http.Server
 	admin      *http.Server // nil: no admin listener
 	stopLoops  context.CancelFunc
@@ -408,9 +387,9 @@ type instance struct {
 // had just sent on it, unanswered.
 func (in *instance) stop() error {
 	in.log.Info("shutting down")
-	in.dr.draining.Store(true)
+	in.draining.Store(true)
 	_ = in.ln.Close()
-	in.dr.wait(drainGrace)
+	in.ln.wait(drainGrace)
 	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	shutErr := in.srv.Shutdown(shutCtx)
@@ -457,24 +436,38 @@ agentapi: first start on an empty database; created account %s and its Owner.
   Password:  %s
              (shown only now; you choose your own at first sign-in)
 
-  Create an API key (or use the console, Settings → Developers):
-    agentapi key create --db %s --account %s --as %s --name "First key" --preset full-access
+  Create an API key (or use the console, Settings → Developers), in another terminal here:
+    export AGENTAPI_KEY=$(%s key create%s --account %s --as %s --name "First key" --preset full-access)
 
   Then:
-    curl -H "Authorization: Bearer <key>" %s/v1/me
+    curl -H "Authorization: Bearer $AGENTAPI_KEY" %s/v1/me
 
-`, acct.ID, base, firstOwnerEmail, pw, dbArg(db), acct.ID, firstOwnerEmail, base)
+`, acct.ID, base, firstOwnerEmail, pw, selfCommand(), dbArg(db), acct.ID, firstOwnerEmail, base)
 	return nil
 }
 
-// dbArg is --db as the banner shows it: never a database password.
+// selfCommand is how the banner's commands start: as the README runs
+// them (go run, whose executable lives in a go-build directory), or as
+// this executable was started.
+func selfCommand() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/agentapi"
+	}
+	return shellQuote(os.Args[0])
+}
+
+// dbArg is the banner's --db: none for the default, never a database
+// password.
 func dbArg(db string) string {
+	if db == defaultDB {
+		return ""
+	}
 	if u, err := url.Parse(db); err == nil && u.User != nil {
 		if _, has := u.User.Password(); has {
-			return `"$AGENTAPI_DB"`
+			return ` --db "$AGENTAPI_DB"`
 		}
 	}
-	return shellQuote(db)
+	return " --db " + shellQuote(db)
 }
 
 func shellQuote(s string) string {
@@ -491,11 +484,9 @@ func shellQuote(s string) string {
 func adminHandler(m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// net/http/pprof registers its handlers on the default mux, which
+	// nothing else in the program uses.
+	mux.Handle("/debug/pprof/", http.DefaultServeMux)
 	return mux
 }
 
@@ -535,49 +526,15 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 // connections already open, after it stopped accepting new ones.
 const drainGrace = time.Second
 
-// drainer counts the API listener's open connections and, once a stop has
-// begun, asks each response to close its connection.
-type drainer struct {
-	open     atomic.Int64
-	draining atomic.Bool
-}
-
-func (d *drainer) connState(_ net.Conn, s http.ConnState) {
-	switch s {
-	case http.StateNew:
-		d.open.Add(1)
-	case http.StateClosed, http.StateHijacked:
-		d.open.Add(-1)
-	}
-}
-
-func (d *drainer) wrap(h http.Handler) http.Handler {
+// closeWhenDraining asks each response to close its connection once a
+// stop has begun.
+func (in *instance) closeWhenDraining(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if d.draining.Load() {
+		if in.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// wait returns once every connection has closed, or after max.
-func (d *drainer) wait(max time.Duration) {
-	for deadline := time.Now().Add(max); d.open.Load() > 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// onceCloseListener lets the stop close the listener itself, before
-// http.Server.Shutdown closes it again.
-type onceCloseListener struct {
-	net.Listener
-	once sync.Once
-	err  error
-}
-
-func (l *onceCloseListener) Close() error {
-	l.once.Do(func() { l.err = l.Listener.Close() })
-	return l.err
 }
 
 // useMirror makes st raise the key epoch's mirror in Redis (client) after

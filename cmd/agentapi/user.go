@@ -10,18 +10,6 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-func userCmd(ctx context.Context, e env, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "create":
-			return userCreate(ctx, e, args[1:])
-		case "reset-password":
-			return userResetPassword(ctx, e, args[1:])
-		}
-	}
-	return fmt.Errorf("%w: user needs a subcommand: create, reset-password", errUsage)
-}
-
 func userCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("user create")
 	account := fs.String("account", "", "the account id")
@@ -33,7 +21,7 @@ func userCreate(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "email", "role"); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}
@@ -63,7 +51,7 @@ func userResetPassword(ctx context.Context, e env, args []string) error {
 	if err := required(fs, "account", "email"); err != nil {
 		return err
 	}
-	st, err := openExisting(ctx, *db)
+	st, err := e.openExisting(ctx, *db)
 	if err != nil {
 		return err
 	}

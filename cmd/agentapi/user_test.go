@@ -26,7 +26,7 @@ func TestUserResetPassword(t *testing.T) {
 	if pw == "" || strings.ContainsAny(pw, " \n") {
 		t.Fatalf("printed %q", pw)
 	}
-	st, err := openExisting(context.Background(), db)
+	st, err := (env{}).openExisting(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

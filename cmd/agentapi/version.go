@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 )
@@ -15,9 +16,9 @@ var version string
 
 // versionCmd prints the version alone on one line, for scripts and bug
 // reports.
-func versionCmd(e env, args []string) error {
-	if len(args) > 0 {
-		return fmt.Errorf("%w: version takes no arguments", errUsage)
+func versionCmd(_ context.Context, e env, args []string) error {
+	if _, err := parse(e.newFlagSet("agentapi version"), args); err != nil {
+		return err
 	}
 	bi, _ := debug.ReadBuildInfo() // nil when the binary has no record
 	_, err := fmt.Fprintln(e.stdout, versionOf(version, bi))

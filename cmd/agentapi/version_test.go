@@ -58,7 +58,7 @@ func TestVersionCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"version", "extra"}, func(string) string { return "" }, nil, &out, &errOut); code != 2 {
 		t.Fatalf("version extra: exit %d, want 2", code)
 	}
-	if out.Len() != 0 || !strings.Contains(errOut.String(), "version takes no arguments") {
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "version expects no arguments") {
 		t.Fatalf("version extra: stdout %q, stderr %q", out.String(), errOut.String())
 	}
 }
@@ -71,7 +71,13 @@ func TestVersionSetByLinker(t *testing.T) {
 		t.Skip("builds the program")
 	}
 	bin := filepath.Join(t.TempDir(), "agentapi")
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=9.8.7-test", "-o", bin, ".").CombinedOutput(); err != nil {
+	// Built as TestMain built the program (-race or not), so that only the
+	// link is new: otherwise every package compiles again, minutes cold.
+	args := []string{"build", "-ldflags", "-X main.version=9.8.7-test", "-o", bin}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
 	out, err := exec.Command(bin, "version").Output()

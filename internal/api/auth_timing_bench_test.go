@@ -15,7 +15,6 @@ import (
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
-	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -68,7 +67,7 @@ func benchAuthRefusalTiming(b *testing.B, engine string) {
 	expired := create(past, &expiry)
 	unknown, _ := credential.Generate(domain.EnvLive)
 
-	log := slog.New(LogHandler(logjson.New(io.Discard, nil)))
+	log := slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))
 	mem := ratelimit.NewMemory(nil)
 	defer mem.Close()
 	ck, err := st.Secret(ctx, "cursor")

@@ -14,7 +14,6 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
-	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
@@ -51,7 +50,7 @@ func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*Config)) *fixture
 	t.Helper()
 	c := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	logs := &syncBuffer{}
-	log := slog.New(logjson.New(logs, nil))
+	log := slog.New(slog.NewJSONHandler(logs, nil))
 	mem := ratelimit.NewMemory(c.Now)
 	t.Cleanup(mem.Close)
 	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
@@ -288,6 +287,6 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, engine string)) {
 
 var _ = llm.Message{}
 
-func (f *fixture) logsLogger() *slog.Logger { return slog.New(logjson.New(f.logs, nil)) }
+func (f *fixture) logsLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(f.logs, nil)) }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

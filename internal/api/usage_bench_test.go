@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
-	"github.com/agentapi/agentapi/internal/logjson"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
@@ -44,7 +43,7 @@ func BenchmarkUsageHook(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(LogHandler(logjson.New(io.Discard, nil)))
+	log := slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))
 	mem := ratelimit.NewMemory(nil)
 	defer mem.Close()
 	ck, _ := st.Secret(ctx, "cursor")

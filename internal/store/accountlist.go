@@ -1,0 +1,44 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// AccountSummary is an account as `agentapi account list` shows it: Users
+// counts its active users, Keys its keys not revoked.
+type AccountSummary struct {
+	ID        string
+	Name      string
+	Active    bool
+	CreatedAt time.Time
+	Users     int
+	Keys      int
+}
+
+// ListAccounts returns every account, oldest first.
+func (s *Store) ListAccounts(ctx context.Context) ([]AccountSummary, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT a.id, a.name, a.active, a.created_at,
+		(SELECT count(*) FROM users u WHERE u.account_id = a.id AND u.active),
+		(SELECT count(*) FROM api_keys k WHERE k.account_id = a.id AND k.revoked_at IS NULL)
+		FROM accounts a ORDER BY a.created_at, a.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	defer rows.Close()
+	var out []AccountSummary
+	for rows.Next() {
+		var a AccountSummary
+		var created int64
+		if err := rows.Scan(&a.ID, &a.Name, &a.Active, &created, &a.Users, &a.Keys); err != nil {
+			return nil, fmt.Errorf("list accounts: %w", err)
+		}
+		a.CreatedAt = fromMS(created)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	return out, nil
+}
