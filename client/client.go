@@ -50,6 +50,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -98,19 +99,13 @@ func DefaultRetryPolicy() RetryPolicy {
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	d := DefaultRetryPolicy()
-	if p.MaxAttempts > 0 {
-		d.MaxAttempts = p.MaxAttempts
+	// A negative field, like a zero one, means its default.
+	return RetryPolicy{
+		MaxAttempts:   cmp.Or(max(p.MaxAttempts, 0), d.MaxAttempts),
+		BaseDelay:     cmp.Or(max(p.BaseDelay, 0), d.BaseDelay),
+		MaxDelay:      cmp.Or(max(p.MaxDelay, 0), d.MaxDelay),
+		MaxRetryAfter: cmp.Or(max(p.MaxRetryAfter, 0), d.MaxRetryAfter),
 	}
-	if p.BaseDelay > 0 {
-		d.BaseDelay = p.BaseDelay
-	}
-	if p.MaxDelay > 0 {
-		d.MaxDelay = p.MaxDelay
-	}
-	if p.MaxRetryAfter > 0 {
-		d.MaxRetryAfter = p.MaxRetryAfter
-	}
-	return d
 }
 
 // Client calls the API with one key. It is safe for concurrent use.
