@@ -292,7 +292,6 @@ type call struct {
 type response struct {
 	status    int
 	body      []byte
-	header    http.Header
 	rateLimit RateLimit
 }
 
@@ -400,26 +399,9 @@ func (c *Client) expBackoff(attempt int) time.Duration {
 
 // once sends one request and reads its answer.
 func (c *Client) once(ctx context.Context, method, target string, body []byte, idemKey string) (*response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	resp, err := c.send(ctx, method, target, body, "application/json", idemKey)
 	if err != nil {
-		return nil, fmt.Errorf("client: build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key.s)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), unwrapURLError(err))
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
@@ -431,9 +413,36 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, i
 	}
 	rl := parseRateLimit(resp.Header)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return &response{status: resp.StatusCode, body: data, header: resp.Header, rateLimit: rl}, nil
+		return &response{status: resp.StatusCode, body: data, rateLimit: rl}, nil
 	}
 	return nil, parseError(resp.StatusCode, resp.Header, data, rl)
+}
+
+// send makes one request with the key: body, when not nil, is JSON;
+// idemKey, when not empty, is its Idempotency-Key.
+func (c *Client) send(ctx context.Context, method, target string, body []byte, accept, idemKey string) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, fmt.Errorf("client: build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key.s)
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", c.userAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), unwrapURLError(err))
+	}
+	return resp, nil
 }
 
 // newIdempotencyKey is 128 random bits, as 32 hex digits.
