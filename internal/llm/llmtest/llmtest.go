@@ -87,9 +87,13 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, out := s.reply(req)
+	writeJSON(w, status, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(out))
+	_, _ = io.WriteString(w, body)
 }
 
 // Requests returns the completion requests received so far, oldest first.
@@ -113,16 +117,18 @@ func Echo(req Request) (int, string) {
 
 // Answer is a successful Chat Completions body whose reply is content.
 func Answer(content string) string {
+	return completion("chat.completion", "message", map[string]string{"role": "assistant", "content": content}, "stop")
+}
+
+// completion is a Chat Completions object of the given kind with one
+// choice, which holds part under key.
+func completion(object, key string, part map[string]string, finish any) string {
 	b, err := json.Marshal(map[string]any{
 		"id":      "chatcmpl-llmtest",
-		"object":  "chat.completion",
+		"object":  object,
 		"created": 0,
 		"model":   "llmtest",
-		"choices": []any{map[string]any{
-			"index":         0,
-			"message":       map[string]string{"role": "assistant", "content": content},
-			"finish_reason": "stop",
-		}},
+		"choices": []any{map[string]any{"index": 0, key: part, "finish_reason": finish}},
 	})
 	if err != nil {
 		panic(err) // only strings and numbers above: cannot happen
@@ -155,9 +161,7 @@ func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 	if play == nil {
 		status, out := s.reply(req)
 		if status != http.StatusOK {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_, _ = w.Write([]byte(out))
+			writeJSON(w, status, out)
 			return
 		}
 		play = words(contentOf(out), delay)
@@ -218,19 +222,5 @@ func contentOf(body string) string {
 // Chunk is one streamed Chat Completions chunk (without the "data: " of
 // its event) carrying token.
 func Chunk(token string) string {
-	b, err := json.Marshal(map[string]any{
-		"id":      "chatcmpl-llmtest",
-		"object":  "chat.completion.chunk",
-		"created": 0,
-		"model":   "llmtest",
-		"choices": []any{map[string]any{
-			"index":         0,
-			"delta":         map[string]string{"content": token},
-			"finish_reason": nil,
-		}},
-	})
-	if err != nil {
-		panic(err) // only strings and numbers above: cannot happen
-	}
-	return string(b)
+	return completion("chat.completion.chunk", "delta", map[string]string{"content": token}, nil)
 }
