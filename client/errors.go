@@ -78,16 +78,12 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
-	for i, f := range e.Errors {
-		if i == 0 {
-			b.WriteString(" [")
-		} else {
-			b.WriteString("; ")
+	if len(e.Errors) > 0 {
+		fields := make([]string, len(e.Errors))
+		for i, f := range e.Errors {
+			fields[i] = f.Field + ": " + f.Code
 		}
-		fmt.Fprintf(&b, "%s: %s", f.Field, f.Code)
-		if i == len(e.Errors)-1 {
-			b.WriteString("]")
-		}
+		b.WriteString(" [" + strings.Join(fields, "; ") + "]")
 	}
 	if e.RequestID != "" {
 		b.WriteString(" (request " + e.RequestID + ")")
