@@ -253,9 +253,6 @@ func (c Client) String() string {
 	return fmt.Sprintf("client.Client{base: %s, key: agk_…_%s_…}", c.base, c.prefix)
 }
 
-// GoString is String: %#v must not dump the key either.
-func (c Client) GoString() string { return c.String() }
-
 // Format makes every verb (%v, %+v, %#v, %s, %q, %x…) print String, so no
 // formatting of a Client reveals the key.
 func (c Client) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
