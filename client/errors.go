@@ -97,14 +97,6 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// IsRetryable reports whether the contract allows retrying err unchanged:
-// 429 (after Retry-After) and 5xx. A Client has already retried these as
-// far as its RetryPolicy allows.
-func IsRetryable(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && (e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500)
-}
-
 // parseError builds the *Error of a non-2xx response.
 func parseError(status int, h http.Header, body []byte, rl RateLimit) *Error {
 	e := &Error{
