@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentapi/agentapi/internal/llm"
 )
@@ -39,7 +38,6 @@ type Server struct {
 	mu     sync.Mutex
 	reqs   []Request
 	stream func(Request, func(token string) bool)
-	delay  time.Duration
 }
 
 // NewServer starts a peer that answers each completion request with the
@@ -147,16 +145,9 @@ func (s *Server) StreamWith(play func(req Request, send func(token string) bool)
 	s.stream = play
 }
 
-// SetTokenDelay makes the default streamed reply wait d between tokens.
-func (s *Server) SetTokenDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay = d
-}
-
 func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 	s.mu.Lock()
-	play, delay := s.stream, s.delay
+	play := s.stream
 	s.mu.Unlock()
 	if play == nil {
 		status, out := s.reply(req)
@@ -164,7 +155,7 @@ func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 			writeJSON(w, status, out)
 			return
 		}
-		play = words(contentOf(out), delay)
+		play = words(contentOf(out))
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -187,18 +178,10 @@ func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 	}
 }
 
-// words plays content one word (with its following space) at a time,
-// waiting delay before each but the first.
-func words(content string, delay time.Duration) func(Request, func(string) bool) {
-	return func(req Request, send func(string) bool) {
-		for i, tok := range strings.SplitAfter(content, " ") {
-			if i > 0 && delay > 0 {
-				select {
-				case <-time.After(delay):
-				case <-req.Context.Done():
-					return
-				}
-			}
+// words plays content one word (with its following space) at a time.
+func words(content string) func(Request, func(string) bool) {
+	return func(_ Request, send func(string) bool) {
+		for _, tok := range strings.SplitAfter(content, " ") {
 			if tok != "" && !send(tok) {
 				return
 			}
