@@ -64,6 +64,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -187,24 +188,17 @@ var errKeyForm = errors.New("client: the API key is not of the form agk_<env>_<p
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
+// keyShape is the credential's form, its public prefix the submatch; the
+// checksum at the end of the secret is checked apart.
+var keyShape = regexp.MustCompile(`^agk_(?:live|test)_([0-9a-z]{12})_[0-9A-Za-z]{38}$`)
+
 // checkKey checks the credential's form and checksum, so a truncated or
 // mistyped key fails here rather than as a 401 later. It returns the
 // public prefix.
 func checkKey(key string) (string, error) {
-	parts := strings.Split(key, "_")
-	if len(parts) != 4 || parts[0] != "agk" || (parts[1] != "live" && parts[1] != "test") ||
-		len(parts[2]) != 12 || len(parts[3]) != 38 {
+	m := keyShape.FindStringSubmatch(key)
+	if m == nil {
 		return "", errKeyForm
-	}
-	for _, ch := range parts[2] {
-		if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z') {
-			return "", errKeyForm
-		}
-	}
-	for _, ch := range parts[3] {
-		if !strings.ContainsRune(base62, ch) {
-			return "", errKeyForm
-		}
 	}
 	sum := crc32.ChecksumIEEE([]byte(key[:len(key)-6]))
 	for i := len(key) - 1; i >= len(key)-6; i-- {
@@ -216,7 +210,7 @@ func checkKey(key string) (string, error) {
 	if sum != 0 {
 		return "", errKeyForm
 	}
-	return parts[2], nil
+	return m[1], nil
 }
 
 func checkBase(raw string, insecure bool) (string, error) {
