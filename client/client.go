@@ -258,10 +258,8 @@ func (c Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 func (c Client) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected unfired once unreferenced (Go 1.23)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
