@@ -120,18 +120,15 @@ func (c *Client) ListAgents(ctx context.Context, opts ListOptions) (Page, error)
 	var env struct {
 		Data *[]Agent `json:"data"`
 		Meta *struct {
-			Limit   int     `json:"limit"`
-			Next    *string `json:"next"`
-			HasMore bool    `json:"has_more"`
+			Limit   int    `json:"limit"`
+			Next    string `json:"next"` // null leaves it empty
+			HasMore bool   `json:"has_more"`
 		} `json:"meta"`
 	}
 	if err := json.Unmarshal(r.body, &env); err != nil || env.Data == nil || env.Meta == nil {
 		return Page{}, fmt.Errorf("client: GET /ai-agents: response is not a collection envelope")
 	}
-	p := Page{Agents: *env.Data, Limit: env.Meta.Limit, HasMore: env.Meta.HasMore, RateLimit: r.rateLimit}
-	if env.Meta.Next != nil {
-		p.Next = *env.Meta.Next
-	}
+	p := Page{Agents: *env.Data, Limit: env.Meta.Limit, Next: env.Meta.Next, HasMore: env.Meta.HasMore, RateLimit: r.rateLimit}
 	if p.HasMore && p.Next == "" {
 		return Page{}, errors.New("client: GET /ai-agents: has_more is true but next is null")
 	}
