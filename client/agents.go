@@ -120,18 +120,15 @@ func (c *Client) ListAgents(ctx context.Context, opts ListOptions) (Page, error)
 	var env struct {
 		Data *[]Agent `json:"data"`
 		Meta *struct {
-			Limit   int     `json:"limit"`
-			Next    *string `json:"next"`
-			HasMore bool    `json:"has_more"`
+			Limit   int    `json:"limit"`
+			Next    string `json:"next"` // null leaves it empty
+			HasMore bool   `json:"has_more"`
 		} `json:"meta"`
 	}
 	if err := json.Unmarshal(r.body, &env); err != nil || env.Data == nil || env.Meta == nil {
 		return Page{}, fmt.Errorf("client: GET /ai-agents: response is not a collection envelope")
 	}
-	p := Page{Agents: *env.Data, Limit: env.Meta.Limit, HasMore: env.Meta.HasMore, RateLimit: r.rateLimit}
-	if env.Meta.Next != nil {
-		p.Next = *env.Meta.Next
-	}
+	p := Page{Agents: *env.Data, Limit: env.Meta.Limit, Next: env.Meta.Next, HasMore: env.Meta.HasMore, RateLimit: r.rateLimit}
 	if p.HasMore && p.Next == "" {
 		return Page{}, errors.New("client: GET /ai-agents: has_more is true but next is null")
 	}
@@ -230,13 +227,15 @@ func agentPath(id, suffix string) (string, error) {
 	return "/ai-agents/" + url.PathEscape(id) + suffix, nil
 }
 
-// agentCall runs a call on one agent and decodes its data into v.
-func (c *Client) agentCall(ctx context.Context, method, id, suffix string, body any, v any) error {
+// agentCall runs cl on one agent, at /ai-agents/{id}[suffix], and decodes
+// its data into v.
+func (c *Client) agentCall(ctx context.Context, cl call, id, suffix string, v any) error {
 	p, err := agentPath(id, suffix)
 	if err != nil {
 		return err
 	}
-	r, err := c.do(ctx, call{method: method, path: p, body: body})
+	cl.path = p
+	r, err := c.do(ctx, cl)
 	if err != nil {
 		return err
 	}
@@ -246,7 +245,7 @@ func (c *Client) agentCall(ctx context.Context, method, id, suffix string, body 
 // GetAgent fetches one agent (GET /ai-agents/{id}; aiagents:read).
 func (c *Client) GetAgent(ctx context.Context, id string) (Agent, error) {
 	var a Agent
-	err := c.agentCall(ctx, http.MethodGet, id, "", nil, &a)
+	err := c.agentCall(ctx, call{method: http.MethodGet}, id, "", &a)
 	return a, err
 }
 
@@ -261,7 +260,7 @@ type AgentUpdate struct {
 // duplicate_value with ExistingID.
 func (c *Client) UpdateAgent(ctx context.Context, id string, u AgentUpdate) (Agent, error) {
 	var a Agent
-	err := c.agentCall(ctx, http.MethodPatch, id, "", u, &a)
+	err := c.agentCall(ctx, call{method: http.MethodPatch, body: u}, id, "", &a)
 	return a, err
 }
 
@@ -272,7 +271,7 @@ func (c *Client) SetEnabled(ctx context.Context, id string, enabled bool) (Agent
 	body := struct {
 		Enabled bool `json:"enabled"`
 	}{enabled}
-	err := c.agentCall(ctx, http.MethodPut, id, "/enabled", body, &a)
+	err := c.agentCall(ctx, call{method: http.MethodPut, body: body}, id, "/enabled", &a)
 	return a, err
 }
 
@@ -290,7 +289,7 @@ func (c *Client) DisableAgent(ctx context.Context, id string) (Agent, error) {
 // /ai-agents/{id}/stats; aiagents:read).
 func (c *Client) AgentStats(ctx context.Context, id string) (Stats, error) {
 	var s Stats
-	err := c.agentCall(ctx, http.MethodGet, id, "/stats", nil, &s)
+	err := c.agentCall(ctx, call{method: http.MethodGet}, id, "/stats", &s)
 	return s, err
 }
 
@@ -313,13 +312,6 @@ type Question struct {
 // still being answered gets 409 inconsistent_state, which is returned.
 func (c *Client) Ask(ctx context.Context, agentID string, q Question) (Answer, error) {
 	var a Answer
-	p, err := agentPath(agentID, "/questions")
-	if err != nil {
-		return a, err
-	}
-	r, err := c.do(ctx, call{method: http.MethodPost, path: p, body: q, idempotent: true})
-	if err != nil {
-		return a, err
-	}
-	return a, decodeData(r, &a)
+	err := c.agentCall(ctx, call{method: http.MethodPost, body: q, idempotent: true}, agentID, "/questions", &a)
+	return a, err
 }

@@ -50,6 +50,7 @@ package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -63,6 +64,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -98,19 +100,13 @@ func DefaultRetryPolicy() RetryPolicy {
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
 	d := DefaultRetryPolicy()
-	if p.MaxAttempts > 0 {
-		d.MaxAttempts = p.MaxAttempts
+	// A negative field, like a zero one, means its default.
+	return RetryPolicy{
+		MaxAttempts:   cmp.Or(max(p.MaxAttempts, 0), d.MaxAttempts),
+		BaseDelay:     cmp.Or(max(p.BaseDelay, 0), d.BaseDelay),
+		MaxDelay:      cmp.Or(max(p.MaxDelay, 0), d.MaxDelay),
+		MaxRetryAfter: cmp.Or(max(p.MaxRetryAfter, 0), d.MaxRetryAfter),
 	}
-	if p.BaseDelay > 0 {
-		d.BaseDelay = p.BaseDelay
-	}
-	if p.MaxDelay > 0 {
-		d.MaxDelay = p.MaxDelay
-	}
-	if p.MaxRetryAfter > 0 {
-		d.MaxRetryAfter = p.MaxRetryAfter
-	}
-	return d
 }
 
 // Client calls the API with one key. It is safe for concurrent use.
@@ -192,24 +188,17 @@ var errKeyForm = errors.New("client: the API key is not of the form agk_<env>_<p
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
+// keyShape is the credential's form, its public prefix the submatch; the
+// checksum at the end of the secret is checked apart.
+var keyShape = regexp.MustCompile(`^agk_(?:live|test)_([0-9a-z]{12})_[0-9A-Za-z]{38}$`)
+
 // checkKey checks the credential's form and checksum, so a truncated or
 // mistyped key fails here rather than as a 401 later. It returns the
 // public prefix.
 func checkKey(key string) (string, error) {
-	parts := strings.Split(key, "_")
-	if len(parts) != 4 || parts[0] != "agk" || (parts[1] != "live" && parts[1] != "test") ||
-		len(parts[2]) != 12 || len(parts[3]) != 38 {
+	m := keyShape.FindStringSubmatch(key)
+	if m == nil {
 		return "", errKeyForm
-	}
-	for _, ch := range parts[2] {
-		if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z') {
-			return "", errKeyForm
-		}
-	}
-	for _, ch := range parts[3] {
-		if !strings.ContainsRune(base62, ch) {
-			return "", errKeyForm
-		}
 	}
 	sum := crc32.ChecksumIEEE([]byte(key[:len(key)-6]))
 	for i := len(key) - 1; i >= len(key)-6; i-- {
@@ -221,7 +210,7 @@ func checkKey(key string) (string, error) {
 	if sum != 0 {
 		return "", errKeyForm
 	}
-	return parts[2], nil
+	return m[1], nil
 }
 
 func checkBase(raw string, insecure bool) (string, error) {
@@ -258,9 +247,6 @@ func (c Client) String() string {
 	return fmt.Sprintf("client.Client{base: %s, key: agk_…_%s_…}", c.base, c.prefix)
 }
 
-// GoString is String: %#v must not dump the key either.
-func (c Client) GoString() string { return c.String() }
-
 // Format makes every verb (%v, %+v, %#v, %s, %q, %x…) print String, so no
 // formatting of a Client reveals the key.
 func (c Client) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
@@ -272,10 +258,8 @@ func (c Client) LogValue() slog.Value { return slog.StringValue(c.String()) }
 func (c Client) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d): // collected unfired once unreferenced (Go 1.23)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -297,7 +281,6 @@ type call struct {
 type response struct {
 	status    int
 	body      []byte
-	header    http.Header
 	rateLimit RateLimit
 }
 
@@ -405,26 +388,9 @@ func (c *Client) expBackoff(attempt int) time.Duration {
 
 // once sends one request and reads its answer.
 func (c *Client) once(ctx context.Context, method, target string, body []byte, idemKey string) (*response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	resp, err := c.send(ctx, method, target, body, "application/json", idemKey)
 	if err != nil {
-		return nil, fmt.Errorf("client: build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key.s)
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), unwrapURLError(err))
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
@@ -436,9 +402,36 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, i
 	}
 	rl := parseRateLimit(resp.Header)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return &response{status: resp.StatusCode, body: data, header: resp.Header, rateLimit: rl}, nil
+		return &response{status: resp.StatusCode, body: data, rateLimit: rl}, nil
 	}
 	return nil, parseError(resp.StatusCode, resp.Header, data, rl)
+}
+
+// send makes one request with the key: body, when not nil, is JSON;
+// idemKey, when not empty, is its Idempotency-Key.
+func (c *Client) send(ctx context.Context, method, target string, body []byte, accept, idemKey string) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, fmt.Errorf("client: build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key.s)
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", c.userAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), unwrapURLError(err))
+	}
+	return resp, nil
 }
 
 // newIdempotencyKey is 128 random bits, as 32 hex digits.

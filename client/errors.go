@@ -78,16 +78,12 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		b.WriteString(": " + e.Message)
 	}
-	for i, f := range e.Errors {
-		if i == 0 {
-			b.WriteString(" [")
-		} else {
-			b.WriteString("; ")
+	if len(e.Errors) > 0 {
+		fields := make([]string, len(e.Errors))
+		for i, f := range e.Errors {
+			fields[i] = f.Field + ": " + f.Code
 		}
-		fmt.Fprintf(&b, "%s: %s", f.Field, f.Code)
-		if i == len(e.Errors)-1 {
-			b.WriteString("]")
-		}
+		b.WriteString(" [" + strings.Join(fields, "; ") + "]")
 	}
 	if e.RequestID != "" {
 		b.WriteString(" (request " + e.RequestID + ")")
@@ -99,14 +95,6 @@ func (e *Error) Error() string {
 func IsCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
-}
-
-// IsRetryable reports whether the contract allows retrying err unchanged:
-// 429 (after Retry-After) and 5xx. A Client has already retried these as
-// far as its RetryPolicy allows.
-func IsRetryable(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && (e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500)
 }
 
 // parseError builds the *Error of a non-2xx response.

@@ -350,8 +350,8 @@ func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 	if e.RateLimit.Limit != 3 || e.RateLimit.Remaining != 0 {
 		t.Fatalf("rate limit %+v", e.RateLimit)
 	}
-	if !client.IsRetryable(err) {
-		t.Fatal("429 is not IsRetryable")
+	if e.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429", e.StatusCode)
 	}
 	if s := c.sleeper.got(); len(s) != 1 {
 		t.Fatalf("slept %v with a deadline sooner than Retry-After", s)
@@ -564,7 +564,7 @@ func TestErrorUnwraps(t *testing.T) {
 	wrapped := fmt.Errorf("sync agents: %w", err)
 	var e *client.Error
 	if !errors.As(wrapped, &e) || e.StatusCode != http.StatusNotFound || !client.IsCode(wrapped, client.CodeNotFound) ||
-		client.IsCode(wrapped, client.CodeAccessDenied) || client.IsRetryable(wrapped) || client.IsCode(nil, client.CodeNotFound) {
+		client.IsCode(wrapped, client.CodeAccessDenied) || client.IsCode(nil, client.CodeNotFound) {
 		t.Fatalf("wrapped: %v", wrapped)
 	}
 	if !strings.Contains(e.Error(), "404 not_found") || !strings.Contains(e.Error(), e.RequestID) {

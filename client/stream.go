@@ -2,7 +2,6 @@ package client
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,18 +53,9 @@ func (c *Client) openStream(ctx context.Context, agentID string, q Question) (*h
 	if err != nil {
 		return nil, fmt.Errorf("client: encode request: %w", err)
 	}
-	target := c.base + p
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	resp, err := c.send(ctx, http.MethodPost, c.base+p, body, "text/event-stream, application/json", "")
 	if err != nil {
-		return nil, fmt.Errorf("client: build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key.s)
-	req.Header.Set("Accept", "text/event-stream, application/json")
-	req.Header.Set("User-Agent", c.userAgent)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("client: POST %s: %w", redactURL(target), unwrapURLError(err))
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		defer resp.Body.Close()

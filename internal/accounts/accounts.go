@@ -81,28 +81,25 @@ func (s *Service) CreateAccount(ctx context.Context, name string) (domain.Accoun
 // Account returns the account with its features; not_found otherwise.
 func (s *Service) Account(ctx context.Context, id string) (domain.Account, error) {
 	a, err := s.store.GetAccount(ctx, id)
-	if errors.Is(err, domain.ErrNotFound) {
-		return a, notFound(id)
-	}
-	if err != nil {
-		return a, fmt.Errorf("get account: %w", err)
-	}
-	return a, nil
+	return a, accountErr(id, "get account", err)
 }
 
-func notFound(id string) error { return domain.Errorf(domain.CodeNotFound, "no account %q", id) }
+// accountErr is not_found for a store's ErrNotFound about account id, and
+// any other store error wrapped with what was being done.
+func accountErr(id, doing string, err error) error {
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return domain.Errorf(domain.CodeNotFound, "no account %q", id)
+	case err != nil:
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	return nil
+}
 
 // SetActive activates or deactivates an account: its keys stop (or start
 // again) authenticating on their next request.
 func (s *Service) SetActive(ctx context.Context, id string, active bool) error {
-	err := s.store.SetAccountActive(ctx, id, active)
-	if errors.Is(err, domain.ErrNotFound) {
-		return notFound(id)
-	}
-	if err != nil {
-		return fmt.Errorf("set account active: %w", err)
-	}
-	return nil
+	return accountErr(id, "set account active", s.store.SetAccountActive(ctx, id, active))
 }
 
 // SetFeature switches a feature of the account on or off; the name must
@@ -112,14 +109,7 @@ func (s *Service) SetFeature(ctx context.Context, id, feature string, on bool) e
 	if !slices.Contains(domain.Features, f) {
 		return domain.Errorf(domain.CodeInvalidValue, "unknown feature %q (known: ai-answers)", feature)
 	}
-	err := s.store.SetAccountFeature(ctx, id, f, on)
-	if errors.Is(err, domain.ErrNotFound) {
-		return notFound(id)
-	}
-	if err != nil {
-		return fmt.Errorf("set feature: %w", err)
-	}
-	return nil
+	return accountErr(id, "set feature", s.store.SetAccountFeature(ctx, id, f, on))
 }
 
 // CheckEmail is the email rule, in this order: UTF-8 as sent, then
@@ -131,9 +121,7 @@ func CheckEmail(s string) (string, error) {
 	t := strings.TrimSpace(s)
 	a, err := mail.ParseAddress(t)
 	if !utf8.ValidString(s) || err != nil || a.Name != "" || a.Address != t || len(t) > MaxEmailLength {
-		msg := fmt.Sprintf("%q is not an email address", strings.ToValidUTF8(t, "\uFFFD"))
-		return "", &domain.Error{Code: domain.CodeInvalidValue, Message: msg,
-			Fields: []domain.FieldError{{Field: "email", Code: domain.CodeInvalidValue, Message: msg}}}
+		return "", fieldErr(domain.CodeInvalidValue, "email", fmt.Sprintf("%q is not an email address", strings.ToValidUTF8(t, "\uFFFD")))
 	}
 	return domain.NormalizeEmail(t), nil
 }

@@ -122,27 +122,18 @@ func (l AllowList) Strings() []string {
 // String is Strings joined by ", ", for people.
 func (l AllowList) String() string { return strings.Join(l.Strings(), ", ") }
 
-// Allows reports whether a client at addr may use the key: always when the
-// list is empty; otherwise when an entry contains addr. An IPv4-mapped IPv6
-// address is matched as its IPv4 form; an invalid address matches nothing.
-func (l AllowList) Allows(addr netip.Addr) bool {
-	if len(l) == 0 {
-		return true
-	}
-	addr = addr.Unmap().WithZone("")
-	for _, p := range l {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
-
-// AllowsAddr is Allows for an address as text (clientaddr.Resolver.Addr).
+// AllowsAddr reports whether a client at addr (clientaddr.Resolver.Addr)
+// may use the key: always when the list is empty; otherwise when an entry
+// contains addr. An IPv4-mapped IPv6 address is matched as its IPv4 form;
+// text that is not an address matches nothing.
 func (l AllowList) AllowsAddr(addr string) bool {
 	if len(l) == 0 {
 		return true
 	}
 	a, err := netip.ParseAddr(addr)
-	return err == nil && l.Allows(a)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap().WithZone("")
+	return slices.ContainsFunc(l, func(p netip.Prefix) bool { return p.Contains(a) })
 }

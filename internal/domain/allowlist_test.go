@@ -3,7 +3,6 @@ package domain
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -92,11 +91,11 @@ func TestAllowListAllows(t *testing.T) {
 		}
 	}
 	mapped, _ := ParseAllowList("::ffff:127.0.0.0/104")
-	if !mapped.Allows(netip.MustParseAddr("127.9.9.9")) {
+	if !mapped.AllowsAddr("127.9.9.9") {
 		t.Error("a mapped entry does not match its IPv4 address")
 	}
 	var any AllowList
-	if !any.AllowsAddr("garbage") || !any.Allows(netip.Addr{}) {
+	if !any.AllowsAddr("garbage") || !any.AllowsAddr("") {
 		t.Error("an empty list refuses an address")
 	}
 }

@@ -32,12 +32,11 @@ func RequestIDTime(id string) (t time.Time, ok bool) {
 	if len(id) != 28 || id[:4] != "req_" {
 		return time.Time{}, false
 	}
-	var raw [8]byte
-	if _, err := hex.Decode(raw[2:], []byte(id[4:16])); err != nil {
+	raw, err := hex.DecodeString(id[4:])
+	if err != nil {
 		return time.Time{}, false
 	}
-	if _, err := hex.Decode(make([]byte, 6), []byte(id[16:])); err != nil {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(int64(binary.BigEndian.Uint64(raw[:]))).UTC(), true
+	var ms [8]byte // the first 6 bytes, big-endian
+	copy(ms[2:], raw[:6])
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(ms[:]))).UTC(), true
 }

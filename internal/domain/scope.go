@@ -1,6 +1,9 @@
 package domain
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Scope is `<resource>:<action>`.
 type Scope string
@@ -56,14 +59,7 @@ func (s Scope) Description() string { return scopeInfo[s].description }
 func (s Scope) Reserved() bool { return scopeInfo[s].reserved }
 
 // ValidScope reports whether s is in the vocabulary.
-func ValidScope(s string) bool {
-	for _, v := range Scopes {
-		if string(v) == s {
-			return true
-		}
-	}
-	return false
-}
+func ValidScope(s string) bool { return slices.Contains(Scopes, Scope(s)) }
 
 // Preset is a named set of scopes offered by the console and the CLI.
 type Preset struct {

@@ -165,7 +165,6 @@ func TestStreamTimeout(t *testing.T) {
 
 func TestFakePeerStreams(t *testing.T) {
 	fake := llmtest.NewServer(t, llmtest.Echo)
-	fake.SetTokenDelay(time.Millisecond)
 	deltas, got, err := collect(newClient(t, fake.URL, "", patient), context.Background())
 	if err != nil || got != "echo: q" || !reflect.DeepEqual(deltas, []string{"echo: ", "q"}) {
 		t.Fatalf("%q %q %v", deltas, got, err)

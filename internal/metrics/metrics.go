@@ -7,7 +7,6 @@ package metrics
 import (
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,22 +22,6 @@ type Metrics struct {
 	rateLimited  *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
 	store        *prometheus.HistogramVec
-
-	// The series of each label set, resolved once: WithLabelValues hashes
-	// and looks up its labels on every call, which was most of a request's
-	// cost here.
-	requestSeries sync.Map // requestLabels → requestSeries
-	storeSeries   sync.Map // op → prometheus.Observer
-}
-
-type requestLabels struct {
-	route, method string
-	status        int
-}
-
-type requestSeries struct {
-	count   prometheus.Counter
-	latency prometheus.Observer
 }
 
 // New returns a registry with the Go runtime and process collectors.
@@ -93,18 +76,9 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	key := requestLabels{route, methodLabel(method), status}
-	v, ok := m.requestSeries.Load(key)
-	if !ok {
-		code := strconv.Itoa(status)
-		v, _ = m.requestSeries.LoadOrStore(key, requestSeries{
-			count:   m.requests.WithLabelValues(key.route, key.method, code),
-			latency: m.latency.WithLabelValues(key.route, key.method, code),
-		})
-	}
-	rs := v.(requestSeries)
-	rs.count.Inc()
-	rs.latency.Observe(d.Seconds())
+	method, code := methodLabel(method), strconv.Itoa(status)
+	m.requests.WithLabelValues(route, method, code).Inc()
+	m.latency.WithLabelValues(route, method, code).Observe(d.Seconds())
 }
 
 func methodLabel(method string) string {
@@ -135,9 +109,5 @@ func (m *Metrics) Store(op string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	v, ok := m.storeSeries.Load(op)
-	if !ok {
-		v, _ = m.storeSeries.LoadOrStore(op, m.store.WithLabelValues(op))
-	}
-	v.(prometheus.Observer).Observe(d.Seconds())
+	m.store.WithLabelValues(op).Observe(d.Seconds())
 }

@@ -97,13 +97,11 @@ func LoadKeys(path string, log *slog.Logger) (*Keys, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	k := &Keys{path: path, log: log}
 	fi, set, err := readKeys(path)
 	if err != nil {
 		return nil, err
 	}
-	k.stamp, k.set = fi, set
-	return k, nil
+	return &Keys{path: path, log: log, stamp: fi, set: set}, nil
 }
 
 func readKeys(path string) (os.FileInfo, map[string]*ecdsa.PublicKey, error) {

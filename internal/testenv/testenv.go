@@ -14,19 +14,18 @@
 package testenv
 
 import (
-	"bufio"
+	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Environment variables read by this package.
@@ -75,20 +74,38 @@ func Require(t testing.TB, service, reason string) {
 // own key prefixes.
 func RedisURL(t testing.TB) string {
 	t.Helper()
-	raw := strings.TrimSpace(os.Getenv(EnvRedisURL))
-	if raw == "" {
-		raw = DefaultRedisURL
+	raw := cmp.Or(strings.TrimSpace(os.Getenv(EnvRedisURL)), DefaultRedisURL)
+	opts, err := redis.ParseURL(raw)
+	u, _ := url.Parse(raw)
+	if err == nil && u.Host == "" && u.Scheme != "unix" {
+		// go-redis would quietly dial localhost instead.
+		err = errors.New("missing host")
 	}
-	u, err := parseRedisURL(raw)
 	if err != nil {
 		t.Fatalf("%s: %v", EnvRedisURL, err)
 		return ""
 	}
-	if err := pingRedis(u, dialTimeout); err != nil {
+	if err := pingRedis(opts); err != nil {
 		Require(t, "redis", fmt.Sprintf("%s: %v (set %s)", u.Redacted(), err, EnvRedisURL))
 		return ""
 	}
 	return raw
+}
+
+// pingRedis connects as opts say (AUTH, SELECT) and sends PING, all within
+// dialTimeout and without retrying.
+func pingRedis(opts *redis.Options) error {
+	opts.MaxRetries, opts.DialerRetries = -1, 1
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = dialTimeout, dialTimeout, dialTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	defer cancel()
+	c := redis.NewClient(opts)
+	defer c.Close()
+	pong, err := c.Ping(ctx).Result()
+	if err == nil && pong != "PONG" {
+		err = fmt.Errorf("unexpected reply %q", pong)
+	}
+	return err
 }
 
 // Chromium returns the path of a Chromium (or Chrome) binary:
@@ -114,121 +131,4 @@ func Chromium(t testing.TB) string {
 	Require(t, "chromium", fmt.Sprintf("none of %s found in PATH (set %s)",
 		strings.Join(chromiumNames, ", "), EnvChromium))
 	return ""
-}
-
-// parseRedisURL checks a redis://, rediss:// or unix:// URL in the form the
-// go-redis client accepts.
-func parseRedisURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("invalid URL: %w", err)
-	}
-	switch u.Scheme {
-	case "redis", "rediss":
-		if u.Host == "" {
-			return nil, fmt.Errorf("%s: missing host", u.Redacted())
-		}
-		if db := strings.Trim(u.Path, "/"); db != "" {
-			if n, err := strconv.Atoi(db); err != nil || n < 0 {
-				return nil, fmt.Errorf("%s: database %q is not a number", u.Redacted(), db)
-			}
-		}
-	case "unix":
-		if u.Path == "" {
-			return nil, fmt.Errorf("%s: missing socket path", u.Redacted())
-		}
-		if db := u.Query().Get("db"); db != "" {
-			if n, err := strconv.Atoi(db); err != nil || n < 0 {
-				return nil, fmt.Errorf("%s: database %q is not a number", u.Redacted(), db)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("%s: scheme must be redis, rediss or unix", u.Redacted())
-	}
-	return u, nil
-}
-
-// pingRedis connects to u and sends AUTH (when u has a password), SELECT
-// (when u names a database other than 0) and PING as raw RESP commands,
-// all within timeout.
-func pingRedis(u *url.URL, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-
-	var (
-		conn net.Conn
-		err  error
-		db   string
-	)
-	switch u.Scheme {
-	case "unix":
-		conn, err = (&net.Dialer{}).DialContext(ctx, "unix", u.Path)
-		db = u.Query().Get("db")
-	default:
-		addr := u.Host
-		if u.Port() == "" {
-			addr = net.JoinHostPort(u.Hostname(), "6379")
-		}
-		if u.Scheme == "rediss" {
-			d := &tls.Dialer{Config: &tls.Config{ServerName: u.Hostname()}}
-			conn, err = d.DialContext(ctx, "tcp", addr)
-		} else {
-			conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		}
-		db = strings.Trim(u.Path, "/")
-	}
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	r := bufio.NewReader(conn)
-
-	if pw, ok := u.User.Password(); ok {
-		args := []string{"AUTH", pw}
-		if name := u.User.Username(); name != "" {
-			args = []string{"AUTH", name, pw}
-		}
-		if err := command(conn, r, "+OK", args...); err != nil {
-			return fmt.Errorf("AUTH: %w", err)
-		}
-	}
-	if db != "" && db != "0" {
-		if err := command(conn, r, "+OK", "SELECT", db); err != nil {
-			return fmt.Errorf("SELECT %s: %w", db, err)
-		}
-	}
-	if err := command(conn, r, "+PONG", "PING"); err != nil {
-		return fmt.Errorf("PING: %w", err)
-	}
-	return nil
-}
-
-// command writes args as a RESP array of bulk strings and checks that the
-// one-line reply is want.
-func command(w net.Conn, r *bufio.Reader, want string, args ...string) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := w.Write([]byte(b.String())); err != nil {
-		return err
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	switch {
-	case line == want:
-		return nil
-	case strings.HasPrefix(line, "-"):
-		return errors.New(strings.TrimPrefix(line, "-"))
-	default:
-		return fmt.Errorf("unexpected reply %q", line)
-	}
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentapi/agentapi/internal/llm"
 )
@@ -39,7 +38,6 @@ type Server struct {
 	mu     sync.Mutex
 	reqs   []Request
 	stream func(Request, func(token string) bool)
-	delay  time.Duration
 }
 
 // NewServer starts a peer that answers each completion request with the
@@ -87,9 +85,13 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status, out := s.reply(req)
+	writeJSON(w, status, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(out))
+	_, _ = io.WriteString(w, body)
 }
 
 // Requests returns the completion requests received so far, oldest first.
@@ -113,16 +115,18 @@ func Echo(req Request) (int, string) {
 
 // Answer is a successful Chat Completions body whose reply is content.
 func Answer(content string) string {
+	return completion("chat.completion", "message", map[string]string{"role": "assistant", "content": content}, "stop")
+}
+
+// completion is a Chat Completions object of the given kind with one
+// choice, which holds part under key.
+func completion(object, key string, part map[string]string, finish any) string {
 	b, err := json.Marshal(map[string]any{
 		"id":      "chatcmpl-llmtest",
-		"object":  "chat.completion",
+		"object":  object,
 		"created": 0,
 		"model":   "llmtest",
-		"choices": []any{map[string]any{
-			"index":         0,
-			"message":       map[string]string{"role": "assistant", "content": content},
-			"finish_reason": "stop",
-		}},
+		"choices": []any{map[string]any{"index": 0, key: part, "finish_reason": finish}},
 	})
 	if err != nil {
 		panic(err) // only strings and numbers above: cannot happen
@@ -141,26 +145,17 @@ func (s *Server) StreamWith(play func(req Request, send func(token string) bool)
 	s.stream = play
 }
 
-// SetTokenDelay makes the default streamed reply wait d between tokens.
-func (s *Server) SetTokenDelay(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay = d
-}
-
 func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 	s.mu.Lock()
-	play, delay := s.stream, s.delay
+	play := s.stream
 	s.mu.Unlock()
 	if play == nil {
 		status, out := s.reply(req)
 		if status != http.StatusOK {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_, _ = w.Write([]byte(out))
+			writeJSON(w, status, out)
 			return
 		}
-		play = words(contentOf(out), delay)
+		play = words(contentOf(out))
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -183,18 +178,10 @@ func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 	}
 }
 
-// words plays content one word (with its following space) at a time,
-// waiting delay before each but the first.
-func words(content string, delay time.Duration) func(Request, func(string) bool) {
-	return func(req Request, send func(string) bool) {
-		for i, tok := range strings.SplitAfter(content, " ") {
-			if i > 0 && delay > 0 {
-				select {
-				case <-time.After(delay):
-				case <-req.Context.Done():
-					return
-				}
-			}
+// words plays content one word (with its following space) at a time.
+func words(content string) func(Request, func(string) bool) {
+	return func(_ Request, send func(string) bool) {
+		for _, tok := range strings.SplitAfter(content, " ") {
 			if tok != "" && !send(tok) {
 				return
 			}
@@ -218,19 +205,5 @@ func contentOf(body string) string {
 // Chunk is one streamed Chat Completions chunk (without the "data: " of
 // its event) carrying token.
 func Chunk(token string) string {
-	b, err := json.Marshal(map[string]any{
-		"id":      "chatcmpl-llmtest",
-		"object":  "chat.completion.chunk",
-		"created": 0,
-		"model":   "llmtest",
-		"choices": []any{map[string]any{
-			"index":         0,
-			"delta":         map[string]string{"content": token},
-			"finish_reason": nil,
-		}},
-	})
-	if err != nil {
-		panic(err) // only strings and numbers above: cannot happen
-	}
-	return string(b)
+	return completion("chat.completion.chunk", "delta", map[string]string{"content": token}, nil)
 }

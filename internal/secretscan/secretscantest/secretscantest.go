@@ -56,22 +56,16 @@ func (s Signer) Headers(t testing.TB, body []byte) []string {
 // the first one current.
 func KeysFile(t testing.TB, ss ...Signer) []byte {
 	t.Helper()
-	type entry struct {
-		KeyIdentifier string `json:"key_identifier"`
-		Key           string `json:"key"`
-		IsCurrent     bool   `json:"is_current"`
-	}
-	var f struct {
-		PublicKeys []entry `json:"public_keys"`
-	}
+	var keys []map[string]any
 	for i, s := range ss {
 		der, err := x509.MarshalPKIXPublicKey(&s.Key.PublicKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.PublicKeys = append(f.PublicKeys, entry{s.ID, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), i == 0})
+		pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+		keys = append(keys, map[string]any{"key_identifier": s.ID, "key": pemKey, "is_current": i == 0})
 	}
-	b, err := json.MarshalIndent(f, "", "  ")
+	b, err := json.MarshalIndent(map[string]any{"public_keys": keys}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,10 +89,7 @@ func WriteKeys(t testing.TB, path string, age time.Duration, ss ...Signer) {
 // Report is a report body of entries {token, type, url, source}.
 func Report(t testing.TB, entries ...secretscan.Entry) []byte {
 	t.Helper()
-	if entries == nil {
-		entries = []secretscan.Entry{}
-	}
-	b, err := json.Marshal(entries)
+	b, err := json.Marshal(append([]secretscan.Entry{}, entries...)) // [] when none
 	if err != nil {
 		t.Fatal(err)
 	}
