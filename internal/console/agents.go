@@ -75,8 +75,7 @@ func (c *Console) handleAgents(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "agents", "AI agents", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "agents", "AI agents", p)
 }
 
 // showAgents is the agents page again with the creation form as posted
@@ -87,8 +86,7 @@ func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session,
 		return err
 	}
 	p.Name, p.Instructions, p.Error, p.Field = r.PostForm.Get("name"), postedInstructions(r), e.Message, e.Field
-	c.render(w, r, s, e.Status, "agents", "AI agents", p)
-	return nil
+	return c.render(w, r, s, e.Status, "agents", "AI agents", p)
 }
 
 // handleCreateAgent makes an enabled agent and shows its page.
@@ -137,8 +135,7 @@ func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "agent", isolate(a.Name), p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "agent", isolate(a.Name), p)
 }
 
 // loadAgentPage reads agent id of the session's account and its page.
@@ -171,8 +168,7 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 	if p.Field == "" {
 		p.Field = "form"
 	}
-	c.render(w, r, s, e.Status, "agent", isolate(a.Name), p)
-	return nil
+	return c.render(w, r, s, e.Status, "agent", isolate(a.Name), p)
 }
 
 // postedInstructions are the form's instructions with a browser's CRLF

@@ -91,23 +91,21 @@ func (c *Console) handleSignInForm(w http.ResponseWriter, r *http.Request, _ *se
 	if s, err := c.session(r); err == nil && s != nil {
 		return seeOther("/console/")
 	}
-	c.renderSignIn(w, r, http.StatusOK, signInPage{Next: safeNext(r.URL.Query().Get("next"))})
-	return nil
+	return c.renderSignIn(w, r, http.StatusOK, signInPage{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
-func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, p signInPage) {
+func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, p signInPage) error {
 	p.LoginCSRF = newToken()
 	setCookie(w, r, loginCookie, p.LoginCSRF, time.Hour)
-	c.render(w, r, nil, status, "signin", "Sign in", p)
+	return c.render(w, r, nil, status, "signin", "Sign in", p)
 }
 
 // showSignIn is the sign-in form again, with what was typed (never the
 // password) and why it was refused.
 func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, _ *session, e *pageError) error {
-	c.renderSignIn(w, r, e.Status, signInPage{
+	return c.renderSignIn(w, r, e.Status, signInPage{
 		Email: domain.NormalizeEmail(r.PostForm.Get("email")), Next: safeNext(r.PostForm.Get("next")), Error: e.Message,
 	})
-	return nil
 }
 
 // badSignIn is the one message for every refused sign-in: unknown email,
@@ -293,14 +291,12 @@ type passwordPage struct {
 }
 
 func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	c.render(w, r, s, http.StatusOK, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword})
-	return nil
+	return c.render(w, r, s, http.StatusOK, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword})
 }
 
 // showPassword is the password form again with why the change was refused.
 func (c *Console) showPassword(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	c.render(w, r, s, e.Status, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword, Error: e.Message})
-	return nil
+	return c.render(w, r, s, e.Status, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword, Error: e.Message})
 }
 
 func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) error {

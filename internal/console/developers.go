@@ -160,8 +160,7 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if p.Requests24h, err = c.store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
 }
 
 // --- create ---
@@ -396,8 +395,7 @@ func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
 }
 
 // showNewKeyForm is the create form again, as posted, with what to fix.
@@ -407,8 +405,7 @@ func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *sess
 		return err
 	}
 	p.Error, p.Field = e.Message, e.Field
-	c.render(w, r, s, e.Status, "newkey", "Create an API key", p)
-	return nil
+	return c.render(w, r, s, e.Status, "newkey", "Create an API key", p)
 }
 
 // params turns the form into the service's parameters, or says what the
@@ -497,8 +494,7 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 		if err != nil {
 			return err
 		}
-		c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
-		return nil
+		return c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
 	default:
 		return errUnreadableForm
 	}
@@ -567,8 +563,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 }
 
 // rotateChoices are when a rotated key's old key stops working.
@@ -626,8 +621,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "rotate", "Rotate "+isolate(k.Name), p)
-	return nil
+	return c.render(w, r, s, status, "rotate", "Rotate "+isolate(k.Name), p)
 }
 
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -700,8 +694,7 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "editkey", "Edit "+isolate(k.Name), p)
-	return nil
+	return c.render(w, r, s, status, "editkey", "Edit "+isolate(k.Name), p)
 }
 
 // editForm is k's settings as the edit form starts with them: its preset
@@ -837,8 +830,7 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
-	return nil
+	return c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
 }
 
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -941,6 +933,5 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 	}
 	first, last := endsOf(events, auditRow.at)
 	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, first, last)}
-	c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
 }

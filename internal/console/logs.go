@@ -102,8 +102,7 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 	} else if err = c.logsOf(r, q, lp, &p); err != nil {
 		return err
 	}
-	c.render(w, r, s, status, "logs", "Logs", p)
-	return nil
+	return c.render(w, r, s, status, "logs", "Logs", p)
 }
 
 // logsOf reads q's page of logs, their keys named, into p.

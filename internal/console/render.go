@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -144,7 +145,9 @@ var notices = map[string]string{
 	"agent-disabled": "The AI agent is disabled: questions to it are refused until it is enabled.",
 }
 
-func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) {
+// render shows page with status; a template that fails writes nothing and
+// is the caller's error.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) error {
 	v := view{Title: title, Page: data, Nav: navOf(r.URL.Path), Notice: notices[r.URL.Query().Get("done")]}
 	if r.URL.Query().Get("mirror") == "late" {
 		v.Warning = mirrorWarning
@@ -161,13 +164,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
-		c.log.Error("render console page", "page", page, "err", err)
-		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
-		return
+		return fmt.Errorf("render console page %s: %w", page, err)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+	return nil
 }
 
 func navOf(path string) string {
@@ -186,5 +188,8 @@ type errorPage struct {
 }
 
 func (c *Console) renderError(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
-	c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg})
+	if err := c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg}); err != nil {
+		c.log.Error("render console error page", "err", err)
+		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
+	}
 }

@@ -174,6 +174,5 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 	if !first {
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	c.render(w, r, s, http.StatusOK, "created", title, p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "created", title, p)
 }

@@ -151,8 +151,7 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 	if p.Keys, err = c.busiest(ctx, acct, counts); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "overview", "Overview", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "overview", "Overview", p)
 }
 
 // busiest sums counts per key and names the busiest keys.

@@ -81,8 +81,7 @@ func (c *Console) handleUsers(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "users", "Users", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "users", "Users", p)
 }
 
 // showUsers is the users page again with the invitation as posted and
@@ -93,8 +92,7 @@ func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, 
 		return err
 	}
 	p.Error, p.Field = e.Message, e.Field
-	c.render(w, r, s, e.Status, "users", "Users", p)
-	return nil
+	return c.render(w, r, s, e.Status, "users", "Users", p)
 }
 
 // oneTimePage shows a one-time password once: an invitation's (Invited)
@@ -110,9 +108,8 @@ func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *sessio
 		return consoleUserError(r, err)
 	}
 	c.log.Info("console user invited", "user_id", u.ID, "role", string(u.Role), "by", s.user.ID)
-	c.render(w, r, s, http.StatusCreated, "invited", "User invited",
+	return c.render(w, r, s, http.StatusCreated, "invited", "User invited",
 		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw, Invited: true})
-	return nil
 }
 
 // consoleUserError is the console's wording of what the service refused:
@@ -169,8 +166,7 @@ func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e
 	if e != nil {
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	}
-	c.render(w, r, s, status, "user", isolate(u.Email), p)
-	return nil
+	return c.render(w, r, s, status, "user", isolate(u.Email), p)
 }
 
 func (c *Console) handleSetRole(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -199,9 +195,8 @@ func (c *Console) handleResetPassword(w http.ResponseWriter, r *http.Request, s 
 		return consoleUserError(r, err)
 	}
 	c.log.Info("console user password reset", "user_id", u.ID, "by", s.user.ID)
-	c.render(w, r, s, http.StatusCreated, "invited", "New one-time password",
+	return c.render(w, r, s, http.StatusCreated, "invited", "New one-time password",
 		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw})
-	return nil
 }
 
 func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -212,8 +207,7 @@ func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s
 	if err := accounts.MayChange(&s.user, s.user.AccountID, u.ID, "deactivate"); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+isolate(u.Email), rowOf(u, s))
-	return nil
+	return c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+isolate(u.Email), rowOf(u, s))
 }
 
 func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *session) error {
