@@ -39,11 +39,11 @@ type agentsPage struct {
 	Agents  []agentRow
 	Pager   pager
 	CanEdit bool
-	// Name and Instructions are the creation form's, as posted; Error is
-	// what to fix in it and Field its field.
+	// Name and Instructions are the creation form's, as posted; formError
+	// what to fix in it.
 	Name, Instructions string
-	Error, Field       string
-	Max                int
+	formError
+	Max int
 }
 
 // actor is the session's user as agents.Service sees them: the whole
@@ -70,23 +70,15 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	return p, nil
 }
 
-func (c *Console) handleAgents(w http.ResponseWriter, r *http.Request, s *session) error {
-	p, err := c.agentsPage(r, s)
-	if err != nil {
-		return err
-	}
-	return c.render(w, r, s, http.StatusOK, "agents", "AI agents", p)
-}
-
-// showAgents is the agents page again with the creation form as posted
-// and what to fix.
+// showAgents is the agents page, with the creation form as posted and
+// what to fix when e is not nil.
 func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.agentsPage(r, s)
 	if err != nil {
 		return err
 	}
-	p.Name, p.Instructions, p.Error, p.Field = r.PostForm.Get("name"), postedInstructions(r), e.Message, e.Field
-	return c.render(w, r, s, e.Status, "agents", "AI agents", p)
+	p.Name, p.Instructions = r.PostForm.Get("name"), postedInstructions(r)
+	return c.renderForm(w, r, s, e, "agents", "AI agents", &p)
 }
 
 // handleCreateAgent makes an enabled agent and shows its page.
@@ -111,11 +103,28 @@ type agentPage struct {
 	Recent  []domain.Question
 	CanEdit bool
 	Max     int
-	// Error is what to fix in the form of Field ("name" or "instructions").
-	Error, Field string
+	// formError: what to fix in the form of Field ("name" or
+	// "instructions"; "form" for the page as a whole).
+	formError
 }
 
-func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentPage, error) {
+func (p *agentPage) set(e *pageError) {
+	p.formError.set(e)
+	if p.Field == "" {
+		p.Field = "form"
+	}
+}
+
+// agentPage reads the agent the path names, of the session's account, and
+// its page.
+func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
+	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, r.PathValue("id"))
+	if errors.Is(err, domain.ErrNotFound) {
+		return agentPage{}, errNotFound
+	}
+	if err != nil {
+		return agentPage{}, err
+	}
 	st, err := c.store.AgentStats(r.Context(), s.user.AccountID, a.ID)
 	if err != nil {
 		return agentPage{}, err
@@ -130,31 +139,10 @@ func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentP
 	}, nil
 }
 
-func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session) error {
-	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return c.render(w, r, s, http.StatusOK, "agent", isolate(a.Name), p)
-}
-
-// loadAgentPage reads agent id of the session's account and its page.
-func (c *Console) loadAgentPage(r *http.Request, s *session, id string) (domain.Agent, agentPage, error) {
-	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, id)
-	if errors.Is(err, domain.ErrNotFound) {
-		return a, agentPage{}, errNotFound
-	}
-	if err != nil {
-		return a, agentPage{}, err
-	}
-	p, err := c.agentPage(r, s, a)
-	return a, p, err
-}
-
-// showAgentForm is the agent's page again with the form as posted (the
-// rename's name or the instructions, by the error's field) and what to fix.
+// showAgentForm is the agent's page, again with the form as posted (the
+// rename's name or the instructions) and what to fix when e is not nil.
 func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
+	p, err := c.agentPage(r, s)
 	if err != nil {
 		return err
 	}
@@ -164,11 +152,7 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 	if _, ok := r.PostForm["instructions"]; ok {
 		p.Instructions = postedInstructions(r)
 	}
-	p.Error, p.Field = e.Message, e.Field
-	if p.Field == "" {
-		p.Field = "form"
-	}
-	return c.render(w, r, s, e.Status, "agent", isolate(a.Name), p)
+	return c.renderForm(w, r, s, e, "agent", isolate(p.Agent.Name), &p)
 }
 
 // postedInstructions are the form's instructions with a browser's CRLF

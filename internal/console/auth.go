@@ -287,16 +287,13 @@ func safeNext(next string) string {
 
 type passwordPage struct {
 	Forced bool
-	Error  string
+	formError
 }
 
-func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.render(w, r, s, http.StatusOK, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword})
-}
-
-// showPassword is the password form again with why the change was refused.
+// showPassword is the password form, with why the change was refused when
+// e is not nil.
 func (c *Console) showPassword(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	return c.render(w, r, s, e.Status, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword, Error: e.Message})
+	return c.renderForm(w, r, s, e, "password", "Choose a password", &passwordPage{Forced: s.user.MustChangePassword})
 }
 
 func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) error {

@@ -170,12 +170,12 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/signin", public(c.handleSignInForm))
 	mux.Handle("POST /console/signin", public(form(c.handleSignIn, c.showSignIn)))
 	mux.Handle("POST /console/signout", anyUser(c.handleSignOut))
-	mux.Handle("GET /console/password", anyUser(c.handlePasswordForm))
+	mux.Handle("GET /console/password", anyUser(blank(c.showPassword)))
 	mux.Handle("POST /console/password", anyUser(form(c.handlePassword, c.showPassword)))
 	mux.Handle("GET /console/{$}", signedIn(c.handleHome))
 
 	mux.Handle("GET /console/developers", manager(c.handleKeys))
-	mux.Handle("GET /console/developers/keys/new", manager(c.handleNewKeyForm))
+	mux.Handle("GET /console/developers/keys/new", manager(blank(c.showNewKeyForm)))
 	mux.Handle("POST /console/developers/keys", manager(form(c.handleCreateKey, c.showNewKeyForm)))
 	// Creating or rotating a key answers 303 to this page, which shows the
 	// credential once (reveal.go); a reload shows the key's page instead.
@@ -186,9 +186,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers/keys/{id}", manager(c.handleKey))
 	// Rotation asks when the old key stops working, then shows the new
 	// credential once.
-	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(c.handleRotateForm))
+	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(blank(c.showRotateForm)))
 	mux.Handle("POST /console/developers/keys/{id}/rotate", manager(form(c.handleRotateKey, c.showRotateForm)))
-	mux.Handle("GET /console/developers/keys/{id}/edit", manager(c.handleEditForm))
+	mux.Handle("GET /console/developers/keys/{id}/edit", manager(blank(c.showEditForm)))
 	mux.Handle("POST /console/developers/keys/{id}/edit", manager(form(c.handleEditKey, c.showEditForm)))
 	mux.Handle("GET /console/developers/keys/{id}/revoke", manager(c.handleRevokeForm))
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
@@ -196,9 +196,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
 
-	mux.Handle("GET /console/users", owner(c.handleUsers))
+	mux.Handle("GET /console/users", owner(blank(c.showUsers)))
 	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))
-	mux.Handle("GET /console/users/{id}", owner(c.handleUser))
+	mux.Handle("GET /console/users/{id}", owner(blank(c.showUser)))
 	mux.Handle("POST /console/users/{id}/role", owner(form(c.handleSetRole, c.showUser)))
 	// A new one-time password is the answer to the POST, shown once.
 	mux.Handle("POST /console/users/{id}/password", owner(form(c.handleResetPassword, c.showUser)))
@@ -206,9 +206,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/users/{id}/deactivate", owner(c.handleDeactivateForm))
 	mux.Handle("POST /console/users/{id}/deactivate", owner(c.handleDeactivate))
 
-	mux.Handle("GET /console/agents", signedIn(c.handleAgents))
+	mux.Handle("GET /console/agents", signedIn(blank(c.showAgents)))
 	mux.Handle("POST /console/agents", manager(form(c.handleCreateAgent, c.showAgents)))
-	mux.Handle("GET /console/agents/{id}", signedIn(c.handleAgent))
+	mux.Handle("GET /console/agents/{id}", signedIn(blank(c.showAgentForm)))
 	mux.Handle("POST /console/agents/{id}", manager(form(c.handleUpdateAgent, c.showAgentForm)))
 	mux.Handle("POST /console/agents/{id}/name", manager(form(c.handleRenameAgent, c.showAgentForm)))
 	mux.Handle("POST /console/agents/{id}/enabled", manager(c.handleSetAgentEnabled))

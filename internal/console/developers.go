@@ -192,9 +192,7 @@ type newKeyPage struct {
 	ExpiresAt   string
 	Env         []option
 	AllowedIPs  string
-	// Error is what to fix; Field the form field at fault ("" when the
-	// message is about the whole form).
-	Error, Field string
+	formError
 }
 
 // keyForm is what the create form posted.
@@ -390,22 +388,14 @@ func pickerOption(a store.PickerAgent) option {
 	return option{Value: a.ID, Label: label}
 }
 
-func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	p, err := c.newKeyPage(r.Context(), s.user.AccountID, keyForm{})
-	if err != nil {
-		return err
-	}
-	return c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
-}
-
-// showNewKeyForm is the create form again, as posted, with what to fix.
+// showNewKeyForm is the create form: empty, or as posted (with what to
+// fix, or with the agent picker searched).
 func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.newKeyPage(r.Context(), s.user.AccountID, readKeyForm(r))
 	if err != nil {
 		return err
 	}
-	p.Error, p.Field = e.Message, e.Field
-	return c.render(w, r, s, e.Status, "newkey", "Create an API key", p)
+	return c.renderForm(w, r, s, e, "newkey", "Create an API key", &p)
 }
 
 // params turns the form into the service's parameters, or says what the
@@ -490,11 +480,7 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	case "", "create":
 	case "search-agents", "more-agents":
 		// The picker's buttons: the same form again, nothing created.
-		p, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
-		if err != nil {
-			return err
-		}
-		return c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
+		return c.showNewKeyForm(w, r, s, nil)
 	default:
 		return errUnreadableForm
 	}
@@ -584,12 +570,7 @@ type rotatePage struct {
 	Key     keyRow
 	Revoked bool
 	Choices []option
-	Error   string
-	Field   string
-}
-
-func (c *Console) handleRotateForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.showRotateForm(w, r, s, nil)
+	formError
 }
 
 // pathKey is the key the path names, with its row.
@@ -617,11 +598,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 		o.Checked = o.Value == chosen
 		p.Choices = append(p.Choices, o)
 	}
-	status := http.StatusOK
-	if e != nil {
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	}
-	return c.render(w, r, s, status, "rotate", "Rotate "+isolate(k.Name), p)
+	return c.renderForm(w, r, s, e, "rotate", "Rotate "+isolate(k.Name), &p)
 }
 
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -669,10 +646,6 @@ func allowListField(s string) (domain.AllowList, error) {
 	return l, err
 }
 
-func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.showEditForm(w, r, s, nil)
-}
-
 // showEditForm is the edit form: the key's settings, or the form as
 // posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
@@ -690,11 +663,7 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	np.Expiry = editExpiry(k, f.expiry)
 	p := editKeyPage{Key: row, Revoked: k.RevokedAt != nil, newKeyPage: np}
-	status := http.StatusOK
-	if e != nil {
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	}
-	return c.render(w, r, s, status, "editkey", "Edit "+isolate(k.Name), p)
+	return c.renderForm(w, r, s, e, "editkey", "Edit "+isolate(k.Name), &p)
 }
 
 // editForm is k's settings as the edit form starts with them: its preset

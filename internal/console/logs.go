@@ -29,8 +29,8 @@ type logsPage struct {
 	Classes []string
 	Rows    []logRow
 	Pager   pager
-	// Error and Field: a filter that could not be used, and its name.
-	Error, Field string
+	// formError: a filter that could not be used, and its name.
+	formError
 }
 
 // logFilter is the page's query, as the form shows it.

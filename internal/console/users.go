@@ -36,8 +36,8 @@ type usersPage struct {
 	Email string
 	Role  string
 	Roles []option
-	// Error is what to fix in the invitation; Field its field.
-	Error, Field string
+	// formError: what to fix in the invitation.
+	formError
 }
 
 // usersPage is a page of the account's users (pageSize, searched by
@@ -76,23 +76,14 @@ var roleLabels = map[domain.Role]string{
 	domain.RoleAgent: "Agent — views AI agents",
 }
 
-func (c *Console) handleUsers(w http.ResponseWriter, r *http.Request, s *session) error {
-	p, err := c.usersPage(r, s, "", "")
-	if err != nil {
-		return err
-	}
-	return c.render(w, r, s, http.StatusOK, "users", "Users", p)
-}
-
-// showUsers is the users page again with the invitation as posted and
-// what to fix.
+// showUsers is the users page, with the invitation as posted and what to
+// fix when e is not nil.
 func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.usersPage(r, s, domain.NormalizeEmail(r.PostForm.Get("email")), r.PostForm.Get("role"))
 	if err != nil {
 		return err
 	}
-	p.Error, p.Field = e.Message, e.Field
-	return c.render(w, r, s, e.Status, "users", "Users", p)
+	return c.renderForm(w, r, s, e, "users", "Users", &p)
 }
 
 // oneTimePage shows a one-time password once: an invitation's (Invited)
@@ -141,18 +132,14 @@ func fieldOf(err error) string {
 type userPage struct {
 	User  userRow
 	Roles []option
-	// Error is what to fix in the role form (Field "role") or why the
+	// formError: what to fix in the role form (Field "role") or why the
 	// last change was refused.
-	Error, Field string
+	formError
 }
 
 // managed returns the user the path names, of the Owner's account.
 func (c *Console) managed(r *http.Request, s *session) (domain.User, error) {
 	return c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
-}
-
-func (c *Console) handleUser(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.showUser(w, r, s, nil)
 }
 
 // showUser is the user's page, with what to fix when e is not nil.
@@ -162,11 +149,7 @@ func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e
 		return err
 	}
 	p := userPage{User: rowOf(u, s), Roles: roleOptions(string(u.Role))}
-	status := http.StatusOK
-	if e != nil {
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	}
-	return c.render(w, r, s, status, "user", isolate(u.Email), p)
+	return c.renderForm(w, r, s, e, "user", isolate(u.Email), &p)
 }
 
 func (c *Console) handleSetRole(w http.ResponseWriter, r *http.Request, s *session) error {
