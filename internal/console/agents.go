@@ -57,7 +57,7 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	if err != nil {
 		return agentsPage{}, err
 	}
-	items, next, err := c.store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	items, next, err := c.Store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return agentsPage{}, err
 	}
@@ -91,7 +91,7 @@ func (c *Console) handleCreateAgent(w http.ResponseWriter, r *http.Request, s *s
 	if err != nil {
 		return err
 	}
-	c.log.Info("console agent created", "agent_id", ag.ID, "user_id", s.user.ID)
+	c.Log.Info("console agent created", "agent_id", ag.ID, "user_id", s.user.ID)
 	return seeOther("/console/agents/" + ag.ID + "?done=agent-created")
 }
 
@@ -118,18 +118,18 @@ func (p *agentPage) set(e *pageError) {
 // agentPage reads the agent the path names, of the session's account, and
 // its page.
 func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
-	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, r.PathValue("id"))
+	a, err := c.Store.GetAgent(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if errors.Is(err, domain.ErrNotFound) {
 		return agentPage{}, errNotFound
 	}
 	if err != nil {
 		return agentPage{}, err
 	}
-	st, err := c.store.AgentStats(r.Context(), s.user.AccountID, a.ID)
+	st, err := c.Store.AgentStats(r.Context(), s.user.AccountID, a.ID)
 	if err != nil {
 		return agentPage{}, err
 	}
-	recent, err := c.store.RecentQuestions(r.Context(), s.user.AccountID, a.ID, recentLimit)
+	recent, err := c.Store.RecentQuestions(r.Context(), s.user.AccountID, a.ID, recentLimit)
 	if err != nil {
 		return agentPage{}, err
 	}
@@ -183,7 +183,7 @@ func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *s
 	if _, err := c.agents.Update(r.Context(), actor(s), id, agents.Fields{Instructions: &text}); err != nil {
 		return err
 	}
-	c.log.Info("console agent instructions updated", "agent_id", id, "user_id", s.user.ID)
+	c.Log.Info("console agent instructions updated", "agent_id", id, "user_id", s.user.ID)
 	return seeOther("/console/agents/" + id + "?done=instructions")
 }
 
@@ -192,7 +192,7 @@ func (c *Console) handleRenameAgent(w http.ResponseWriter, r *http.Request, s *s
 	if _, err := c.agents.Update(r.Context(), actor(s), id, agents.Fields{Name: &name}); err != nil {
 		return err
 	}
-	c.log.Info("console agent renamed", "agent_id", id, "user_id", s.user.ID)
+	c.Log.Info("console agent renamed", "agent_id", id, "user_id", s.user.ID)
 	return seeOther("/console/agents/" + id + "?done=agent-renamed")
 }
 
@@ -210,7 +210,7 @@ func (c *Console) handleSetAgentEnabled(w http.ResponseWriter, r *http.Request, 
 	if _, err := c.agents.SetEnabled(r.Context(), actor(s), id, enabled); err != nil {
 		return err
 	}
-	c.log.Info("console agent enabled set", "agent_id", id, "enabled", enabled, "user_id", s.user.ID)
+	c.Log.Info("console agent enabled set", "agent_id", id, "enabled", enabled, "user_id", s.user.ID)
 	if enabled {
 		return seeOther("/console/agents/" + id + "?done=agent-enabled")
 	}

@@ -43,7 +43,7 @@ func (c *Console) session(r *http.Request) (*session, error) {
 		return nil, domain.ErrNotFound
 	}
 	h := sha256.Sum256([]byte(ck.Value))
-	sess, u, err := c.store.SessionUser(r.Context(), h[:], c.now())
+	sess, u, err := c.Store.SessionUser(r.Context(), h[:], c.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	// A session this browser already had ends: one sign-in, one session.
 	if old, err := r.Cookie(sessionCookie); err == nil && old.Value != "" {
 		h := sha256.Sum256([]byte(old.Value))
-		if err := c.store.DeleteSession(r.Context(), h[:]); err != nil {
+		if err := c.Store.DeleteSession(r.Context(), h[:]); err != nil {
 			return err
 		}
 	}
@@ -150,7 +150,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	}
 	clearCookie(w, r, loginCookie)
 	c.setDeviceCookie(w, r, u.Email)
-	c.log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
+	c.Log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
 	target := "/console/"
 	if next := safeNext(r.PostForm.Get("next")); u.MustChangePassword {
 		target = "/console/password"
@@ -190,7 +190,7 @@ func busy(r *http.Request, err error) bool {
 // digest (any length of text may be posted as an email). When the limiter
 // fails, sign-in is refused rather than left unthrottled.
 func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, bool) {
-	addr := c.clients.Addr(r)
+	addr := c.ClientAddr.Addr(r)
 	sum := sha256.Sum256([]byte(email))
 	id := hex.EncodeToString(sum[:16])
 	type ceiling struct {
@@ -198,16 +198,16 @@ func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, boo
 		limit int
 	}
 	ceilings := []ceiling{
-		{"console-signin:addr:" + addr, c.limits.PerAddress},
-		{"console-signin:email-addr:" + id + ":" + addr, c.limits.PerEmailAddress},
+		{"console-signin:addr:" + addr, c.SignInLimits.PerAddress},
+		{"console-signin:email-addr:" + id + ":" + addr, c.SignInLimits.PerEmailAddress},
 	}
 	if !c.knownDevice(r, email) {
-		ceilings = append(ceilings, ceiling{"console-signin:email:" + id, c.limits.PerEmail})
+		ceilings = append(ceilings, ceiling{"console-signin:email:" + id, c.SignInLimits.PerEmail})
 	}
 	for _, k := range ceilings {
-		res, err := c.limiter.Allow(r.Context(), k.key, k.limit)
+		res, err := c.Limiter.Allow(r.Context(), k.key, k.limit)
 		if err != nil {
-			c.log.Error("sign-in throttle", "err", err)
+			c.Log.Error("sign-in throttle", "err", err)
 			return time.Minute, false
 		}
 		if !res.Allowed {
@@ -221,9 +221,9 @@ func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, boo
 // active account and pw is their password. An unknown email costs the same
 // argon2 work as a wrong password, through the same Gate.
 func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.User, bool, error) {
-	u, err := c.store.GetUserByEmail(ctx, email)
+	u, err := c.Store.GetUserByEmail(ctx, email)
 	if errors.Is(err, domain.ErrNotFound) {
-		if err := c.passwords.DummyVerify(ctx, pw); err != nil {
+		if err := c.Passwords.DummyVerify(ctx, pw); err != nil {
 			return domain.User{}, false, fmt.Errorf("dummy verify: %w", err)
 		}
 		return domain.User{}, false, nil
@@ -231,14 +231,14 @@ func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.U
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("get user: %w", err)
 	}
-	ok, err := c.passwords.Verify(ctx, u.PasswordHash, pw)
+	ok, err := c.Passwords.Verify(ctx, u.PasswordHash, pw)
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("verify password of %s: %w", u.ID, err)
 	}
 	if !ok || !u.Active {
 		return domain.User{}, false, nil
 	}
-	a, err := c.store.GetAccount(ctx, u.AccountID)
+	a, err := c.Store.GetAccount(ctx, u.AccountID)
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("get account: %w", err)
 	}
@@ -246,24 +246,24 @@ func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.U
 }
 
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, u domain.User) error {
-	now := c.now().UTC()
+	now := c.Now().UTC()
 	// Expired rows are never served; clearing them here keeps the table small.
-	if _, err := c.store.DeleteExpiredSessions(r.Context(), now); err != nil {
-		c.log.Warn("delete expired sessions", "err", err)
+	if _, err := c.Store.DeleteExpiredSessions(r.Context(), now); err != nil {
+		c.Log.Warn("delete expired sessions", "err", err)
 	}
 	token := newToken()
 	h := sha256.Sum256([]byte(token))
-	if err := c.store.CreateSession(r.Context(), domain.Session{
-		TokenHash: h[:], UserID: u.ID, CSRF: newToken(), CreatedAt: now, ExpiresAt: now.Add(c.sessionTTL),
+	if err := c.Store.CreateSession(r.Context(), domain.Session{
+		TokenHash: h[:], UserID: u.ID, CSRF: newToken(), CreatedAt: now, ExpiresAt: now.Add(c.SessionTTL),
 	}); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
-	setCookie(w, r, sessionCookie, token, c.sessionTTL)
+	setCookie(w, r, sessionCookie, token, c.SessionTTL)
 	return nil
 }
 
 func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *session) error {
-	if err := c.store.DeleteSession(r.Context(), s.tokenHash); err != nil {
+	if err := c.Store.DeleteSession(r.Context(), s.tokenHash); err != nil {
 		return err
 	}
 	clearCookie(w, r, sessionCookie)
@@ -309,7 +309,7 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 			return &pageError{Status: http.StatusTooManyRequests, RetryAfter: retry, Field: "current",
 				Message: fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))}
 		}
-		if ok, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, current); busy(r, err) {
+		if ok, err := c.Passwords.Verify(r.Context(), s.user.PasswordHash, current); busy(r, err) {
 			return errBusy(busySignIn)
 		} else if err != nil {
 			return err
@@ -323,19 +323,19 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 	if next != confirm {
 		return fieldError("confirm", "The two new passwords differ.")
 	}
-	if same, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, next); busy(r, err) {
+	if same, err := c.Passwords.Verify(r.Context(), s.user.PasswordHash, next); busy(r, err) {
 		return errBusy(busySignIn)
 	} else if err == nil && same {
 		return fieldError("new", "Choose a password different from the current one.")
 	}
-	hash, err := c.passwords.Hash(r.Context(), next)
+	hash, err := c.Passwords.Hash(r.Context(), next)
 	if busy(r, err) {
 		return errBusy(busySignIn)
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
+	if err := c.Store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/console/?done=password", http.StatusSeeOther)

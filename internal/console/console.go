@@ -78,52 +78,42 @@ type Config struct {
 	ClientAddr *clientaddr.Resolver
 }
 
-// Console serves /console/.
+// Console serves /console/: its Config, defaults filled in, and what it
+// builds from it.
 type Console struct {
-	store      *store.Store
-	keys       *keys.Service
-	agents     *agents.Service
-	accounts   *accounts.Service
-	limiter    ratelimit.Limiter
-	log        *slog.Logger
-	now        func() time.Time
-	limits     SignInLimits
-	passwords  *password.Gate
-	sessionTTL time.Duration
-	clients    *clientaddr.Resolver
-	deviceKey  serverKey
-	revealKey  serverKey
-	pages      map[string]pageTemplate
-	handler    http.Handler
+	Config
+	agents    *agents.Service
+	accounts  *accounts.Service
+	deviceKey serverKey
+	revealKey serverKey
+	pages     map[string]pageTemplate
+	handler   http.Handler
 }
 
 // New returns the console's handler, to be mounted at /console/.
 func New(cfg Config) *Console {
-	c := &Console{
-		store: cfg.Store, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, now: cfg.Now,
-		limits: cfg.SignInLimits, passwords: cfg.Passwords, sessionTTL: cfg.SessionTTL, clients: cfg.ClientAddr,
-		deviceKey: serverKey{name: deviceSecret}, revealKey: serverKey{name: revealSecret},
+	c := &Console{Config: cfg, deviceKey: serverKey{name: deviceSecret}, revealKey: serverKey{name: revealSecret}}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+	lim := &c.SignInLimits
+	lim.PerAddress = positiveOr(lim.PerAddress, DefaultSignInLimits.PerAddress)
+	lim.PerEmailAddress = positiveOr(lim.PerEmailAddress, DefaultSignInLimits.PerEmailAddress)
+	lim.PerEmail = positiveOr(lim.PerEmail, DefaultSignInLimits.PerEmail)
+	if c.Passwords == nil {
+		c.Passwords = password.NewGate(0, 0)
 	}
-	c.limits.PerAddress = positiveOr(c.limits.PerAddress, DefaultSignInLimits.PerAddress)
-	c.limits.PerEmailAddress = positiveOr(c.limits.PerEmailAddress, DefaultSignInLimits.PerEmailAddress)
-	c.limits.PerEmail = positiveOr(c.limits.PerEmail, DefaultSignInLimits.PerEmail)
-	if c.passwords == nil {
-		c.passwords = password.NewGate(0, 0)
-	}
-	if c.sessionTTL <= 0 {
-		c.sessionTTL = DefaultSessionTTL
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = DefaultSessionTTL
 	}
 	// The API's agent rules, on the same store and clock.
-	c.agents = agents.New(c.store, c.now)
+	c.agents = agents.New(c.Store, c.Now)
 	// Users' rules; its hashes go through the console's capped gate.
-	c.accounts = accounts.New(c.store, c.passwords.Hash, c.now)
-	c.pages = parsePages(c.now)
+	c.accounts = accounts.New(c.Store, c.Passwords.Hash, c.Now)
+	c.pages = parsePages(c.Now)
 	mux := http.NewServeMux()
 	c.routes(mux)
 	c.handler = securityHeaders(c.crossOrigin(bounded(mux)))

@@ -54,10 +54,10 @@ func (c *Console) directory(ctx context.Context, accountID string, ks ...domain.
 	}
 	var d directory
 	var err error
-	if d.users, err = c.store.UserEmails(ctx, accountID, users); err != nil {
+	if d.users, err = c.Store.UserEmails(ctx, accountID, users); err != nil {
 		return d, err
 	}
-	if d.agents, err = c.store.AgentNames(ctx, accountID, agents); err != nil {
+	if d.agents, err = c.Store.AgentNames(ctx, accountID, agents); err != nil {
 		return d, err
 	}
 	return d, nil
@@ -129,9 +129,9 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if !slices.ContainsFunc(keyStatuses, func(o option) bool { return o.Value == status }) {
 		return errBadPageLink
 	}
-	now := c.now()
+	now := c.Now()
 	// Newest first: the key just made or rotated is at the top.
-	ks, next, err := c.store.KeyPage(r.Context(), store.KeyPageQuery{AccountID: s.user.AccountID, Search: lp.Search,
+	ks, next, err := c.Store.KeyPage(r.Context(), store.KeyPageQuery{AccountID: s.user.AccountID, Search: lp.Search,
 		Status: domain.KeyStatus(status), Now: now, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return err
@@ -157,7 +157,7 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if p.Leaks, err = c.leakRows(r.Context(), s.user.AccountID, now); err != nil {
 		return err
 	}
-	if p.Requests24h, err = c.store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
+	if p.Requests24h, err = c.Store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
 		return err
 	}
 	return c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
@@ -329,7 +329,7 @@ func (c *Console) tickedAgents(ctx context.Context, accountID string, ids []stri
 	if len(ids) > keys.MaxAgents {
 		ids = ids[:keys.MaxAgents]
 	}
-	names, err := c.store.AgentNames(ctx, accountID, ids)
+	names, err := c.Store.AgentNames(ctx, accountID, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func (f keyForm) pickerQuery() (search, after string) {
 // started.
 func (c *Console) untickedAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
 	for {
-		page, next, err := c.store.AgentPickerPage(ctx, accountID, search, after, pageSize)
+		page, next, err := c.Store.AgentPickerPage(ctx, accountID, search, after, pageSize)
 		if err != nil {
 			return after, err
 		}
@@ -484,16 +484,16 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	default:
 		return errUnreadableForm
 	}
-	params, err := f.params(s.user.AccountID, c.now())
+	params, err := f.params(s.user.AccountID, c.Now())
 	if err != nil {
 		return err
 	}
 	u := s.user
-	created, err := c.keys.Create(r.Context(), keys.Actor{User: &u}, params)
+	created, err := c.Keys.Create(r.Context(), keys.Actor{User: &u}, params)
 	if err != nil {
 		return f.fieldOf(err)
 	}
-	c.log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
+	c.Log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
 	return c.reveal(w, r, s, created)
 }
 
@@ -514,16 +514,16 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	acct := s.user.AccountID
-	k, err := c.keys.Get(r.Context(), acct, r.PathValue("id"))
+	k, err := c.Keys.Get(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	lineage, err := c.store.KeysRotatedFrom(r.Context(), acct, k.ID)
+	lineage, err := c.Store.KeysRotatedFrom(r.Context(), acct, k.ID)
 	if err != nil {
 		return err
 	}
 	if k.RotatedFrom != "" {
-		prev, err := c.store.GetKey(r.Context(), acct, k.RotatedFrom)
+		prev, err := c.Store.GetKey(r.Context(), acct, k.RotatedFrom)
 		if err != nil && !errors.Is(err, domain.ErrNotFound) {
 			return err
 		}
@@ -535,7 +535,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if err != nil {
 		return err
 	}
-	now := c.now()
+	now := c.Now()
 	p := keyPage{Key: d.row(k, now), Revokeable: k.RevokedAt == nil}
 	for _, o := range lineage {
 		p.Lineage = append(p.Lineage, d.row(o, now))
@@ -575,12 +575,12 @@ type rotatePage struct {
 
 // pathKey is the key the path names, with its row.
 func (c *Console) pathKey(r *http.Request, s *session) (domain.APIKey, keyRow, error) {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	k, err := c.Keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return k, keyRow{}, err
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID, k)
-	return k, d.row(k, c.now()), err
+	return k, d.row(k, c.Now()), err
 }
 
 func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
@@ -618,11 +618,11 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
 	ctx := withMirrorReport(r.Context())
-	created, err := c.keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
+	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
 	if err != nil {
 		return err
 	}
-	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
+	c.Log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
 	return c.reveal(w, r.WithContext(ctx), s, created)
 }
 
@@ -724,7 +724,7 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	u := s.user
 	actor := keys.Actor{User: &u}
-	k, err := c.keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
+	k, err := c.Keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -734,10 +734,10 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 			return err
 		}
 	}
-	if _, err := c.keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
+	if _, err := c.Keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
 		return err
 	}
-	c.log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
+	c.Log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
 	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
 }
 
@@ -750,18 +750,18 @@ func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.API
 		return err
 	}
 	if f.preset != "" {
-		a, err := f.access(k, c.now())
+		a, err := f.access(k, c.Now())
 		if err != nil {
 			return err
 		}
-		if _, err := c.keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
+		if _, err := c.Keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
 			return f.fieldOf(err)
 		}
 	}
 	if slices.Equal(k.AllowedIPs, allowed) {
 		return nil
 	}
-	_, err = c.keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
+	_, err = c.Keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
 	return err
 }
 
@@ -806,10 +806,10 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 	u := s.user
 	id := r.PathValue("id")
 	ctx := withMirrorReport(r.Context())
-	if err := c.keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
+	if err := c.Keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.log.Info("console key revoked", "key_id", id, "user_id", u.ID)
+	c.Log.Info("console key revoked", "key_id", id, "user_id", u.ID)
 	http.Redirect(w, r, mirrorTarget(ctx, "/console/developers/keys/"+id+"?done=revoked"), http.StatusSeeOther)
 	return nil
 }
@@ -852,7 +852,7 @@ var keyIDInDetail = regexp.MustCompile(`\b` + domain.PrefixKey + `_[0-9a-z]{26}\
 
 // auditRows reads a page of the trail and names the keys it refers to.
 func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow, store.Cursor, error) {
-	items, next, err := c.store.AuditPage(r.Context(), q)
+	items, next, err := c.Store.AuditPage(r.Context(), q)
 	if err != nil {
 		return nil, next, err
 	}
@@ -862,7 +862,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 			related = append(related, id)
 		}
 	}
-	labels, err := c.store.KeyLabels(r.Context(), q.AccountID, related)
+	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, related)
 	if err != nil {
 		return nil, next, err
 	}

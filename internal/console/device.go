@@ -52,7 +52,7 @@ func (k *serverKey) get(ctx context.Context, st *store.Store) ([]byte, error) {
 }
 
 func (c *Console) deviceSigningKey(ctx context.Context) ([]byte, error) {
-	return c.deviceKey.get(ctx, c.store)
+	return c.deviceKey.get(ctx, c.Store)
 }
 
 func deviceMAC(key []byte, email string, expires int64) []byte {
@@ -66,10 +66,10 @@ func deviceMAC(key []byte, email string, expires int64) []byte {
 func (c *Console) setDeviceCookie(w http.ResponseWriter, r *http.Request, email string) {
 	key, err := c.deviceSigningKey(r.Context())
 	if err != nil {
-		c.log.Warn("device cookie not set", "err", err)
+		c.Log.Warn("device cookie not set", "err", err)
 		return
 	}
-	expires := c.now().Add(deviceTTL).Unix()
+	expires := c.Now().Add(deviceTTL).Unix()
 	b64 := base64.RawURLEncoding
 	value := strconv.FormatInt(expires, 10) + "." + b64.EncodeToString([]byte(email)) + "." + b64.EncodeToString(deviceMAC(key, email, expires))
 	setCookie(w, r, deviceCookie, value, deviceTTL)
@@ -88,7 +88,7 @@ func (c *Console) knownDevice(r *http.Request, email string) bool {
 		return false
 	}
 	expires, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || c.now().Unix() >= expires {
+	if err != nil || c.Now().Unix() >= expires {
 		return false
 	}
 	b64 := base64.RawURLEncoding
@@ -99,7 +99,7 @@ func (c *Console) knownDevice(r *http.Request, email string) bool {
 	}
 	key, err := c.deviceSigningKey(r.Context())
 	if err != nil {
-		c.log.Warn("device cookie not checked", "err", err)
+		c.Log.Warn("device cookie not checked", "err", err)
 		return false
 	}
 	return hmac.Equal(mac, deviceMAC(key, email, expires))

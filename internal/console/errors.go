@@ -108,7 +108,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 		return
 	}
 	id := w.Header().Get("X-Request-Id")
-	c.log.ErrorContext(r.Context(), "console", "request_id", id, "path", r.URL.Path, "err", err)
+	c.Log.ErrorContext(r.Context(), "console", "request_id", id, "path", r.URL.Path, "err", err)
 	msg := "Something went wrong on our side. Please try again."
 	if id != "" {
 		msg += " If it happens again, quote request id " + id + "."

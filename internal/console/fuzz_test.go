@@ -52,7 +52,7 @@ func FuzzCrossOrigin(f *testing.F) {
 	f.Add("", "https://CONSOLE.example", "console.example")
 	f.Add("", "null", "console.example")
 	passed := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	c := &Console{log: slog.New(slog.DiscardHandler), pages: parsePages(time.Now)}
+	c := &Console{Config: Config{Log: slog.New(slog.DiscardHandler)}, pages: parsePages(time.Now)}
 	h := c.crossOrigin(passed)
 	f.Fuzz(func(t *testing.T, site, origin, host string) {
 		if host == "" || strings.ContainsAny(host, " /?#@\x00") {

@@ -107,7 +107,7 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 
 // logsOf reads q's page of logs, their keys named, into p.
 func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, p *logsPage) error {
-	logs, next, err := c.store.RequestLogPage(r.Context(), q)
+	logs, next, err := c.Store.RequestLogPage(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -127,10 +127,10 @@ func (c *Console) logKey(ctx context.Context, accountID, v string) (string, erro
 	if v == "" {
 		return "", nil
 	}
-	if byID, err := c.store.KeyLabels(ctx, accountID, []string{v}); err != nil || len(byID) == 1 {
+	if byID, err := c.Store.KeyLabels(ctx, accountID, []string{v}); err != nil || len(byID) == 1 {
 		return v, err
 	}
-	ks, _, err := c.store.KeyPage(ctx, store.KeyPageQuery{AccountID: accountID, Search: v, Limit: pageSize})
+	ks, _, err := c.Store.KeyPage(ctx, store.KeyPageQuery{AccountID: accountID, Search: v, Limit: pageSize})
 	if err != nil {
 		return "", err
 	}
@@ -154,7 +154,7 @@ func (c *Console) labelledRows(r *http.Request, accountID string, logs []store.R
 	for i, l := range logs {
 		ids[i] = l.KeyID
 	}
-	labels, err := c.store.KeyLabels(r.Context(), accountID, ids)
+	labels, err := c.Store.KeyLabels(r.Context(), accountID, ids)
 	if err != nil {
 		return nil, err
 	}

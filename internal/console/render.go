@@ -189,7 +189,7 @@ type errorPage struct {
 
 func (c *Console) renderError(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
 	if err := c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg}); err != nil {
-		c.log.Error("render console error page", "err", err)
+		c.Log.Error("render console error page", "err", err)
 		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
 	}
 }

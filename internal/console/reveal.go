@@ -56,7 +56,7 @@ func revealAD(keyID string, s *session) []byte {
 }
 
 func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
-	key, err := c.revealKey.get(ctx, c.store)
+	key, err := c.revealKey.get(ctx, c.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +76,14 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 		// than pretend nothing happened: the user revokes it and tries again.
 		return fmt.Errorf("seal the credential of key %s (made, not shown): %w", created.Key.ID, err)
 	}
-	plain := binary.BigEndian.AppendUint64(nil, uint64(c.now().Add(revealTTL).Unix()))
+	plain := binary.BigEndian.AppendUint64(nil, uint64(c.Now().Add(revealTTL).Unix()))
 	plain = append(plain, created.Credential...)
 	nonce := make([]byte, aead.NonceSize())
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
 	sealed := aead.Seal(nonce, nonce, plain, revealAD(created.Key.ID, s))
 	// Claims of seals that expired can go (Claim stamps the wall clock).
-	if err := c.store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
-		c.log.Warn("delete reveal claims", "err", err)
+	if err := c.Store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
+		c.Log.Warn("delete reveal claims", "err", err)
 	}
 	path := revealPath(created.Key.ID)
 	http.SetCookie(w, &http.Cookie{
@@ -113,7 +113,7 @@ func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, onc
 	}
 	nonce := sealed[:aead.NonceSize()]
 	plain, err := aead.Open(nil, nonce, sealed[aead.NonceSize():], revealAD(keyID, s))
-	if err != nil || len(plain) < 8 || c.now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
+	if err != nil || len(plain) < 8 || c.Now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
 		return "", "", nil
 	}
 	return string(plain[8:]), revealClaim + hex.EncodeToString(nonce), nil
@@ -133,7 +133,7 @@ func forgetReveal(w http.ResponseWriter, r *http.Request, keyID string) {
 // anything fails before, a reload tries again.
 func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
 	id := r.PathValue("id")
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, id)
+	k, err := c.Keys.Get(r.Context(), s.user.AccountID, id)
 	if err != nil {
 		return err
 	}
@@ -149,11 +149,11 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	now := c.now()
+	now := c.Now()
 	p := createdPage{Key: d.row(k, now), Credential: cred}
 	title := "Key created"
 	if k.RotatedFrom != "" {
-		old, err := c.keys.Get(r.Context(), s.user.AccountID, k.RotatedFrom)
+		old, err := c.Keys.Get(r.Context(), s.user.AccountID, k.RotatedFrom)
 		if err != nil && !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound) {
 			return err
 		}
@@ -167,7 +167,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 	}
 	forgetReveal(w, r, k.ID)
-	first, err := c.store.Claim(r.Context(), once)
+	first, err := c.Store.Claim(r.Context(), once)
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func passwordChosen(_ http.ResponseWriter, _ *http.Request, s *session) error {
 
 // managerOnly lets Owners and Admins on; the rule lives in keys.Service.
 func (c *Console) managerOnly(_ http.ResponseWriter, r *http.Request, s *session) error {
-	_, err := c.keys.Manager(r.Context(), s.user.AccountID, s.user.Email)
+	_, err := c.Keys.Manager(r.Context(), s.user.AccountID, s.user.Email)
 	if domain.IsCode(err, domain.CodeAccessDenied) || domain.IsCode(err, domain.CodeNotFound) {
 		return errNotFound
 	}

@@ -100,12 +100,12 @@ func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now tim
 	var u keyUsage
 	var err error
 	u.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
-		return c.store.KeyUsage(ctx, keyID, from, to, w)
+		return c.Store.KeyUsage(ctx, keyID, from, to, w)
 	})
 	if err != nil {
 		return u, err
 	}
-	logs, _, err := c.store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
+	logs, _, err := c.Store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
 	u.Recent = logRows(logs, nil)
 	return u, err
 }
@@ -135,16 +135,16 @@ func (k busyKey) Errors() []string {
 }
 
 func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *session) error {
-	ctx, acct, now := r.Context(), s.user.AccountID, c.now()
+	ctx, acct, now := r.Context(), s.user.AccountID, c.Now()
 	var p overviewPage
 	var err error
 	p.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
-		return c.store.AccountUsage(ctx, acct, from, to, w)
+		return c.Store.AccountUsage(ctx, acct, from, to, w)
 	})
 	if err != nil {
 		return err
 	}
-	counts, err := c.store.AccountKeyUsage(ctx, acct, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(time.Minute))
+	counts, err := c.Store.AccountKeyUsage(ctx, acct, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(time.Minute))
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (c *Console) busiest(ctx context.Context, accountID string, counts []store.
 	for i, k := range keys {
 		ids[i] = k.ID
 	}
-	labels, err := c.store.KeyLabels(ctx, accountID, ids)
+	labels, err := c.Store.KeyLabels(ctx, accountID, ids)
 	out := make([]busyKey, len(keys))
 	for i, k := range keys {
 		k.Label = labels[k.ID]

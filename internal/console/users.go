@@ -47,7 +47,7 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if err != nil {
 		return usersPage{}, err
 	}
-	us, next, err := c.store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	us, next, err := c.Store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return usersPage{}, err
 	}
@@ -98,7 +98,7 @@ func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return consoleUserError(r, err)
 	}
-	c.log.Info("console user invited", "user_id", u.ID, "role", string(u.Role), "by", s.user.ID)
+	c.Log.Info("console user invited", "user_id", u.ID, "role", string(u.Role), "by", s.user.ID)
 	return c.render(w, r, s, http.StatusCreated, "invited", "User invited",
 		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw, Invited: true})
 }
@@ -157,7 +157,7 @@ func (c *Console) handleSetRole(w http.ResponseWriter, r *http.Request, s *sessi
 	if _, err := c.accounts.SetRole(r.Context(), &s.user, s.user.AccountID, id, r.PostForm.Get("role")); err != nil {
 		return consoleUserError(r, err)
 	}
-	c.log.Info("console user role changed", "user_id", id, "role", r.PostForm.Get("role"), "by", s.user.ID)
+	c.Log.Info("console user role changed", "user_id", id, "role", r.PostForm.Get("role"), "by", s.user.ID)
 	return seeOther("/console/users/" + id + "?done=role")
 }
 
@@ -166,7 +166,7 @@ func (c *Console) handleReactivate(w http.ResponseWriter, r *http.Request, s *se
 	if err := c.accounts.ReactivateUser(r.Context(), &s.user, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.log.Info("console user reactivated", "user_id", id, "by", s.user.ID)
+	c.Log.Info("console user reactivated", "user_id", id, "by", s.user.ID)
 	return seeOther("/console/users/" + id + "?done=reactivated")
 }
 
@@ -177,7 +177,7 @@ func (c *Console) handleResetPassword(w http.ResponseWriter, r *http.Request, s 
 	if err != nil {
 		return consoleUserError(r, err)
 	}
-	c.log.Info("console user password reset", "user_id", u.ID, "by", s.user.ID)
+	c.Log.Info("console user password reset", "user_id", u.ID, "by", s.user.ID)
 	return c.render(w, r, s, http.StatusCreated, "invited", "New one-time password",
 		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw})
 }
@@ -198,6 +198,6 @@ func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *se
 	if err := c.accounts.DeactivateUser(r.Context(), &s.user, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.log.Info("console user deactivated", "user_id", id, "by", s.user.ID)
+	c.Log.Info("console user deactivated", "user_id", id, "by", s.user.ID)
 	return seeOther("/console/users?done=deactivated")
 }
