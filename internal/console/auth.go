@@ -56,16 +56,13 @@ func tokenEqual(got, want string) bool {
 
 func newToken() string { return rand.Text() + rand.Text() }
 
+// setCookie sets cookie name for cookiePath, HttpOnly, SameSite=Lax and
+// Secure when the browser came over TLS; a negative maxAge deletes it.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: cookiePath, MaxAge: int(maxAge.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r),
 	})
-}
-
-func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: cookiePath, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r)})
 }
 
 // overTLS reports whether the browser reached us over TLS: this server
@@ -148,7 +145,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	if err := c.startSession(w, r, u); err != nil {
 		return err
 	}
-	clearCookie(w, r, loginCookie)
+	setCookie(w, r, loginCookie, "", -time.Second)
 	c.setDeviceCookie(w, r, u.Email)
 	c.Log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
 	target := "/console/"
@@ -266,7 +263,7 @@ func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *sessi
 	if err := c.Store.DeleteSession(r.Context(), s.tokenHash); err != nil {
 		return err
 	}
-	clearCookie(w, r, sessionCookie)
+	setCookie(w, r, sessionCookie, "", -time.Second)
 	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
 	return nil
 }

@@ -85,12 +85,8 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 	if err := c.Store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
 		c.Log.Warn("delete reveal claims", "err", err)
 	}
-	path := revealPath(created.Key.ID)
-	http.SetCookie(w, &http.Cookie{
-		Name: revealCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
-		MaxAge: int(revealTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
-	})
-	http.Redirect(w, r, mirrorTarget(r.Context(), path), http.StatusSeeOther)
+	setRevealCookie(w, r, created.Key.ID, base64.RawURLEncoding.EncodeToString(sealed), revealTTL)
+	http.Redirect(w, r, mirrorTarget(r.Context(), revealPath(created.Key.ID)), http.StatusSeeOther)
 	return nil
 }
 
@@ -119,9 +115,10 @@ func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, onc
 	return string(plain[8:]), revealClaim + hex.EncodeToString(nonce), nil
 }
 
-// forgetReveal clears the reveal cookie of key keyID.
-func forgetReveal(w http.ResponseWriter, r *http.Request, keyID string) {
-	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: "", Path: revealPath(keyID), MaxAge: -1,
+// setRevealCookie sets the reveal cookie of key keyID for the page that
+// shows it, SameSite=Strict; a negative maxAge deletes it.
+func setRevealCookie(w http.ResponseWriter, r *http.Request, keyID, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: value, Path: revealPath(keyID), MaxAge: int(maxAge.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 }
 
@@ -142,7 +139,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	if cred == "" {
-		forgetReveal(w, r, k.ID)
+		setRevealCookie(w, r, k.ID, "", -time.Second)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
 	d, err := c.directory(r.Context(), s.user.AccountID, k)
@@ -166,7 +163,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 			p.Old, title = &oldRow, "Key rotated"
 		}
 	}
-	forgetReveal(w, r, k.ID)
+	setRevealCookie(w, r, k.ID, "", -time.Second)
 	first, err := c.Store.Claim(r.Context(), once)
 	if err != nil {
 		return err
