@@ -494,7 +494,7 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 		return f.fieldOf(err)
 	}
 	c.Log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
-	return c.reveal(w, r, s, created)
+	return c.reveal(w, r, s, created, nil)
 }
 
 // --- one key, rotation, revocation, editing ---
@@ -617,13 +617,13 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 	if i < 0 {
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
-	ctx := withMirrorReport(r.Context())
+	ctx, rep := store.WithEpochReport(r.Context())
 	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
 	if err != nil {
 		return err
 	}
 	c.Log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
-	return c.reveal(w, r.WithContext(ctx), s, created)
+	return c.reveal(w, r, s, created, rep)
 }
 
 type editKeyPage struct {
@@ -728,7 +728,7 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	ctx := withMirrorReport(r.Context())
+	ctx, rep := store.WithEpochReport(r.Context())
 	if k.RevokedAt == nil {
 		if err := c.editAccess(ctx, actor, k, f); err != nil {
 			return err
@@ -738,7 +738,7 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	c.Log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
-	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
+	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
 }
 
 // editAccess saves the form's scopes, agents and expiry (a form of an
@@ -805,12 +805,12 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	ctx := withMirrorReport(r.Context())
+	ctx, rep := store.WithEpochReport(r.Context())
 	if err := c.Keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
 		return err
 	}
 	c.Log.Info("console key revoked", "key_id", id, "user_id", u.ID)
-	http.Redirect(w, r, mirrorTarget(ctx, "/console/developers/keys/"+id+"?done=revoked"), http.StatusSeeOther)
+	http.Redirect(w, r, mirrorTarget(rep, "/console/developers/keys/"+id+"?done=revoked"), http.StatusSeeOther)
 	return nil
 }
 

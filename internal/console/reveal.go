@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // A new credential is shown once, on a page of its own: creating or
@@ -68,8 +69,9 @@ func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
 }
 
 // reveal seals created's credential into the reveal cookie and sends the
-// browser to the page that shows it.
-func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created) error {
+// browser to the page that shows it (with mirrorWarning when the write rep
+// watched could not raise the mirror).
+func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created, rep *store.EpochReport) error {
 	aead, err := c.revealAEAD(r.Context())
 	if err != nil {
 		// The key exists; its credential cannot be shown. Say so rather
@@ -86,7 +88,7 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 		c.Log.Warn("delete reveal claims", "err", err)
 	}
 	setRevealCookie(w, r, created.Key.ID, base64.RawURLEncoding.EncodeToString(sealed), revealTTL)
-	http.Redirect(w, r, mirrorTarget(r.Context(), revealPath(created.Key.ID)), http.StatusSeeOther)
+	http.Redirect(w, r, mirrorTarget(rep, revealPath(created.Key.ID)), http.StatusSeeOther)
 	return nil
 }
 
