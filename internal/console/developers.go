@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -145,10 +146,7 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	for _, k := range ks {
 		p.Keys = append(p.Keys, d.row(k, now))
 	}
-	for _, o := range keyStatuses {
-		o.Checked = o.Value == status
-		p.Statuses = append(p.Statuses, o)
-	}
+	p.Statuses = choose(keyStatuses, status)
 	if lp.After.IsZero() && lp.Search == "" && status == "" {
 		if p.Recent, _, err = c.auditRows(r, store.AuditPageQuery{AccountID: s.user.AccountID, Limit: recentEvents}); err != nil {
 			return err
@@ -173,6 +171,15 @@ type option struct {
 	Reserved    bool
 	// Scopes is a preset's, space-separated, for console.js.
 	Scopes string
+}
+
+// choose is a copy of opts with the option of value v checked.
+func choose(opts []option, v string) []option {
+	out := slices.Clone(opts)
+	for i := range out {
+		out[i].Checked = out[i].Value == v
+	}
+	return out
 }
 
 type newKeyPage struct {
@@ -252,6 +259,11 @@ func (f keyForm) scopeChoice() (preset string, scopes []string) {
 	return "custom", scopes
 }
 
+var envChoices = []option{
+	{Value: string(domain.EnvLive), Label: string(domain.EnvLive)},
+	{Value: string(domain.EnvTest), Label: string(domain.EnvTest)},
+}
+
 var expiryChoices = []option{
 	{Value: "never", Label: "Never"},
 	{Value: "7", Label: "In 7 days"},
@@ -289,13 +301,8 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	if err := c.agentPicker(ctx, accountID, f, &p); err != nil {
 		return p, err
 	}
-	for _, e := range expiryChoices {
-		e.Checked = e.Value == f.expiry
-		p.Expiry = append(p.Expiry, e)
-	}
-	for _, e := range []domain.Env{domain.EnvLive, domain.EnvTest} {
-		p.Env = append(p.Env, option{Value: string(e), Label: string(e), Checked: string(e) == f.env || (f.env == "" && e == domain.EnvLive)})
-	}
+	p.Expiry = choose(expiryChoices, f.expiry)
+	p.Env = choose(envChoices, cmp.Or(f.env, string(domain.EnvLive)))
 	return p, nil
 }
 
@@ -553,18 +560,17 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 }
 
 // rotateChoices are when a rotated key's old key stops working.
-var rotateChoices = []struct {
-	option
-	in *time.Duration
-}{
-	{option{Value: "manual", Label: "When I revoke it (keep both keys working)"}, nil},
-	{option{Value: "now", Label: "Now"}, durationPtr(0)},
-	{option{Value: "1h", Label: "In 1 hour"}, durationPtr(time.Hour)},
-	{option{Value: "24h", Label: "In 24 hours"}, durationPtr(24 * time.Hour)},
-	{option{Value: "7d", Label: "In 7 days"}, durationPtr(7 * 24 * time.Hour)},
+var rotateChoices = []option{
+	{Value: "manual", Label: "When I revoke it (keep both keys working)"},
+	{Value: "now", Label: "Now"},
+	{Value: "1h", Label: "In 1 hour"},
+	{Value: "24h", Label: "In 24 hours"},
+	{Value: "7d", Label: "In 7 days"},
 }
 
-func durationPtr(d time.Duration) *time.Duration { return &d }
+// rotateIn is how long the old key of a rotation keeps working, by
+// rotateChoices' value; "manual" is until it is revoked.
+var rotateIn = map[string]time.Duration{"now": 0, "1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour}
 
 type rotatePage struct {
 	Key     keyRow
@@ -592,12 +598,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if r.Method == http.MethodPost {
 		chosen = r.PostForm.Get("old_expires")
 	}
-	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil}
-	for _, ch := range rotateChoices {
-		o := ch.option
-		o.Checked = o.Value == chosen
-		p.Choices = append(p.Choices, o)
-	}
+	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil, Choices: choose(rotateChoices, chosen)}
 	return c.renderForm(w, r, s, e, "rotate", "Rotate "+isolate(k.Name), &p)
 }
 
@@ -608,17 +609,14 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 	if choice == "" {
 		choice = "manual" // a form of an earlier release, without the question
 	}
-	i := slices.IndexFunc(rotateChoices, func(ch struct {
-		option
-		in *time.Duration
-	}) bool {
-		return ch.Value == choice
-	})
-	if i < 0 {
+	var in *time.Duration
+	if d, ok := rotateIn[choice]; ok {
+		in = &d
+	} else if choice != "manual" {
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
 	ctx, rep := store.WithEpochReport(r.Context())
-	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
+	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, in)
 	if err != nil {
 		return err
 	}
@@ -697,14 +695,7 @@ func editExpiry(k domain.APIKey, chosen string) []option {
 	if k.ExpiresAt != nil {
 		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
 	}
-	out := []option{keep}
-	for _, e := range expiryChoices[1:] {
-		out = append(out, e)
-	}
-	for i := range out {
-		out[i].Checked = out[i].Value == chosen || (chosen == "" && i == 0)
-	}
-	return out
+	return choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(chosen, "keep"))
 }
 
 // handleEditKey saves the edit form: the access (unless the key is

@@ -51,10 +51,6 @@ func (k *serverKey) get(ctx context.Context, st *store.Store) ([]byte, error) {
 	return k.key, nil
 }
 
-func (c *Console) deviceSigningKey(ctx context.Context) ([]byte, error) {
-	return c.deviceKey.get(ctx, c.Store)
-}
-
 func deviceMAC(key []byte, email string, expires int64) []byte {
 	m := hmac.New(sha256.New, key)
 	fmt.Fprintf(m, "agentapi console device\x00%d\x00%s", expires, email)
@@ -64,7 +60,7 @@ func deviceMAC(key []byte, email string, expires int64) []byte {
 // setDeviceCookie marks this browser as one that signed in as email. Without
 // the key (the store failing) the sign-in still succeeds, unmarked.
 func (c *Console) setDeviceCookie(w http.ResponseWriter, r *http.Request, email string) {
-	key, err := c.deviceSigningKey(r.Context())
+	key, err := c.deviceKey.get(r.Context(), c.Store)
 	if err != nil {
 		c.Log.Warn("device cookie not set", "err", err)
 		return
@@ -97,7 +93,7 @@ func (c *Console) knownDevice(r *http.Request, email string) bool {
 	if err1 != nil || err2 != nil || string(got) != email {
 		return false
 	}
-	key, err := c.deviceSigningKey(r.Context())
+	key, err := c.deviceKey.get(r.Context(), c.Store)
 	if err != nil {
 		c.Log.Warn("device cookie not checked", "err", err)
 		return false

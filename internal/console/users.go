@@ -55,25 +55,17 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 		role = string(domain.RoleAgent)
 	}
 	first, last := endsOf(us, func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID })
-	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, first, last)}
+	p := usersPage{Email: email, Role: role, Roles: choose(roleChoices, role), Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, first, last)}
 	for _, u := range us {
 		p.Users = append(p.Users, rowOf(u, s))
 	}
 	return p, nil
 }
 
-func roleOptions(checked string) []option {
-	var out []option
-	for _, r := range []domain.Role{domain.RoleAgent, domain.RoleAdmin, domain.RoleOwner} {
-		out = append(out, option{Value: string(r), Label: roleLabels[r], Checked: string(r) == checked})
-	}
-	return out
-}
-
-var roleLabels = map[domain.Role]string{
-	domain.RoleOwner: "Owner — everything, including users",
-	domain.RoleAdmin: "Admin — API keys and AI agents",
-	domain.RoleAgent: "Agent — views AI agents",
+var roleChoices = []option{
+	{Value: string(domain.RoleAgent), Label: "Agent — views AI agents"},
+	{Value: string(domain.RoleAdmin), Label: "Admin — API keys and AI agents"},
+	{Value: string(domain.RoleOwner), Label: "Owner — everything, including users"},
 }
 
 // showUsers is the users page, with the invitation as posted and what to
@@ -148,7 +140,7 @@ func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e
 	if err != nil {
 		return err
 	}
-	p := userPage{User: rowOf(u, s), Roles: roleOptions(string(u.Role))}
+	p := userPage{User: rowOf(u, s), Roles: choose(roleChoices, string(u.Role))}
 	return c.renderForm(w, r, s, e, "user", isolate(u.Email), &p)
 }
 
