@@ -61,8 +61,8 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	if err != nil {
 		return agentsPage{}, err
 	}
-	first, last := endsOf(items, func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID })
-	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, first, last),
+	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
+	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
 		CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
 	for _, it := range items {
 		p.Agents = append(p.Agents, agentRow{ID: it.ID, Name: it.Name, Enabled: it.Enabled, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, Stats: it.Stats})

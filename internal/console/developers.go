@@ -141,8 +141,8 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
-	first, last := endsOf(ks, func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID })
-	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, first, last)}
+	at := func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID }
+	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, ks, at)}
 	for _, k := range ks {
 		p.Keys = append(p.Keys, d.row(k, now))
 	}
@@ -551,8 +551,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if p.Events, next, err = c.auditRows(r, store.AuditPageQuery{AccountID: acct, KeyID: k.ID, After: lp.After, Limit: pageSize}); err != nil {
 		return err
 	}
-	first, last := endsOf(p.Events, auditRow.at)
-	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, first, last)
+	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, p.Events, auditRow.at)
 	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
 		return err
 	}
@@ -891,7 +890,6 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	first, last := endsOf(events, auditRow.at)
-	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, first, last)}
+	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, events, auditRow.at)}
 	return c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
 }

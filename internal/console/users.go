@@ -54,8 +54,9 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if role == "" {
 		role = string(domain.RoleAgent)
 	}
-	first, last := endsOf(us, func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID })
-	p := usersPage{Email: email, Role: role, Roles: choose(roleChoices, role), Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, first, last)}
+	at := func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID }
+	p := usersPage{Email: email, Role: role, Roles: choose(roleChoices, role),
+		Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, us, at)}
 	for _, u := range us {
 		p.Users = append(p.Users, rowOf(u, s))
 	}
