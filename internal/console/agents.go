@@ -27,13 +27,8 @@ const MaxInstructionsLength = domain.MaxInstructionsLength
 // recentLimit is how many of an agent's latest answered questions are shown.
 const recentLimit = 20
 
-type agentRow struct {
-	ID, Name  string
-	Enabled   bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	Stats     domain.AgentStats
-}
+// agentRow is an agent with its counters, as the list reads it.
+type agentRow = store.AgentPageItem
 
 type agentsPage struct {
 	Agents  []agentRow
@@ -63,10 +58,7 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	}
 	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
 	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
-		CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
-	for _, it := range items {
-		p.Agents = append(p.Agents, agentRow{ID: it.ID, Name: it.Name, Enabled: it.Enabled, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, Stats: it.Stats})
-	}
+		Agents: items, CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
 	return p, nil
 }
 
