@@ -580,11 +580,16 @@ type rotatePage struct {
 
 // pathKey is the key the path names, with its row.
 func (c *Console) pathKey(r *http.Request, s *session) (domain.APIKey, keyRow, error) {
-	k, err := c.Keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	return c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
+}
+
+// keyRow is the account's key id, with its row.
+func (c *Console) keyRow(ctx context.Context, accountID, id string) (domain.APIKey, keyRow, error) {
+	k, err := c.Keys.Get(ctx, accountID, id)
 	if err != nil {
 		return k, keyRow{}, err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
+	d, err := c.directory(ctx, accountID, k)
 	return k, d.row(k, c.Now()), err
 }
 

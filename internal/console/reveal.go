@@ -131,8 +131,7 @@ func setRevealCookie(w http.ResponseWriter, r *http.Request, keyID, value string
 // so a copy of the cookie replayed within revealTTL shows nothing; if
 // anything fails before, a reload tries again.
 func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
-	id := r.PathValue("id")
-	k, err := c.Keys.Get(r.Context(), s.user.AccountID, id)
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -144,25 +143,15 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		setRevealCookie(w, r, k.ID, "", -time.Second)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
-	if err != nil {
-		return err
-	}
-	now := c.Now()
-	p := createdPage{Key: d.row(k, now), Credential: cred}
+	p := createdPage{Key: row, Credential: cred}
 	title := "Key created"
 	if k.RotatedFrom != "" {
-		old, err := c.Keys.Get(r.Context(), s.user.AccountID, k.RotatedFrom)
-		if err != nil && !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound) {
+		_, old, err := c.keyRow(r.Context(), s.user.AccountID, k.RotatedFrom)
+		switch {
+		case err == nil:
+			p.Old, title = &old, "Key rotated"
+		case !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound):
 			return err
-		}
-		if err == nil {
-			od, err := c.directory(r.Context(), s.user.AccountID, old)
-			if err != nil {
-				return err
-			}
-			oldRow := od.row(old, now)
-			p.Old, title = &oldRow, "Key rotated"
 		}
 	}
 	setRevealCookie(w, r, k.ID, "", -time.Second)
