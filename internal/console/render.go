@@ -52,7 +52,9 @@ func funcs(now func() time.Time) template.FuncMap {
 			return template.HTML(`<time datetime="` + tm.Format(time.RFC3339) + `" title="` + tm.Format("2006-01-02 15:04:05 UTC") + `">` +
 				relative(tm, now()) + `</time>`)
 		},
-		"join": func(list []string) string { return strings.Join(list, ", ") },
+		"join":      func(list []string) string { return strings.Join(list, ", ") },
+		"lower":     strings.ToLower,
+		"thousands": thousands,
 		// invalid marks the form field named want when the form's error is
 		// about it: aria-invalid, and the id of the message beside it. Only
 		// fixed text and field names from the console's own templates.
@@ -110,10 +112,10 @@ func relative(t, now time.Time) string {
 }
 
 // parsePages builds one template per page: the layout (with the key
-// form's shared fields) plus that page's "content", so pages cannot clash
+// form's shared fields and the usage chart) plus that page's "content", so pages cannot clash
 // over block names.
 func parsePages(now func() time.Time) map[string]pageTemplate {
-	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html", "templates/chart.html"))
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -121,7 +123,7 @@ func parsePages(now func() time.Time) map[string]pageTemplate {
 	pages := map[string]pageTemplate{}
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
-		if name == "layout" || name == "keyform" {
+		if name == "layout" || name == "keyform" || name == "chart" {
 			continue
 		}
 		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
