@@ -19,13 +19,11 @@ type pageTemplate = *template.Template
 // sign-in page), the session's CSRF token for forms, which nav entry is
 // current, and the page's own data.
 type view struct {
-	Title     string
-	User      *domain.User
-	CSRF      string
-	Nav       string
-	CanManage bool
-	IsOwner   bool
-	Notice    string
+	Title  string
+	User   *domain.User
+	CSRF   string
+	Nav    string
+	Notice string
 	// Warning: a change was saved but other instances may not see it at
 	// once (mirrorWarning).
 	Warning string
@@ -157,8 +155,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	if s != nil {
 		u := s.user
 		v.User, v.CSRF = &u, s.csrf
-		v.CanManage = u.Role.CanManageKeys()
-		v.IsOwner = u.Role == domain.RoleOwner
 	}
 	t, ok := c.pages[page]
 	if !ok {
