@@ -154,8 +154,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	} else if next != "" {
 		target = next
 	}
-	http.Redirect(w, r, target, http.StatusSeeOther)
-	return nil
+	return seeOther(target)
 }
 
 // busySignIn is the answer (503) when every password-hashing slot stayed
@@ -264,8 +263,7 @@ func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	setCookie(w, r, sessionCookie, "", -time.Second)
-	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
-	return nil
+	return seeOther("/console/signin")
 }
 
 // safeNext keeps a post-sign-in destination only if it is a console path on
@@ -335,8 +333,7 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 	if err := c.Store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/console/?done=password", http.StatusSeeOther)
-	return nil
+	return seeOther("/console/?done=password")
 }
 
 func capitalize(s string) string {

@@ -805,8 +805,7 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 		return err
 	}
 	c.Log.Info("console key revoked", "key_id", id, "user_id", u.ID)
-	http.Redirect(w, r, mirrorTarget(rep, "/console/developers/keys/"+id+"?done=revoked"), http.StatusSeeOther)
-	return nil
+	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+id+"?done=revoked"))
 }
 
 // --- audit trail ---

@@ -66,11 +66,7 @@ func userError(err error) (*pageError, bool) {
 	if !errors.As(err, &de) {
 		return nil, false
 	}
-	msg := capitalize(strings.TrimSuffix(de.Message, ".")) + "."
-	var field string
-	if len(de.Fields) > 0 {
-		field = de.Fields[0].Field
-	}
+	msg, field := capitalize(strings.TrimSuffix(de.Message, "."))+".", fieldOf(de)
 	switch de.Code {
 	case domain.CodeNotFound, domain.CodeAccessDenied:
 		return errNotFound, true

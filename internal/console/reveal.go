@@ -88,8 +88,7 @@ func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, cre
 		c.Log.Warn("delete reveal claims", "err", err)
 	}
 	setRevealCookie(w, r, created.Key.ID, base64.RawURLEncoding.EncodeToString(sealed), revealTTL)
-	http.Redirect(w, r, mirrorTarget(rep, revealPath(created.Key.ID)), http.StatusSeeOther)
-	return nil
+	return seeOther(mirrorTarget(rep, revealPath(created.Key.ID)))
 }
 
 // revealed opens the request's reveal cookie for key keyID: the
