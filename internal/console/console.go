@@ -172,7 +172,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers/keys/{id}/created", manager(c.handleCreated))
 	// The addresses forms post to, opened with GET (a bookmark, a history
 	// entry), land on the page of what they make.
-	mux.Handle("GET /console/developers/keys", manager(redirectTo(func(*http.Request) string { return "/console/developers" })))
+	mux.Handle("GET /console/developers/keys", manager(func(http.ResponseWriter, *http.Request, *session) error {
+		return seeOther("/console/developers")
+	}))
 	mux.Handle("GET /console/developers/keys/{id}", manager(c.handleKey))
 	// Rotation asks when the old key stops working, then shows the new
 	// credential once.
@@ -206,13 +208,6 @@ func (c *Console) routes(mux *http.ServeMux) {
 	// Everything else, including other methods on the paths above, is a
 	// plain 404: the console reveals no route a user may not use.
 	mux.Handle("/console/", signedIn(func(http.ResponseWriter, *http.Request, *session) error { return errNotFound }))
-}
-
-// redirectTo answers 303 to the address target gives.
-func redirectTo(target func(*http.Request) string) handler {
-	return func(_ http.ResponseWriter, r *http.Request, _ *session) error {
-		return seeOther(target(r))
-	}
 }
 
 // securityHeaders puts the console's protections on every response: a

@@ -111,9 +111,16 @@ func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams
 	if err != nil {
 		return err
 	}
-	if p.Rows, err = c.labelledRows(r, q.AccountID, logs); err != nil {
+	// The page's keys named in one query.
+	ids := make([]string, len(logs))
+	for i, l := range logs {
+		ids[i] = l.KeyID
+	}
+	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, ids)
+	if err != nil {
 		return err
 	}
+	p.Rows = logRows(logs, labels)
 	f := p.Filter
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
 	p.Pager = pagerOf("/console/developers/logs", keep, lp, next)
@@ -146,19 +153,6 @@ func (c *Console) logKey(ctx context.Context, accountID, v string) (string, erro
 		return ks[0].ID, nil
 	}
 	return "", &pageError{Status: http.StatusBadRequest, Field: "key", Message: "More than one key matches: enter a key's whole name, prefix or id."}
-}
-
-// labelledRows names each log's key (one query for the page).
-func (c *Console) labelledRows(r *http.Request, accountID string, logs []store.RequestLog) ([]logRow, error) {
-	ids := make([]string, len(logs))
-	for i, l := range logs {
-		ids[i] = l.KeyID
-	}
-	labels, err := c.Store.KeyLabels(r.Context(), accountID, ids)
-	if err != nil {
-		return nil, err
-	}
-	return logRows(logs, labels), nil
 }
 
 func logRows(logs []store.RequestLog, labels map[string]store.KeyLabel) []logRow {
