@@ -687,8 +687,13 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	if f.apiStatus(cred) != http.StatusOK {
 		t.Fatal("the new key does not work")
 	}
+	checkCustomAndRefusedKeys(t, f, b, a)
+}
 
-	// Custom scopes, and mistakes to fix.
+// checkCustomAndRefusedKeys creates a custom test key, then posts forms
+// with mistakes to fix: each refused, no key made or shown.
+func checkCustomAndRefusedKeys(t *testing.T, f *fixture, b *browser, a domain.Account) {
+	t.Helper()
 	if _, c := b.created("/console/developers/keys/new", "/console/developers/keys", url.Values{
 		"name": {"Custom"}, "preset": {"custom"}, "scope": {"staff:read", "aiagents:write"}, "env": {"test"}, "expiry": {"never"}}); !strings.HasPrefix(c, "agk_test_") {
 		t.Fatalf("custom test key: %q", c)

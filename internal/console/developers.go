@@ -277,9 +277,6 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	if f.preset == "" {
 		f.preset = domain.Presets[0].ID
 	}
-	if f.expiry == "" {
-		f.expiry = "never"
-	}
 	preset, ticked := f.scopeChoice()
 	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt, AllowedIPs: f.allowedIPs}
 	for _, pr := range domain.Presets {
@@ -301,7 +298,7 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	if err := c.agentPicker(ctx, accountID, f, &p); err != nil {
 		return p, err
 	}
-	p.Expiry = choose(expiryChoices, f.expiry)
+	p.Expiry = choose(expiryChoices, cmp.Or(f.expiry, "never"))
 	p.Env = choose(envChoices, cmp.Or(f.env, string(domain.EnvLive)))
 	return p, nil
 }
