@@ -20,10 +20,6 @@ import (
 // edit their instructions. Every change goes through agents.Service, the
 // API's rules: the name rule and its uniqueness, updated_at moving forward.
 
-// MaxInstructionsLength is the API's limit (PATCH /v1/ai-agents/{id}),
-// in Unicode code points.
-const MaxInstructionsLength = domain.MaxInstructionsLength
-
 // recentLimit is how many of an agent's latest answered questions are shown.
 const recentLimit = 20
 
@@ -58,7 +54,7 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	}
 	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
 	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
-		Agents: items, CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
+		Agents: items, CanEdit: s.user.Role.CanManageKeys(), Max: domain.MaxInstructionsLength}
 	return p, nil
 }
 
@@ -127,7 +123,7 @@ func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
 	}
 	return agentPage{
 		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
-		Instructions: a.Instructions, Name: a.Name, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength,
+		Instructions: a.Instructions, Name: a.Name, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: domain.MaxInstructionsLength,
 	}, nil
 }
 
@@ -161,8 +157,8 @@ func checkInstructions(s string) string {
 	if !utf8.ValidString(s) {
 		return "Instructions must be valid text."
 	}
-	if n := utf8.RuneCountInString(s); n > MaxInstructionsLength {
-		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", MaxInstructionsLength, n)
+	if n := utf8.RuneCountInString(s); n > domain.MaxInstructionsLength {
+		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", domain.MaxInstructionsLength, n)
 	}
 	return ""
 }

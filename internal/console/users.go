@@ -130,14 +130,9 @@ type userPage struct {
 	formError
 }
 
-// managed returns the user the path names, of the Owner's account.
-func (c *Console) managed(r *http.Request, s *session) (domain.User, error) {
-	return c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
-}
-
 // showUser is the user's page, with what to fix when e is not nil.
 func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	u, err := c.managed(r, s)
+	u, err := c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -176,7 +171,7 @@ func (c *Console) handleResetPassword(w http.ResponseWriter, r *http.Request, s 
 }
 
 func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	u, err := c.managed(r, s)
+	u, err := c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
