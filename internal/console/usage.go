@@ -48,16 +48,17 @@ type usageBucket struct {
 	Counts classCounts
 }
 
-// usageReader reads counts in [from, to), summed per bucket of width.
-type usageReader func(ctx context.Context, from, to time.Time, width time.Duration) ([]store.UsageBucket, error)
+// usageReader reads the counts of id (a key's, an account's) in [from,
+// to), summed per bucket of width.
+type usageReader func(ctx context.Context, id string, from, to time.Time, width time.Duration) ([]store.UsageBucket, error)
 
-// usageCharts reads and builds the chart of each period.
-func usageCharts(ctx context.Context, now time.Time, read usageReader) ([]usageChart, error) {
+// usageCharts reads id's counts and builds the chart of each period.
+func usageCharts(ctx context.Context, now time.Time, read usageReader, id string) ([]usageChart, error) {
 	var out []usageChart
 	for _, p := range periods {
 		end := now.UTC().Truncate(p.width).Add(p.width)
 		start := end.Add(-time.Duration(p.n) * p.width)
-		rows, err := read(ctx, start, end, p.width)
+		rows, err := read(ctx, id, start, end, p.width)
 		if err != nil {
 			return nil, err
 		}
@@ -96,10 +97,7 @@ const recentLogs = 10
 func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now time.Time) (keyUsage, error) {
 	var u keyUsage
 	var err error
-	u.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
-		return c.Store.KeyUsage(ctx, keyID, from, to, w)
-	})
-	if err != nil {
+	if u.Charts, err = usageCharts(ctx, now, c.Store.KeyUsage, keyID); err != nil {
 		return u, err
 	}
 	logs, _, err := c.Store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
@@ -133,10 +131,7 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 	ctx, acct, now := r.Context(), s.user.AccountID, c.Now()
 	var p overviewPage
 	var err error
-	p.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
-		return c.Store.AccountUsage(ctx, acct, from, to, w)
-	})
-	if err != nil {
+	if p.Charts, err = usageCharts(ctx, now, c.Store.AccountUsage, acct); err != nil {
 		return err
 	}
 	counts, err := c.Store.AccountKeyUsage(ctx, acct, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(time.Minute))
