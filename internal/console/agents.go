@@ -20,30 +20,21 @@ import (
 // edit their instructions. Every change goes through agents.Service, the
 // API's rules: the name rule and its uniqueness, updated_at moving forward.
 
-// MaxInstructionsLength is the API's limit (PATCH /v1/ai-agents/{id}),
-// in Unicode code points.
-const MaxInstructionsLength = domain.MaxInstructionsLength
-
 // recentLimit is how many of an agent's latest answered questions are shown.
 const recentLimit = 20
 
-type agentRow struct {
-	ID, Name  string
-	Enabled   bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	Stats     domain.AgentStats
-}
+// agentRow is an agent with its counters, as the list reads it.
+type agentRow = store.AgentPageItem
 
 type agentsPage struct {
 	Agents  []agentRow
 	Pager   pager
 	CanEdit bool
-	// Name and Instructions are the creation form's, as posted; Error is
-	// what to fix in it and Field its field.
+	// Name and Instructions are the creation form's, as posted; formError
+	// what to fix in it.
 	Name, Instructions string
-	Error, Field       string
-	Max                int
+	formError
+	Max int
 }
 
 // actor is the session's user as agents.Service sees them: the whole
@@ -57,38 +48,25 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	if err != nil {
 		return agentsPage{}, err
 	}
-	items, next, err := c.store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	items, next, err := c.Store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return agentsPage{}, err
 	}
-	first, last := endsOf(items, func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID })
-	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, first, last),
-		CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength}
-	for _, it := range items {
-		p.Agents = append(p.Agents, agentRow{ID: it.ID, Name: it.Name, Enabled: it.Enabled, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt, Stats: it.Stats})
-	}
+	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
+	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
+		Agents: items, CanEdit: s.user.Role.CanManageKeys(), Max: domain.MaxInstructionsLength}
 	return p, nil
 }
 
-func (c *Console) handleAgents(w http.ResponseWriter, r *http.Request, s *session) error {
-	p, err := c.agentsPage(r, s)
-	if err != nil {
-		return err
-	}
-	c.render(w, r, s, http.StatusOK, "agents", "AI agents", p)
-	return nil
-}
-
-// showAgents is the agents page again with the creation form as posted
-// and what to fix.
+// showAgents is the agents page, with the creation form as posted and
+// what to fix when e is not nil.
 func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.agentsPage(r, s)
 	if err != nil {
 		return err
 	}
-	p.Name, p.Instructions, p.Error, p.Field = r.PostForm.Get("name"), postedInstructions(r), e.Message, e.Field
-	c.render(w, r, s, e.Status, "agents", "AI agents", p)
-	return nil
+	p.Name, p.Instructions = r.PostForm.Get("name"), postedInstructions(r)
+	return c.renderForm(w, r, s, e, "agents", "AI agents", &p)
 }
 
 // handleCreateAgent makes an enabled agent and shows its page.
@@ -101,7 +79,7 @@ func (c *Console) handleCreateAgent(w http.ResponseWriter, r *http.Request, s *s
 	if err != nil {
 		return err
 	}
-	c.log.Info("console agent created", "agent_id", ag.ID, "user_id", s.user.ID)
+	c.Log.Info("console agent created", "agent_id", ag.ID, "user_id", s.user.ID)
 	return seeOther("/console/agents/" + ag.ID + "?done=agent-created")
 }
 
@@ -113,51 +91,46 @@ type agentPage struct {
 	Recent  []domain.Question
 	CanEdit bool
 	Max     int
-	// Error is what to fix in the form of Field ("name" or "instructions").
-	Error, Field string
+	// formError: what to fix in the form of Field ("name" or
+	// "instructions"; "form" for the page as a whole).
+	formError
 }
 
-func (c *Console) agentPage(r *http.Request, s *session, a domain.Agent) (agentPage, error) {
-	st, err := c.store.AgentStats(r.Context(), s.user.AccountID, a.ID)
+func (p *agentPage) set(e *pageError) {
+	p.formError.set(e)
+	if p.Field == "" {
+		p.Field = "form"
+	}
+}
+
+// agentPage reads the agent the path names, of the session's account, and
+// its page.
+func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
+	a, err := c.Store.GetAgent(r.Context(), s.user.AccountID, r.PathValue("id"))
+	if errors.Is(err, domain.ErrNotFound) {
+		return agentPage{}, errNotFound
+	}
 	if err != nil {
 		return agentPage{}, err
 	}
-	recent, err := c.store.RecentQuestions(r.Context(), s.user.AccountID, a.ID, recentLimit)
+	st, err := c.Store.AgentStats(r.Context(), s.user.AccountID, a.ID)
+	if err != nil {
+		return agentPage{}, err
+	}
+	recent, err := c.Store.RecentQuestions(r.Context(), s.user.AccountID, a.ID, recentLimit)
 	if err != nil {
 		return agentPage{}, err
 	}
 	return agentPage{
 		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
-		Instructions: a.Instructions, Name: a.Name, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: MaxInstructionsLength,
+		Instructions: a.Instructions, Name: a.Name, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: domain.MaxInstructionsLength,
 	}, nil
 }
 
-func (c *Console) handleAgent(w http.ResponseWriter, r *http.Request, s *session) error {
-	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	c.render(w, r, s, http.StatusOK, "agent", isolate(a.Name), p)
-	return nil
-}
-
-// loadAgentPage reads agent id of the session's account and its page.
-func (c *Console) loadAgentPage(r *http.Request, s *session, id string) (domain.Agent, agentPage, error) {
-	a, err := c.store.GetAgent(r.Context(), s.user.AccountID, id)
-	if errors.Is(err, domain.ErrNotFound) {
-		return a, agentPage{}, errNotFound
-	}
-	if err != nil {
-		return a, agentPage{}, err
-	}
-	p, err := c.agentPage(r, s, a)
-	return a, p, err
-}
-
-// showAgentForm is the agent's page again with the form as posted (the
-// rename's name or the instructions, by the error's field) and what to fix.
+// showAgentForm is the agent's page, again with the form as posted (the
+// rename's name or the instructions) and what to fix when e is not nil.
 func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	a, p, err := c.loadAgentPage(r, s, r.PathValue("id"))
+	p, err := c.agentPage(r, s)
 	if err != nil {
 		return err
 	}
@@ -167,12 +140,7 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 	if _, ok := r.PostForm["instructions"]; ok {
 		p.Instructions = postedInstructions(r)
 	}
-	p.Error, p.Field = e.Message, e.Field
-	if p.Field == "" {
-		p.Field = "form"
-	}
-	c.render(w, r, s, e.Status, "agent", isolate(a.Name), p)
-	return nil
+	return c.renderForm(w, r, s, e, "agent", isolate(p.Agent.Name), &p)
 }
 
 // postedInstructions are the form's instructions with a browser's CRLF
@@ -189,8 +157,8 @@ func checkInstructions(s string) string {
 	if !utf8.ValidString(s) {
 		return "Instructions must be valid text."
 	}
-	if n := utf8.RuneCountInString(s); n > MaxInstructionsLength {
-		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", MaxInstructionsLength, n)
+	if n := utf8.RuneCountInString(s); n > domain.MaxInstructionsLength {
+		return fmt.Sprintf("Instructions have at most %d characters; these have %d.", domain.MaxInstructionsLength, n)
 	}
 	return ""
 }
@@ -203,7 +171,7 @@ func (c *Console) handleUpdateAgent(w http.ResponseWriter, r *http.Request, s *s
 	if _, err := c.agents.Update(r.Context(), actor(s), id, agents.Fields{Instructions: &text}); err != nil {
 		return err
 	}
-	c.log.Info("console agent instructions updated", "agent_id", id, "user_id", s.user.ID)
+	c.Log.Info("console agent instructions updated", "agent_id", id, "user_id", s.user.ID)
 	return seeOther("/console/agents/" + id + "?done=instructions")
 }
 
@@ -212,7 +180,7 @@ func (c *Console) handleRenameAgent(w http.ResponseWriter, r *http.Request, s *s
 	if _, err := c.agents.Update(r.Context(), actor(s), id, agents.Fields{Name: &name}); err != nil {
 		return err
 	}
-	c.log.Info("console agent renamed", "agent_id", id, "user_id", s.user.ID)
+	c.Log.Info("console agent renamed", "agent_id", id, "user_id", s.user.ID)
 	return seeOther("/console/agents/" + id + "?done=agent-renamed")
 }
 
@@ -230,7 +198,7 @@ func (c *Console) handleSetAgentEnabled(w http.ResponseWriter, r *http.Request, 
 	if _, err := c.agents.SetEnabled(r.Context(), actor(s), id, enabled); err != nil {
 		return err
 	}
-	c.log.Info("console agent enabled set", "agent_id", id, "enabled", enabled, "user_id", s.user.ID)
+	c.Log.Info("console agent enabled set", "agent_id", id, "enabled", enabled, "user_id", s.user.ID)
 	if enabled {
 		return seeOther("/console/agents/" + id + "?done=agent-enabled")
 	}

@@ -42,7 +42,17 @@ func TestAgentManagement(t *testing.T) {
 		t.Fatalf("no notice after creating:\n%s", shown.body)
 	}
 
-	// Refusals, beside the field, keeping what was typed; nothing made.
+	checkCreateRefusals(t, b)
+	if n := len(agentRowRE.FindAllString(b.get("/console/agents").body, -1)); n != 2 {
+		t.Fatalf("%d agents listed, want 2", n)
+	}
+	checkAgentChanges(t, f, b, a, helper, made)
+}
+
+// checkCreateRefusals posts agents the rules refuse: each refusal is
+// beside its field, keeping what was typed.
+func checkCreateRefusals(t *testing.T, b *browser) {
+	t.Helper()
 	for _, tc := range []struct{ name, instructions, field, message string }{
 		{"HELPER", "kept text", "name", "already exists"},
 		{"helper ", "", "name", "already exists"},
@@ -63,10 +73,13 @@ func TestAgentManagement(t *testing.T) {
 			t.Fatal("the instructions typed are lost")
 		}
 	}
-	if n := len(agentRowRE.FindAllString(b.get("/console/agents").body, -1)); n != 2 {
-		t.Fatalf("%d agents listed, want 2", n)
-	}
+}
 
+// checkAgentChanges renames, disables and enables the agent made, by the
+// API's rules, leaving helper as it is.
+func checkAgentChanges(t *testing.T, f *fixture, b *browser, a domain.Account, helper, made domain.Agent) {
+	t.Helper()
+	ctx, id := context.Background(), made.ID
 	// Rename: the API's rules; the same name again changes nothing.
 	path := "/console/agents/" + id
 	f.clock.Advance(time.Minute)
@@ -81,7 +94,7 @@ func TestAgentManagement(t *testing.T) {
 		t.Fatal("a rename to the same name moved updated_at")
 	}
 	wantStatus(t, "rename to another's name", b.post(path, path+"/name", url.Values{"name": {"HELPER"}}), http.StatusUnprocessableEntity)
-	p = b.post(path, path+"/name", url.Values{"name": {"helper"}})
+	p := b.post(path, path+"/name", url.Values{"name": {"helper"}})
 	if !strings.Contains(p.body, `id="agent-name" value="helper"`) || !strings.Contains(p.body, `id="name-error"`) ||
 		!strings.Contains(p.body, "already exists") || strings.Contains(p.body, `id="instructions-error"`) {
 		t.Fatalf("the rename's name is not marked:\n%s", p.body)

@@ -44,7 +44,7 @@ func (c *Console) session(r *http.Request) (*session, error) {
 		return nil, domain.ErrNotFound
 	}
 	h := sha256.Sum256([]byte(ck.Value))
-	sess, u, err := c.store.SessionUser(r.Context(), h[:], c.now())
+	sess, u, err := c.Store.SessionUser(r.Context(), h[:], c.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -57,16 +57,13 @@ func tokenEqual(got, want string) bool {
 
 func newToken() string { return rand.Text() + rand.Text() }
 
+// setCookie sets cookie name for cookiePath, HttpOnly, SameSite=Lax and
+// Secure when the browser came over TLS; a negative maxAge deletes it.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: cookiePath, MaxAge: int(maxAge.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r),
 	})
-}
-
-func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: cookiePath, MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r)})
 }
 
 // overTLS reports whether the browser reached us over TLS: this server
@@ -92,23 +89,21 @@ func (c *Console) handleSignInForm(w http.ResponseWriter, r *http.Request, _ *se
 	if s, err := c.session(r); err == nil && s != nil {
 		return seeOther("/console/")
 	}
-	c.renderSignIn(w, r, http.StatusOK, signInPage{Next: safeNext(r.URL.Query().Get("next"))})
-	return nil
+	return c.renderSignIn(w, r, http.StatusOK, signInPage{Next: safeNext(r.URL.Query().Get("next"))})
 }
 
-func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, p signInPage) {
+func (c *Console) renderSignIn(w http.ResponseWriter, r *http.Request, status int, p signInPage) error {
 	p.LoginCSRF = newToken()
 	setCookie(w, r, loginCookie, p.LoginCSRF, time.Hour)
-	c.render(w, r, nil, status, "signin", "Sign in", p)
+	return c.render(w, r, nil, status, "signin", "Sign in", p)
 }
 
 // showSignIn is the sign-in form again, with what was typed (never the
 // password) and why it was refused.
 func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, _ *session, e *pageError) error {
-	c.renderSignIn(w, r, e.Status, signInPage{
+	return c.renderSignIn(w, r, e.Status, signInPage{
 		Email: domain.NormalizeEmail(r.PostForm.Get("email")), Next: safeNext(r.PostForm.Get("next")), Error: e.Message,
 	})
-	return nil
 }
 
 // badSignIn is the one message for every refused sign-in: unknown email,
@@ -144,24 +139,23 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	// A session this browser already had ends: one sign-in, one session.
 	if old, err := r.Cookie(sessionCookie); err == nil && old.Value != "" {
 		h := sha256.Sum256([]byte(old.Value))
-		if err := c.store.DeleteSession(r.Context(), h[:]); err != nil {
+		if err := c.Store.DeleteSession(r.Context(), h[:]); err != nil {
 			return err
 		}
 	}
 	if err := c.startSession(w, r, u); err != nil {
 		return err
 	}
-	clearCookie(w, r, loginCookie)
+	setCookie(w, r, loginCookie, "", -time.Second)
 	c.setDeviceCookie(w, r, u.Email)
-	c.log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
+	c.Log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
 	target := "/console/"
 	if next := safeNext(r.PostForm.Get("next")); u.MustChangePassword {
 		target = "/console/password"
 	} else if next != "" {
 		target = next
 	}
-	http.Redirect(w, r, target, http.StatusSeeOther)
-	return nil
+	return seeOther(target)
 }
 
 // busySignIn is the answer (503) when every password-hashing slot stayed
@@ -193,7 +187,7 @@ func busy(r *http.Request, err error) bool {
 // digest (any length of text may be posted as an email). When the limiter
 // fails, sign-in is refused rather than left unthrottled.
 func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, bool) {
-	addr := clientaddr.Group(c.clients.Addr(r)) // IPv6 per /64
+	addr := clientaddr.Group(c.ClientAddr.Addr(r)) // IPv6 per /64
 	sum := sha256.Sum256([]byte(email))
 	id := hex.EncodeToString(sum[:16])
 	type ceiling struct {
@@ -201,16 +195,16 @@ func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, boo
 		limit int
 	}
 	ceilings := []ceiling{
-		{"console-signin:addr:" + addr, c.limits.PerAddress},
-		{"console-signin:email-addr:" + id + ":" + addr, c.limits.PerEmailAddress},
+		{"console-signin:addr:" + addr, c.SignInLimits.PerAddress},
+		{"console-signin:email-addr:" + id + ":" + addr, c.SignInLimits.PerEmailAddress},
 	}
 	if !c.knownDevice(r, email) {
-		ceilings = append(ceilings, ceiling{"console-signin:email:" + id, c.limits.PerEmail})
+		ceilings = append(ceilings, ceiling{"console-signin:email:" + id, c.SignInLimits.PerEmail})
 	}
 	for _, k := range ceilings {
-		res, err := c.limiter.Allow(r.Context(), k.key, k.limit)
+		res, err := c.Limiter.Allow(r.Context(), k.key, k.limit)
 		if err != nil {
-			c.log.Error("sign-in throttle", "err", err)
+			c.Log.Error("sign-in throttle", "err", err)
 			return time.Minute, false
 		}
 		if !res.Allowed {
@@ -224,9 +218,9 @@ func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, boo
 // active account and pw is their password. An unknown email costs the same
 // argon2 work as a wrong password, through the same Gate.
 func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.User, bool, error) {
-	u, err := c.store.GetUserByEmail(ctx, email)
+	u, err := c.Store.GetUserByEmail(ctx, email)
 	if errors.Is(err, domain.ErrNotFound) {
-		if err := c.passwords.DummyVerify(ctx, pw); err != nil {
+		if err := c.Passwords.DummyVerify(ctx, pw); err != nil {
 			return domain.User{}, false, fmt.Errorf("dummy verify: %w", err)
 		}
 		return domain.User{}, false, nil
@@ -234,14 +228,14 @@ func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.U
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("get user: %w", err)
 	}
-	ok, err := c.passwords.Verify(ctx, u.PasswordHash, pw)
+	ok, err := c.Passwords.Verify(ctx, u.PasswordHash, pw)
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("verify password of %s: %w", u.ID, err)
 	}
 	if !ok || !u.Active {
 		return domain.User{}, false, nil
 	}
-	a, err := c.store.GetAccount(ctx, u.AccountID)
+	a, err := c.Store.GetAccount(ctx, u.AccountID)
 	if err != nil {
 		return domain.User{}, false, fmt.Errorf("get account: %w", err)
 	}
@@ -249,29 +243,28 @@ func (c *Console) checkPassword(ctx context.Context, email, pw string) (domain.U
 }
 
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, u domain.User) error {
-	now := c.now().UTC()
+	now := c.Now().UTC()
 	// Expired rows are never served; clearing them here keeps the table small.
-	if _, err := c.store.DeleteExpiredSessions(r.Context(), now); err != nil {
-		c.log.Warn("delete expired sessions", "err", err)
+	if _, err := c.Store.DeleteExpiredSessions(r.Context(), now); err != nil {
+		c.Log.Warn("delete expired sessions", "err", err)
 	}
 	token := newToken()
 	h := sha256.Sum256([]byte(token))
-	if err := c.store.CreateSession(r.Context(), domain.Session{
-		TokenHash: h[:], UserID: u.ID, CSRF: newToken(), CreatedAt: now, ExpiresAt: now.Add(c.sessionTTL),
+	if err := c.Store.CreateSession(r.Context(), domain.Session{
+		TokenHash: h[:], UserID: u.ID, CSRF: newToken(), CreatedAt: now, ExpiresAt: now.Add(c.SessionTTL),
 	}); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
-	setCookie(w, r, sessionCookie, token, c.sessionTTL)
+	setCookie(w, r, sessionCookie, token, c.SessionTTL)
 	return nil
 }
 
 func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request, s *session) error {
-	if err := c.store.DeleteSession(r.Context(), s.tokenHash); err != nil {
+	if err := c.Store.DeleteSession(r.Context(), s.tokenHash); err != nil {
 		return err
 	}
-	clearCookie(w, r, sessionCookie)
-	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
-	return nil
+	setCookie(w, r, sessionCookie, "", -time.Second)
+	return seeOther("/console/signin")
 }
 
 // safeNext keeps a post-sign-in destination only if it is a console path on
@@ -290,18 +283,13 @@ func safeNext(next string) string {
 
 type passwordPage struct {
 	Forced bool
-	Error  string
+	formError
 }
 
-func (c *Console) handlePasswordForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	c.render(w, r, s, http.StatusOK, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword})
-	return nil
-}
-
-// showPassword is the password form again with why the change was refused.
+// showPassword is the password form, with why the change was refused when
+// e is not nil.
 func (c *Console) showPassword(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	c.render(w, r, s, e.Status, "password", "Choose a password", passwordPage{Forced: s.user.MustChangePassword, Error: e.Message})
-	return nil
+	return c.renderForm(w, r, s, e, "password", "Choose a password", &passwordPage{Forced: s.user.MustChangePassword})
 }
 
 func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -317,7 +305,7 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 			return &pageError{Status: http.StatusTooManyRequests, RetryAfter: retry, Field: "current",
 				Message: fmt.Sprintf("Too many password attempts. Try again in %d seconds.", int(retry.Seconds()))}
 		}
-		if ok, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, current); busy(r, err) {
+		if ok, err := c.Passwords.Verify(r.Context(), s.user.PasswordHash, current); busy(r, err) {
 			return errBusy(busySignIn)
 		} else if err != nil {
 			return err
@@ -331,23 +319,22 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 	if next != confirm {
 		return fieldError("confirm", "The two new passwords differ.")
 	}
-	if same, err := c.passwords.Verify(r.Context(), s.user.PasswordHash, next); busy(r, err) {
+	if same, err := c.Passwords.Verify(r.Context(), s.user.PasswordHash, next); busy(r, err) {
 		return errBusy(busySignIn)
 	} else if err == nil && same {
 		return fieldError("new", "Choose a password different from the current one.")
 	}
-	hash, err := c.passwords.Hash(r.Context(), next)
+	hash, err := c.Passwords.Hash(r.Context(), next)
 	if busy(r, err) {
 		return errBusy(busySignIn)
 	}
 	if err != nil {
 		return err
 	}
-	if err := c.store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
+	if err := c.Store.ChangePassword(r.Context(), s.user.ID, hash, s.tokenHash); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/console/?done=password", http.StatusSeeOther)
-	return nil
+	return seeOther("/console/?done=password")
 }
 
 func capitalize(s string) string {

@@ -24,8 +24,36 @@ import (
 // is on screen. Screenshots of each go to $AGENTAPI_ARTIFACTS_DIR.
 func TestBrowserListsAndForms(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
 	a, owner := f.account("Acme")
+	agents, billing := seedLists(t, f, a, owner)
+
+	b := newTab(t, f.srv.URL, 1280, 150*time.Second)
+	b.prefix = "lists"
+	narrow := narrowCheck(t, b)
+	b.signIn(owner.Email, testPassword, "new-key")
+	browserKeysList(t, b, billing, narrow)
+	made := browserKeyForm(t, f, b, a, agents, narrow)
+	browserEditAndRotate(t, f, b, a, made, narrow)
+
+	// The audit trail and the users, a page each.
+	base := f.srv.URL
+	b.do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
+	if n := b.count("#audit tbody tr"); n != 50 {
+		t.Fatalf("the audit trail shows %d rows, want 50", n)
+	}
+	b.shots("08-audit", narrow)
+	b.do("users", chromedp.Navigate(base+"/console/users"), chromedp.WaitVisible(chromedp.ID("users")))
+	if n := b.count("#users tbody tr"); n != 50 {
+		t.Fatalf("the users list shows %d rows, want 50", n)
+	}
+	b.shots("09-users", narrow)
+}
+
+// seedLists gives account a 70 agents, 55 users and 61 keys (some
+// expiring soon, some revoked), the last "Billing sync".
+func seedLists(t *testing.T, f *fixture, a domain.Account, owner domain.User) ([]domain.Agent, keys.Created) {
+	t.Helper()
+	ctx := context.Background()
 	var agents []domain.Agent
 	for i := range 70 {
 		agents = append(agents, f.agent(a, fmt.Sprintf("Agent %03d", i)))
@@ -52,13 +80,13 @@ func TestBrowserListsAndForms(t *testing.T) {
 		}
 		f.clock.Advance(time.Millisecond)
 	}
-	billing := f.key(a, owner, "Billing sync")
+	return agents, f.key(a, owner, "Billing sync")
+}
 
-	b := newTab(t, f.srv.URL, 1280, 150*time.Second)
-	b.prefix = "lists"
-	// narrow: at 390 pixels the header must not overlap the page and Sign
-	// out must be on screen.
-	narrow := func(name string) {
+// narrowCheck is b's check at 390 pixels: the header must not overlap the
+// page and Sign out must be on screen.
+func narrowCheck(t *testing.T, b *tab) func(name string) {
+	return func(name string) {
 		t.Helper()
 		layout := b.eval("narrow layout", `(function () {
 			var top = document.querySelector('.topbar').getBoundingClientRect();
@@ -74,11 +102,13 @@ func TestBrowserListsAndForms(t *testing.T) {
 			t.Errorf("%s at 390 pixels: %s", name, layout)
 		}
 	}
-	base := f.srv.URL
+}
 
-	b.signIn(owner.Email, testPassword, "new-key")
-
-	// The keys list: one page of 50, newest first, fitting 1280 pixels.
+// browserKeysList pages, searches and filters the keys list: one page of
+// 50, newest first, fitting 1280 pixels.
+func browserKeysList(t *testing.T, b *tab, billing keys.Created, narrow func(string)) {
+	t.Helper()
+	base := b.base
 	b.do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
 	if n := b.count("#keys tbody tr"); n != 50 {
 		t.Fatalf("the keys list shows %d rows, want 50", n)
@@ -113,9 +143,13 @@ func TestBrowserListsAndForms(t *testing.T) {
 		t.Fatalf("revoked filter: %d rows, %d revoked", n, badges)
 	}
 	b.shots("02-keys-revoked", narrow)
+}
 
-	// The key form: the agent picker is a search, a scope ticked under a
-	// preset flips it to Custom, and an error marks its field.
+// browserKeyForm creates a key: the agent picker is a search, a scope
+// ticked under a preset flips it to Custom, and an error marks its field.
+func browserKeyForm(t *testing.T, f *fixture, b *tab, a domain.Account, agents []domain.Agent, narrow func(string)) domain.APIKey {
+	t.Helper()
+	ctx, base := context.Background(), b.base
 	b.do("new key", chromedp.Navigate(base+"/console/developers/keys/new"), chromedp.WaitVisible(chromedp.ID("agent-q")))
 	if n := b.count(`#agent-results input[name=agent]`); n != 50 {
 		t.Fatalf("the agent picker lists %d agents, want a page of 50", n)
@@ -165,8 +199,15 @@ func TestBrowserListsAndForms(t *testing.T) {
 	if strings.Join(scopeStrings(made.Scopes), ",") != "aiagents:read,aiagents:query,webhooks:manage" || len(made.AgentIDs) != 1 || made.AgentIDs[0] != agents[65].ID {
 		t.Fatalf("created key: %+v", made)
 	}
+	return made
+}
 
-	// Edit the key: a name of nothing visible is refused beside the field.
+// browserEditAndRotate edits key made (a name of nothing visible is
+// refused beside the field), then rotates it: the old key stops working
+// in 24 hours.
+func browserEditAndRotate(t *testing.T, f *fixture, b *tab, a domain.Account, made domain.APIKey, narrow func(string)) {
+	t.Helper()
+	ctx, base := context.Background(), b.base
 	b.do("edit", chromedp.Navigate(base+"/console/developers/keys/"+made.ID), chromedp.WaitVisible(chromedp.ID("edit")),
 		chromedp.Click(chromedp.ID("edit")), chromedp.WaitVisible(chromedp.ID("save-key")),
 		chromedp.SetValue(chromedp.ID("key-name"), "\u200b"),
@@ -202,16 +243,4 @@ func TestBrowserListsAndForms(t *testing.T) {
 		t.Fatal("the history shows a raw key id")
 	}
 	b.shots("07-key", narrow)
-
-	// The audit trail and the users, a page each.
-	b.do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
-	if n := b.count("#audit tbody tr"); n != 50 {
-		t.Fatalf("the audit trail shows %d rows, want 50", n)
-	}
-	b.shots("08-audit", narrow)
-	b.do("users", chromedp.Navigate(base+"/console/users"), chromedp.WaitVisible(chromedp.ID("users")))
-	if n := b.count("#users tbody tr"); n != 50 {
-		t.Fatalf("the users list shows %d rows, want 50", n)
-	}
-	b.shots("09-users", narrow)
 }

@@ -52,7 +52,16 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		t.Fatalf("stylesheet not applied: topbar background %q", bg)
 	}
 
-	// Create a key from a preset, restricted to one agent.
+	k, cred := browserCreateKey(t, f, b, a, support)
+	browserRotateAndRevoke(t, f, b, k, cred)
+	browserPagesAndAgentRole(t, b, owner, agentUser, support)
+}
+
+// browserCreateKey creates a key from a preset, restricted to support,
+// and reloads its credential page: the credential shows once.
+func browserCreateKey(t *testing.T, f *fixture, b *tab, a domain.Account, support domain.Agent) (domain.APIKey, string) {
+	t.Helper()
+	ctx, base := context.Background(), f.srv.URL
 	f.clock.Advance(time.Second)
 	b.do("new key form",
 		chromedp.Click(chromedp.ID("new-key")),
@@ -100,6 +109,28 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	if ks, err := f.keys.List(ctx, a.ID); err != nil || len(ks) != 1 {
 		t.Fatalf("keys after reload: %v %d", err, len(ks))
 	}
+	return k, cred
+}
+
+// wantDialog wants the confirmation dialog of what, saying each of want.
+func wantDialog(t *testing.T, b *tab, what string, want ...string) {
+	t.Helper()
+	msg, ok := b.dialog()
+	if !ok {
+		t.Fatalf("%s asked for no confirmation", what)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Fatalf("%s dialog: %q", what, msg)
+		}
+	}
+}
+
+// browserRotateAndRevoke rotates key k (credential cred) from its page
+// and revokes it through its confirmation page, both through dialogs.
+func browserRotateAndRevoke(t *testing.T, f *fixture, b *tab, k domain.APIKey, cred string) {
+	t.Helper()
+	base := f.srv.URL
 
 	// The list, then rotation from the key's page (through the dialog).
 	b.do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
@@ -112,13 +143,7 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("confirm-rotate")),
 		chromedp.Click(chromedp.ID("confirm-rotate")),
 		chromedp.WaitVisible(chromedp.ID("rotation")))
-	if msg, ok := b.dialog(); ok {
-		if !strings.Contains(msg, "second key") {
-			t.Fatalf("rotation dialog: %q", msg)
-		}
-	} else {
-		t.Fatal("rotation asked for no confirmation")
-	}
+	wantDialog(t, b, "rotation", "second key")
 	rotated := b.text("rotated credential", "credential")
 	if !credentialRE.MatchString(rotated) || rotated == cred {
 		t.Fatalf("rotated credential: %q", rotated)
@@ -136,13 +161,7 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("confirm-revoke")))
 	b.shot("06-revoke-confirm")
 	b.do("confirm revoke", chromedp.Click(chromedp.ID("confirm-revoke")), chromedp.WaitVisible(chromedp.ID("lineage")))
-	if msg, ok := b.dialog(); ok {
-		if !strings.Contains(msg, "Revoke") || !strings.Contains(msg, k.Prefix) {
-			t.Fatalf("revocation dialog: %q", msg)
-		}
-	} else {
-		t.Fatal("revocation asked for no confirmation dialog")
-	}
+	wantDialog(t, b, "revocation", "Revoke", k.Prefix)
 	if got := f.apiStatus(cred); got != http.StatusUnauthorized {
 		t.Fatalf("revoked key: %d, want 401", got)
 	}
@@ -152,6 +171,13 @@ func TestBrowserKeyLifecycle(t *testing.T) {
 	b.shot("07-key-after-revoke")
 	b.do("developers after revoke", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("recent-events")))
 	b.shot("07b-developers-after-revoke")
+}
+
+// browserPagesAndAgentRole shows the audit trail, agents and users to
+// owner, then signs in as agentUser, who finds no Developers.
+func browserPagesAndAgentRole(t *testing.T, b *tab, owner, agentUser domain.User, support domain.Agent) {
+	t.Helper()
+	base := b.base
 
 	b.do("audit", chromedp.Navigate(base+"/console/developers/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
 	audit := b.text("audit", "audit")

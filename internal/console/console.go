@@ -78,52 +78,42 @@ type Config struct {
 	ClientAddr *clientaddr.Resolver
 }
 
-// Console serves /console/.
+// Console serves /console/: its Config, defaults filled in, and what it
+// builds from it.
 type Console struct {
-	store      *store.Store
-	keys       *keys.Service
-	agents     *agents.Service
-	accounts   *accounts.Service
-	limiter    ratelimit.Limiter
-	log        *slog.Logger
-	now        func() time.Time
-	limits     SignInLimits
-	passwords  *password.Gate
-	sessionTTL time.Duration
-	clients    *clientaddr.Resolver
-	deviceKey  serverKey
-	revealKey  serverKey
-	pages      map[string]pageTemplate
-	handler    http.Handler
+	Config
+	agents    *agents.Service
+	accounts  *accounts.Service
+	deviceKey serverKey
+	revealKey serverKey
+	pages     map[string]pageTemplate
+	handler   http.Handler
 }
 
 // New returns the console's handler, to be mounted at /console/.
 func New(cfg Config) *Console {
-	c := &Console{
-		store: cfg.Store, keys: cfg.Keys, limiter: cfg.Limiter, log: cfg.Log, now: cfg.Now,
-		limits: cfg.SignInLimits, passwords: cfg.Passwords, sessionTTL: cfg.SessionTTL, clients: cfg.ClientAddr,
-		deviceKey: serverKey{name: deviceSecret}, revealKey: serverKey{name: revealSecret},
+	c := &Console{Config: cfg, deviceKey: serverKey{name: deviceSecret}, revealKey: serverKey{name: revealSecret}}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
+	lim := &c.SignInLimits
+	lim.PerAddress = positiveOr(lim.PerAddress, DefaultSignInLimits.PerAddress)
+	lim.PerEmailAddress = positiveOr(lim.PerEmailAddress, DefaultSignInLimits.PerEmailAddress)
+	lim.PerEmail = positiveOr(lim.PerEmail, DefaultSignInLimits.PerEmail)
+	if c.Passwords == nil {
+		c.Passwords = password.NewGate(0, 0)
 	}
-	c.limits.PerAddress = positiveOr(c.limits.PerAddress, DefaultSignInLimits.PerAddress)
-	c.limits.PerEmailAddress = positiveOr(c.limits.PerEmailAddress, DefaultSignInLimits.PerEmailAddress)
-	c.limits.PerEmail = positiveOr(c.limits.PerEmail, DefaultSignInLimits.PerEmail)
-	if c.passwords == nil {
-		c.passwords = password.NewGate(0, 0)
-	}
-	if c.sessionTTL <= 0 {
-		c.sessionTTL = DefaultSessionTTL
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = DefaultSessionTTL
 	}
 	// The API's agent rules, on the same store and clock.
-	c.agents = agents.New(c.store, c.now)
+	c.agents = agents.New(c.Store, c.Now)
 	// Users' rules; its hashes go through the console's capped gate.
-	c.accounts = accounts.New(c.store, c.passwords.Hash, c.now)
-	c.pages = parsePages(c.now)
+	c.accounts = accounts.New(c.Store, c.Passwords.Hash, c.Now)
+	c.pages = parsePages(c.Now)
 	mux := http.NewServeMux()
 	c.routes(mux)
 	c.handler = securityHeaders(c.crossOrigin(bounded(mux)))
@@ -170,25 +160,27 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/signin", public(c.handleSignInForm))
 	mux.Handle("POST /console/signin", public(form(c.handleSignIn, c.showSignIn)))
 	mux.Handle("POST /console/signout", anyUser(c.handleSignOut))
-	mux.Handle("GET /console/password", anyUser(c.handlePasswordForm))
+	mux.Handle("GET /console/password", anyUser(blank(c.showPassword)))
 	mux.Handle("POST /console/password", anyUser(form(c.handlePassword, c.showPassword)))
 	mux.Handle("GET /console/{$}", signedIn(c.handleHome))
 
 	mux.Handle("GET /console/developers", manager(c.handleKeys))
-	mux.Handle("GET /console/developers/keys/new", manager(c.handleNewKeyForm))
+	mux.Handle("GET /console/developers/keys/new", manager(blank(c.showNewKeyForm)))
 	mux.Handle("POST /console/developers/keys", manager(form(c.handleCreateKey, c.showNewKeyForm)))
 	// Creating or rotating a key answers 303 to this page, which shows the
 	// credential once (reveal.go); a reload shows the key's page instead.
 	mux.Handle("GET /console/developers/keys/{id}/created", manager(c.handleCreated))
 	// The addresses forms post to, opened with GET (a bookmark, a history
 	// entry), land on the page of what they make.
-	mux.Handle("GET /console/developers/keys", manager(redirectTo(func(*http.Request) string { return "/console/developers" })))
+	mux.Handle("GET /console/developers/keys", manager(func(http.ResponseWriter, *http.Request, *session) error {
+		return seeOther("/console/developers")
+	}))
 	mux.Handle("GET /console/developers/keys/{id}", manager(c.handleKey))
 	// Rotation asks when the old key stops working, then shows the new
 	// credential once.
-	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(c.handleRotateForm))
+	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(blank(c.showRotateForm)))
 	mux.Handle("POST /console/developers/keys/{id}/rotate", manager(form(c.handleRotateKey, c.showRotateForm)))
-	mux.Handle("GET /console/developers/keys/{id}/edit", manager(c.handleEditForm))
+	mux.Handle("GET /console/developers/keys/{id}/edit", manager(blank(c.showEditForm)))
 	mux.Handle("POST /console/developers/keys/{id}/edit", manager(form(c.handleEditKey, c.showEditForm)))
 	mux.Handle("GET /console/developers/keys/{id}/revoke", manager(c.handleRevokeForm))
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
@@ -196,9 +188,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
 
-	mux.Handle("GET /console/users", owner(c.handleUsers))
+	mux.Handle("GET /console/users", owner(blank(c.showUsers)))
 	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))
-	mux.Handle("GET /console/users/{id}", owner(c.handleUser))
+	mux.Handle("GET /console/users/{id}", owner(blank(c.showUser)))
 	mux.Handle("POST /console/users/{id}/role", owner(form(c.handleSetRole, c.showUser)))
 	// A new one-time password is the answer to the POST, shown once.
 	mux.Handle("POST /console/users/{id}/password", owner(form(c.handleResetPassword, c.showUser)))
@@ -206,9 +198,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/users/{id}/deactivate", owner(c.handleDeactivateForm))
 	mux.Handle("POST /console/users/{id}/deactivate", owner(c.handleDeactivate))
 
-	mux.Handle("GET /console/agents", signedIn(c.handleAgents))
+	mux.Handle("GET /console/agents", signedIn(blank(c.showAgents)))
 	mux.Handle("POST /console/agents", manager(form(c.handleCreateAgent, c.showAgents)))
-	mux.Handle("GET /console/agents/{id}", signedIn(c.handleAgent))
+	mux.Handle("GET /console/agents/{id}", signedIn(blank(c.showAgentForm)))
 	mux.Handle("POST /console/agents/{id}", manager(form(c.handleUpdateAgent, c.showAgentForm)))
 	mux.Handle("POST /console/agents/{id}/name", manager(form(c.handleRenameAgent, c.showAgentForm)))
 	mux.Handle("POST /console/agents/{id}/enabled", manager(c.handleSetAgentEnabled))
@@ -216,13 +208,6 @@ func (c *Console) routes(mux *http.ServeMux) {
 	// Everything else, including other methods on the paths above, is a
 	// plain 404: the console reveals no route a user may not use.
 	mux.Handle("/console/", signedIn(func(http.ResponseWriter, *http.Request, *session) error { return errNotFound }))
-}
-
-// redirectTo answers 303 to the address target gives.
-func redirectTo(target func(*http.Request) string) handler {
-	return func(_ http.ResponseWriter, r *http.Request, _ *session) error {
-		return seeOther(target(r))
-	}
 }
 
 // securityHeaders puts the console's protections on every response: a

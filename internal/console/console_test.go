@@ -13,6 +13,7 @@ import (
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
 )
 
 func TestSignedOutGoesToSignIn(t *testing.T) {
@@ -140,24 +141,7 @@ func TestSecurityHeaders(t *testing.T) {
 		"static":     anon.get("/console/static/console.css"),
 	}
 	for name, p := range pages {
-		h := p.header
-		csp := h.Get("Content-Security-Policy")
-		for _, d := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
-			if !strings.Contains(csp, d) {
-				t.Errorf("%s: CSP %q lacks %s", name, csp, d)
-			}
-		}
-		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
-			t.Errorf("%s: CSP allows inline code: %q", name, csp)
-		}
-		for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
-			if got := h.Get(k); got != want {
-				t.Errorf("%s: %s = %q, want %q", name, k, got, want)
-			}
-		}
-		if name != "static" && h.Get("Cache-Control") != "no-store" {
-			t.Errorf("%s: Cache-Control %q", name, h.Get("Cache-Control"))
-		}
+		checkSecurityHeaders(t, name, p.header)
 	}
 	if ct := pages["static"].header.Get("Content-Type"); !strings.HasPrefix(ct, "text/css") {
 		t.Errorf("static CSS served as %q", ct)
@@ -175,6 +159,29 @@ func TestSecurityHeaders(t *testing.T) {
 		if ct := p.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") || !strings.Contains(p.body, "There is no such page.") {
 			t.Errorf("%s: 404 as %q: %.80q", path, ct, p.body)
 		}
+	}
+}
+
+// checkSecurityHeaders wants page name's protections in h: a CSP without
+// inline code, no framing or sniffing, and no caching unless static.
+func checkSecurityHeaders(t *testing.T, name string, h http.Header) {
+	t.Helper()
+	csp := h.Get("Content-Security-Policy")
+	for _, d := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+		if !strings.Contains(csp, d) {
+			t.Errorf("%s: CSP %q lacks %s", name, csp, d)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+		t.Errorf("%s: CSP allows inline code: %q", name, csp)
+	}
+	for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("%s: %s = %q, want %q", name, k, got, want)
+		}
+	}
+	if name != "static" && h.Get("Cache-Control") != "no-store" {
+		t.Errorf("%s: Cache-Control %q", name, h.Get("Cache-Control"))
 	}
 }
 
@@ -680,8 +687,13 @@ func TestCreateKeyShowsCredentialOnce(t *testing.T) {
 	if f.apiStatus(cred) != http.StatusOK {
 		t.Fatal("the new key does not work")
 	}
+	checkCustomAndRefusedKeys(t, f, b, a)
+}
 
-	// Custom scopes, and mistakes to fix.
+// checkCustomAndRefusedKeys creates a custom test key, then posts forms
+// with mistakes to fix: each refused, no key made or shown.
+func checkCustomAndRefusedKeys(t *testing.T, f *fixture, b *browser, a domain.Account) {
+	t.Helper()
 	if _, c := b.created("/console/developers/keys/new", "/console/developers/keys", url.Values{
 		"name": {"Custom"}, "preset": {"custom"}, "scope": {"staff:read", "aiagents:write"}, "env": {"test"}, "expiry": {"never"}}); !strings.HasPrefix(c, "agk_test_") {
 		t.Fatalf("custom test key: %q", c)
@@ -743,7 +755,13 @@ func TestRotateThenRevoke(t *testing.T) {
 		!strings.Contains(keyPage.body, formatUTC(*ks[0].LastUsedAt)) {
 		t.Fatal("the old key's page does not show the rotation with last use")
 	}
+	checkRevokeAfterRotation(t, f, b, a, owner, old, cred, ks)
+}
 
+// checkRevokeAfterRotation revokes old, rotated into ks[1] (credential
+// cred), and finds both on the audit trail, old's history and the list.
+func checkRevokeAfterRotation(t *testing.T, f *fixture, b *browser, a domain.Account, owner domain.User, old keys.Created, cred string, ks []domain.APIKey) {
+	t.Helper()
 	f.clock.Advance(time.Second)
 	confirm := b.get("/console/developers/keys/" + old.Key.ID + "/revoke")
 	wantStatus(t, "revoke confirmation", confirm, http.StatusOK)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -54,10 +55,10 @@ func (c *Console) directory(ctx context.Context, accountID string, ks ...domain.
 	}
 	var d directory
 	var err error
-	if d.users, err = c.store.UserEmails(ctx, accountID, users); err != nil {
+	if d.users, err = c.Store.UserEmails(ctx, accountID, users); err != nil {
 		return d, err
 	}
-	if d.agents, err = c.store.AgentNames(ctx, accountID, agents); err != nil {
+	if d.agents, err = c.Store.AgentNames(ctx, accountID, agents); err != nil {
 		return d, err
 	}
 	return d, nil
@@ -129,9 +130,9 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if !slices.ContainsFunc(keyStatuses, func(o option) bool { return o.Value == status }) {
 		return errBadPageLink
 	}
-	now := c.now()
+	now := c.Now()
 	// Newest first: the key just made or rotated is at the top.
-	ks, next, err := c.store.KeyPage(r.Context(), store.KeyPageQuery{AccountID: s.user.AccountID, Search: lp.Search,
+	ks, next, err := c.Store.KeyPage(r.Context(), store.KeyPageQuery{AccountID: s.user.AccountID, Search: lp.Search,
 		Status: domain.KeyStatus(status), Now: now, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return err
@@ -140,15 +141,12 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
-	first, last := endsOf(ks, func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID })
-	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, first, last)}
+	at := func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID }
+	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, ks, at)}
 	for _, k := range ks {
 		p.Keys = append(p.Keys, d.row(k, now))
 	}
-	for _, o := range keyStatuses {
-		o.Checked = o.Value == status
-		p.Statuses = append(p.Statuses, o)
-	}
+	p.Statuses = choose(keyStatuses, status)
 	if lp.After.IsZero() && lp.Search == "" && status == "" {
 		if p.Recent, _, err = c.auditRows(r, store.AuditPageQuery{AccountID: s.user.AccountID, Limit: recentEvents}); err != nil {
 			return err
@@ -157,11 +155,10 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if p.Leaks, err = c.leakRows(r.Context(), s.user.AccountID, now); err != nil {
 		return err
 	}
-	if p.Requests24h, err = c.store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
+	if p.Requests24h, err = c.Store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
 }
 
 // --- create ---
@@ -174,6 +171,15 @@ type option struct {
 	Reserved    bool
 	// Scopes is a preset's, space-separated, for console.js.
 	Scopes string
+}
+
+// choose is a copy of opts with the option of value v checked.
+func choose(opts []option, v string) []option {
+	out := slices.Clone(opts)
+	for i := range out {
+		out[i].Checked = out[i].Value == v
+	}
+	return out
 }
 
 type newKeyPage struct {
@@ -193,9 +199,7 @@ type newKeyPage struct {
 	ExpiresAt   string
 	Env         []option
 	AllowedIPs  string
-	// Error is what to fix; Field the form field at fault ("" when the
-	// message is about the whole form).
-	Error, Field string
+	formError
 }
 
 // keyForm is what the create form posted.
@@ -255,6 +259,11 @@ func (f keyForm) scopeChoice() (preset string, scopes []string) {
 	return "custom", scopes
 }
 
+var envChoices = []option{
+	{Value: string(domain.EnvLive), Label: string(domain.EnvLive)},
+	{Value: string(domain.EnvTest), Label: string(domain.EnvTest)},
+}
+
 var expiryChoices = []option{
 	{Value: "never", Label: "Never"},
 	{Value: "7", Label: "In 7 days"},
@@ -267,9 +276,6 @@ var expiryChoices = []option{
 func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (newKeyPage, error) {
 	if f.preset == "" {
 		f.preset = domain.Presets[0].ID
-	}
-	if f.expiry == "" {
-		f.expiry = "never"
 	}
 	preset, ticked := f.scopeChoice()
 	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt, AllowedIPs: f.allowedIPs}
@@ -292,13 +298,8 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	if err := c.agentPicker(ctx, accountID, f, &p); err != nil {
 		return p, err
 	}
-	for _, e := range expiryChoices {
-		e.Checked = e.Value == f.expiry
-		p.Expiry = append(p.Expiry, e)
-	}
-	for _, e := range []domain.Env{domain.EnvLive, domain.EnvTest} {
-		p.Env = append(p.Env, option{Value: string(e), Label: string(e), Checked: string(e) == f.env || (f.env == "" && e == domain.EnvLive)})
-	}
+	p.Expiry = choose(expiryChoices, cmp.Or(f.expiry, "never"))
+	p.Env = choose(envChoices, cmp.Or(f.env, string(domain.EnvLive)))
 	return p, nil
 }
 
@@ -332,7 +333,7 @@ func (c *Console) tickedAgents(ctx context.Context, accountID string, ids []stri
 	if len(ids) > keys.MaxAgents {
 		ids = ids[:keys.MaxAgents]
 	}
-	names, err := c.store.AgentNames(ctx, accountID, ids)
+	names, err := c.Store.AgentNames(ctx, accountID, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +365,7 @@ func (f keyForm) pickerQuery() (search, after string) {
 // started.
 func (c *Console) untickedAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
 	for {
-		page, next, err := c.store.AgentPickerPage(ctx, accountID, search, after, pageSize)
+		page, next, err := c.Store.AgentPickerPage(ctx, accountID, search, after, pageSize)
 		if err != nil {
 			return after, err
 		}
@@ -391,24 +392,14 @@ func pickerOption(a store.PickerAgent) option {
 	return option{Value: a.ID, Label: label}
 }
 
-func (c *Console) handleNewKeyForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	p, err := c.newKeyPage(r.Context(), s.user.AccountID, keyForm{})
-	if err != nil {
-		return err
-	}
-	c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
-	return nil
-}
-
-// showNewKeyForm is the create form again, as posted, with what to fix.
+// showNewKeyForm is the create form: empty, or as posted (with what to
+// fix, or with the agent picker searched).
 func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.newKeyPage(r.Context(), s.user.AccountID, readKeyForm(r))
 	if err != nil {
 		return err
 	}
-	p.Error, p.Field = e.Message, e.Field
-	c.render(w, r, s, e.Status, "newkey", "Create an API key", p)
-	return nil
+	return c.renderForm(w, r, s, e, "newkey", "Create an API key", &p)
 }
 
 // params turns the form into the service's parameters, or says what the
@@ -493,26 +484,21 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	case "", "create":
 	case "search-agents", "more-agents":
 		// The picker's buttons: the same form again, nothing created.
-		p, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
-		if err != nil {
-			return err
-		}
-		c.render(w, r, s, http.StatusOK, "newkey", "Create an API key", p)
-		return nil
+		return c.showNewKeyForm(w, r, s, nil)
 	default:
 		return errUnreadableForm
 	}
-	params, err := f.params(s.user.AccountID, c.now())
+	params, err := f.params(s.user.AccountID, c.Now())
 	if err != nil {
 		return err
 	}
 	u := s.user
-	created, err := c.keys.Create(r.Context(), keys.Actor{User: &u}, params)
+	created, err := c.Keys.Create(r.Context(), keys.Actor{User: &u}, params)
 	if err != nil {
 		return f.fieldOf(err)
 	}
-	c.log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
-	return c.reveal(w, r, s, created)
+	c.Log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
+	return c.reveal(w, r, s, created, nil)
 }
 
 // --- one key, rotation, revocation, editing ---
@@ -532,16 +518,16 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	acct := s.user.AccountID
-	k, err := c.keys.Get(r.Context(), acct, r.PathValue("id"))
+	k, err := c.Keys.Get(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	lineage, err := c.store.KeysRotatedFrom(r.Context(), acct, k.ID)
+	lineage, err := c.Store.KeysRotatedFrom(r.Context(), acct, k.ID)
 	if err != nil {
 		return err
 	}
 	if k.RotatedFrom != "" {
-		prev, err := c.store.GetKey(r.Context(), acct, k.RotatedFrom)
+		prev, err := c.Store.GetKey(r.Context(), acct, k.RotatedFrom)
 		if err != nil && !errors.Is(err, domain.ErrNotFound) {
 			return err
 		}
@@ -553,7 +539,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if err != nil {
 		return err
 	}
-	now := c.now()
+	now := c.Now()
 	p := keyPage{Key: d.row(k, now), Revokeable: k.RevokedAt == nil}
 	for _, o := range lineage {
 		p.Lineage = append(p.Lineage, d.row(o, now))
@@ -562,49 +548,46 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if p.Events, next, err = c.auditRows(r, store.AuditPageQuery{AccountID: acct, KeyID: k.ID, After: lp.After, Limit: pageSize}); err != nil {
 		return err
 	}
-	first, last := endsOf(p.Events, auditRow.at)
-	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, first, last)
+	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, p.Events, auditRow.at)
 	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 }
 
 // rotateChoices are when a rotated key's old key stops working.
-var rotateChoices = []struct {
-	option
-	in *time.Duration
-}{
-	{option{Value: "manual", Label: "When I revoke it (keep both keys working)"}, nil},
-	{option{Value: "now", Label: "Now"}, durationPtr(0)},
-	{option{Value: "1h", Label: "In 1 hour"}, durationPtr(time.Hour)},
-	{option{Value: "24h", Label: "In 24 hours"}, durationPtr(24 * time.Hour)},
-	{option{Value: "7d", Label: "In 7 days"}, durationPtr(7 * 24 * time.Hour)},
+var rotateChoices = []option{
+	{Value: "manual", Label: "When I revoke it (keep both keys working)"},
+	{Value: "now", Label: "Now"},
+	{Value: "1h", Label: "In 1 hour"},
+	{Value: "24h", Label: "In 24 hours"},
+	{Value: "7d", Label: "In 7 days"},
 }
 
-func durationPtr(d time.Duration) *time.Duration { return &d }
+// rotateIn is how long the old key of a rotation keeps working, by
+// rotateChoices' value; "manual" is until it is revoked.
+var rotateIn = map[string]time.Duration{"now": 0, "1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour}
 
 type rotatePage struct {
 	Key     keyRow
 	Revoked bool
 	Choices []option
-	Error   string
-	Field   string
-}
-
-func (c *Console) handleRotateForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.showRotateForm(w, r, s, nil)
+	formError
 }
 
 // pathKey is the key the path names, with its row.
 func (c *Console) pathKey(r *http.Request, s *session) (domain.APIKey, keyRow, error) {
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
+	return c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
+}
+
+// keyRow is the account's key id, with its row.
+func (c *Console) keyRow(ctx context.Context, accountID, id string) (domain.APIKey, keyRow, error) {
+	k, err := c.Keys.Get(ctx, accountID, id)
 	if err != nil {
 		return k, keyRow{}, err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
-	return k, d.row(k, c.now()), err
+	d, err := c.directory(ctx, accountID, k)
+	return k, d.row(k, c.Now()), err
 }
 
 func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
@@ -616,18 +599,8 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if r.Method == http.MethodPost {
 		chosen = r.PostForm.Get("old_expires")
 	}
-	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil}
-	for _, ch := range rotateChoices {
-		o := ch.option
-		o.Checked = o.Value == chosen
-		p.Choices = append(p.Choices, o)
-	}
-	status := http.StatusOK
-	if e != nil {
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	}
-	c.render(w, r, s, status, "rotate", "Rotate "+isolate(k.Name), p)
-	return nil
+	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil, Choices: choose(rotateChoices, chosen)}
+	return c.renderForm(w, r, s, e, "rotate", "Rotate "+isolate(k.Name), &p)
 }
 
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -637,22 +610,19 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 	if choice == "" {
 		choice = "manual" // a form of an earlier release, without the question
 	}
-	i := slices.IndexFunc(rotateChoices, func(ch struct {
-		option
-		in *time.Duration
-	}) bool {
-		return ch.Value == choice
-	})
-	if i < 0 {
+	var in *time.Duration
+	if d, ok := rotateIn[choice]; ok {
+		in = &d
+	} else if choice != "manual" {
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
-	ctx := withMirrorReport(r.Context())
-	created, err := c.keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, rotateChoices[i].in)
+	ctx, rep := store.WithEpochReport(r.Context())
+	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, in)
 	if err != nil {
 		return err
 	}
-	c.log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
-	return c.reveal(w, r.WithContext(ctx), s, created)
+	c.Log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
+	return c.reveal(w, r, s, created, rep)
 }
 
 type editKeyPage struct {
@@ -675,10 +645,6 @@ func allowListField(s string) (domain.AllowList, error) {
 	return l, err
 }
 
-func (c *Console) handleEditForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.showEditForm(w, r, s, nil)
-}
-
 // showEditForm is the edit form: the key's settings, or the form as
 // posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
@@ -696,12 +662,7 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	np.Expiry = editExpiry(k, f.expiry)
 	p := editKeyPage{Key: row, Revoked: k.RevokedAt != nil, newKeyPage: np}
-	status := http.StatusOK
-	if e != nil {
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	}
-	c.render(w, r, s, status, "editkey", "Edit "+isolate(k.Name), p)
-	return nil
+	return c.renderForm(w, r, s, e, "editkey", "Edit "+isolate(k.Name), &p)
 }
 
 // editForm is k's settings as the edit form starts with them: its preset
@@ -735,14 +696,7 @@ func editExpiry(k domain.APIKey, chosen string) []option {
 	if k.ExpiresAt != nil {
 		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
 	}
-	out := []option{keep}
-	for _, e := range expiryChoices[1:] {
-		out = append(out, e)
-	}
-	for i := range out {
-		out[i].Checked = out[i].Value == chosen || (chosen == "" && i == 0)
-	}
-	return out
+	return choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(chosen, "keep"))
 }
 
 // handleEditKey saves the edit form: the access (unless the key is
@@ -762,21 +716,21 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	u := s.user
 	actor := keys.Actor{User: &u}
-	k, err := c.keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
+	k, err := c.Keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	ctx := withMirrorReport(r.Context())
+	ctx, rep := store.WithEpochReport(r.Context())
 	if k.RevokedAt == nil {
 		if err := c.editAccess(ctx, actor, k, f); err != nil {
 			return err
 		}
 	}
-	if _, err := c.keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
+	if _, err := c.Keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
 		return err
 	}
-	c.log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
-	return seeOther(mirrorTarget(ctx, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
+	c.Log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
+	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
 }
 
 // editAccess saves the form's scopes, agents and expiry (a form of an
@@ -788,18 +742,18 @@ func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.API
 		return err
 	}
 	if f.preset != "" {
-		a, err := f.access(k, c.now())
+		a, err := f.access(k, c.Now())
 		if err != nil {
 			return err
 		}
-		if _, err := c.keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
+		if _, err := c.Keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
 			return f.fieldOf(err)
 		}
 	}
 	if slices.Equal(k.AllowedIPs, allowed) {
 		return nil
 	}
-	_, err = c.keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
+	_, err = c.Keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
 	return err
 }
 
@@ -837,20 +791,18 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 	if err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
-	return nil
+	return c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
 }
 
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	ctx := withMirrorReport(r.Context())
-	if err := c.keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
+	ctx, rep := store.WithEpochReport(r.Context())
+	if err := c.Keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.log.Info("console key revoked", "key_id", id, "user_id", u.ID)
-	http.Redirect(w, r, mirrorTarget(ctx, "/console/developers/keys/"+id+"?done=revoked"), http.StatusSeeOther)
-	return nil
+	c.Log.Info("console key revoked", "key_id", id, "user_id", u.ID)
+	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+id+"?done=revoked"))
 }
 
 // --- audit trail ---
@@ -891,7 +843,7 @@ var keyIDInDetail = regexp.MustCompile(`\b` + domain.PrefixKey + `_[0-9a-z]{26}\
 
 // auditRows reads a page of the trail and names the keys it refers to.
 func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow, store.Cursor, error) {
-	items, next, err := c.store.AuditPage(r.Context(), q)
+	items, next, err := c.Store.AuditPage(r.Context(), q)
 	if err != nil {
 		return nil, next, err
 	}
@@ -901,7 +853,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 			related = append(related, id)
 		}
 	}
-	labels, err := c.store.KeyLabels(r.Context(), q.AccountID, related)
+	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, related)
 	if err != nil {
 		return nil, next, err
 	}
@@ -939,8 +891,6 @@ func (c *Console) handleAudit(w http.ResponseWriter, r *http.Request, s *session
 	if err != nil {
 		return err
 	}
-	first, last := endsOf(events, auditRow.at)
-	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, first, last)}
-	c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
-	return nil
+	p := auditPage{Events: events, Pager: pagerBoth("/console/developers/audit", url.Values{"q": {lp.Search}}, lp, next, events, auditRow.at)}
+	return c.render(w, r, s, http.StatusOK, "audit", "Audit trail", p)
 }

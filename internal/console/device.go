@@ -51,10 +51,6 @@ func (k *serverKey) get(ctx context.Context, st *store.Store) ([]byte, error) {
 	return k.key, nil
 }
 
-func (c *Console) deviceSigningKey(ctx context.Context) ([]byte, error) {
-	return c.deviceKey.get(ctx, c.store)
-}
-
 func deviceMAC(key []byte, email string, expires int64) []byte {
 	m := hmac.New(sha256.New, key)
 	fmt.Fprintf(m, "agentapi console device\x00%d\x00%s", expires, email)
@@ -64,12 +60,12 @@ func deviceMAC(key []byte, email string, expires int64) []byte {
 // setDeviceCookie marks this browser as one that signed in as email. Without
 // the key (the store failing) the sign-in still succeeds, unmarked.
 func (c *Console) setDeviceCookie(w http.ResponseWriter, r *http.Request, email string) {
-	key, err := c.deviceSigningKey(r.Context())
+	key, err := c.deviceKey.get(r.Context(), c.Store)
 	if err != nil {
-		c.log.Warn("device cookie not set", "err", err)
+		c.Log.Warn("device cookie not set", "err", err)
 		return
 	}
-	expires := c.now().Add(deviceTTL).Unix()
+	expires := c.Now().Add(deviceTTL).Unix()
 	b64 := base64.RawURLEncoding
 	value := strconv.FormatInt(expires, 10) + "." + b64.EncodeToString([]byte(email)) + "." + b64.EncodeToString(deviceMAC(key, email, expires))
 	setCookie(w, r, deviceCookie, value, deviceTTL)
@@ -88,7 +84,7 @@ func (c *Console) knownDevice(r *http.Request, email string) bool {
 		return false
 	}
 	expires, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || c.now().Unix() >= expires {
+	if err != nil || c.Now().Unix() >= expires {
 		return false
 	}
 	b64 := base64.RawURLEncoding
@@ -97,9 +93,9 @@ func (c *Console) knownDevice(r *http.Request, email string) bool {
 	if err1 != nil || err2 != nil || string(got) != email {
 		return false
 	}
-	key, err := c.deviceSigningKey(r.Context())
+	key, err := c.deviceKey.get(r.Context(), c.Store)
 	if err != nil {
-		c.log.Warn("device cookie not checked", "err", err)
+		c.Log.Warn("device cookie not checked", "err", err)
 		return false
 	}
 	return hmac.Equal(mac, deviceMAC(key, email, expires))

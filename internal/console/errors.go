@@ -66,11 +66,7 @@ func userError(err error) (*pageError, bool) {
 	if !errors.As(err, &de) {
 		return nil, false
 	}
-	msg := capitalize(strings.TrimSuffix(de.Message, ".")) + "."
-	var field string
-	if len(de.Fields) > 0 {
-		field = de.Fields[0].Field
-	}
+	msg, field := capitalize(strings.TrimSuffix(de.Message, "."))+".", fieldOf(de)
 	switch de.Code {
 	case domain.CodeNotFound, domain.CodeAccessDenied:
 		return errNotFound, true
@@ -108,7 +104,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 		return
 	}
 	id := w.Header().Get("X-Request-Id")
-	c.log.ErrorContext(r.Context(), "console", "request_id", id, "path", r.URL.Path, "err", err)
+	c.Log.ErrorContext(r.Context(), "console", "request_id", id, "path", r.URL.Path, "err", err)
 	msg := "Something went wrong on our side. Please try again."
 	if id != "" {
 		msg += " If it happens again, quote request id " + id + "."
@@ -122,11 +118,37 @@ func retryAfter(w http.ResponseWriter, e *pageError) {
 	}
 }
 
+// shower shows a form's page: as a GET shows it when e is nil, else again
+// as posted, with what to fix.
+type shower func(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error
+
+// blank is show's page as a GET shows it.
+func blank(show shower) handler {
+	return func(w http.ResponseWriter, r *http.Request, s *session) error { return show(w, r, s, nil) }
+}
+
+// formError is a form's error as its page shows it: what to fix, and the
+// form field at fault ("" when the message is about the whole form).
+type formError struct{ Error, Field string }
+
+func (f *formError) set(e *pageError) { f.Error, f.Field = e.Message, e.Field }
+
+// renderForm shows a form's page p: with 200 when e is nil, else with e's
+// status and e on the page.
+func (c *Console) renderForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError, page, title string, p interface{ set(*pageError) }) error {
+	status := http.StatusOK
+	if e != nil {
+		status = e.Status
+		p.set(e)
+	}
+	return c.render(w, r, s, status, page, title, p)
+}
+
 // form re-renders a form with the user error its handler returned, by
 // show, so the user keeps what they typed and sees what to fix (and, by
 // Error.Field, where). A page that is not there, an unreadable form and
 // anything internal go to fail instead.
-func form(h handler, show func(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error) handler {
+func form(h handler, show shower) handler {
 	return func(w http.ResponseWriter, r *http.Request, s *session) error {
 		err := h(w, r, s)
 		e, ok := userError(err)

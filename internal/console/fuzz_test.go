@@ -41,6 +41,21 @@ func FuzzSafeNext(f *testing.F) {
 // other site can cause), or, without it, an Origin that does not name
 // exactly the request's host. Nothing is trusted beyond that: no origin or
 // path is exempt. Without either header the CSRF token decides.
+// passes is whether crossOrigin should let r on: by Sec-Fetch-Site, else
+// by Origin's host against the request's, else (no header) yes, left to
+// the CSRF token.
+func passes(r *http.Request) bool {
+	site, origin := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
+	switch {
+	case site != "":
+		return site == "same-origin" || site == "none"
+	case origin != "":
+		u, err := url.Parse(origin)
+		return err == nil && u.Host != "" && u.Host == r.Host
+	}
+	return true
+}
+
 func FuzzCrossOrigin(f *testing.F) {
 	f.Add("", "", "console.example")
 	f.Add("same-origin", "", "console.example")
@@ -52,7 +67,7 @@ func FuzzCrossOrigin(f *testing.F) {
 	f.Add("", "https://CONSOLE.example", "console.example")
 	f.Add("", "null", "console.example")
 	passed := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	c := &Console{log: slog.New(slog.DiscardHandler), pages: parsePages(time.Now)}
+	c := &Console{Config: Config{Log: slog.New(slog.DiscardHandler)}, pages: parsePages(time.Now)}
 	h := c.crossOrigin(passed)
 	f.Fuzz(func(t *testing.T, site, origin, host string) {
 		if host == "" || strings.ContainsAny(host, " /?#@\x00") {
@@ -72,22 +87,8 @@ func FuzzCrossOrigin(f *testing.F) {
 		if !ok && (rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "came from another site")) {
 			t.Fatalf("refused with %d, not the console's 403 page", rec.Code)
 		}
-		site, origin = r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin")
-		switch {
-		case site != "":
-			if ok != (site == "same-origin" || site == "none") {
-				t.Fatalf("Sec-Fetch-Site %q: passed %v", site, ok)
-			}
-		case origin != "":
-			u, err := url.Parse(origin)
-			want := err == nil && u.Host != "" && u.Host == r.Host
-			if ok != want {
-				t.Fatalf("Origin %q, Host %q: passed %v", origin, r.Host, ok)
-			}
-		default:
-			if !ok {
-				t.Fatal("no header: left to the CSRF token")
-			}
+		if ok != passes(r) {
+			t.Fatalf("Sec-Fetch-Site %q, Origin %q, Host %q: passed %v", r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin"), r.Host, ok)
 		}
 		// A safe method is never refused here.
 		get := r.Clone(r.Context())

@@ -308,6 +308,22 @@ func wantRedirect(t *testing.T, what string, p page, prefix string) {
 	}
 }
 
+// wantHolds stops the test unless body, what's, holds every one of want
+// and none of not.
+func wantHolds(t *testing.T, what, body string, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Fatalf("%s lacks %q:\n%s", what, w, body)
+		}
+	}
+	for _, n := range not {
+		if strings.Contains(body, n) {
+			t.Fatalf("%s holds %q:\n%s", what, n, body)
+		}
+	}
+}
+
 // apiStatus calls GET /v1/me with a credential.
 func (f *fixture) apiStatus(cred string) int {
 	f.t.Helper()

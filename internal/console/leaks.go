@@ -21,14 +21,14 @@ type leakRow struct {
 // leakRows lists the account's keys revoked as leaked within leakWindow,
 // newest first (at most what keys.RecentLeaks returns).
 func (c *Console) leakRows(ctx context.Context, accountID string, now time.Time) ([]leakRow, error) {
-	ls, err := c.keys.RecentLeaks(ctx, accountID, now.Add(-leakWindow))
+	ls, err := c.Keys.RecentLeaks(ctx, accountID, now.Add(-leakWindow))
 	if err != nil {
 		return nil, err
 	}
 	var out []leakRow
 	for _, l := range ls {
 		row := leakRow{KeyID: l.Event.KeyID, KeyName: l.Event.KeyID, URL: l.URL, At: l.Event.CreatedAt}
-		k, err := c.keys.Get(ctx, accountID, l.Event.KeyID)
+		k, err := c.Keys.Get(ctx, accountID, l.Event.KeyID)
 		switch {
 		case err == nil:
 			row.KeyName, row.KeyPrefix = k.Name, k.Prefix

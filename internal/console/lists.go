@@ -68,10 +68,14 @@ func pagerOf(path string, keep url.Values, lp listParams, next store.Cursor) pag
 }
 
 // pagerBoth builds the links of a list that pages both ways: more is the
-// store's cursor on the way the page was read (lp.After), first and last
-// are the page's first and last rows (endsOf).
-func pagerBoth(path string, keep url.Values, lp listParams, more, first, last store.Cursor) pager {
-	link := linker(path, keep)
+// store's cursor on the way the page was read (lp.After), rows the page's
+// rows and at a row's cursor.
+func pagerBoth[T any](path string, keep url.Values, lp listParams, more store.Cursor, rows []T, at func(T) (time.Time, string)) pager {
+	var first, last store.Cursor
+	if len(rows) > 0 {
+		first.CreatedAt, first.ID = at(rows[0])
+		last.CreatedAt, last.ID = at(rows[len(rows)-1])
+	}
 	forward, back := more, store.Cursor{}
 	switch {
 	case lp.After.Back:
@@ -80,6 +84,7 @@ func pagerBoth(path string, keep url.Values, lp listParams, more, first, last st
 		back = first
 		back.Back = true
 	}
+	link := linker(path, keep)
 	p := pager{Search: lp.Search}
 	if !forward.IsZero() {
 		p.Next = link(forward)
@@ -90,31 +95,17 @@ func pagerBoth(path string, keep url.Values, lp listParams, more, first, last st
 	return p
 }
 
-// endsOf are the cursors of rows' first and last row (zero when empty).
-func endsOf[T any](rows []T, at func(T) (time.Time, string)) (first, last store.Cursor) {
-	if len(rows) == 0 {
-		return first, last
-	}
-	first.CreatedAt, first.ID = at(rows[0])
-	last.CreatedAt, last.ID = at(rows[len(rows)-1])
-	return first, last
-}
-
 // linker makes a list's page links: path with keep's non-empty values and
 // the cursor.
 func linker(path string, keep url.Values) func(store.Cursor) string {
-	q := url.Values{}
-	for k, vs := range keep {
-		for _, v := range vs {
-			if v != "" {
-				q.Add(k, v)
-			}
-		}
-	}
 	return func(c store.Cursor) string {
 		v := url.Values{}
-		for k, vs := range q {
-			v[k] = vs
+		for k, vs := range keep {
+			for _, s := range vs {
+				if s != "" {
+					v.Add(k, s)
+				}
+			}
 		}
 		if !c.IsZero() {
 			v.Set("after", c.String())

@@ -30,8 +30,8 @@ type logsPage struct {
 	Classes []string
 	Rows    []logRow
 	Pager   pager
-	// Error and Field: a filter that could not be used, and its name.
-	Error, Field string
+	// formError: a filter that could not be used, and its name.
+	formError
 }
 
 // logFilter is the page's query, as the form shows it.
@@ -103,19 +103,25 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 	} else if err = c.logsOf(r, q, lp, &p); err != nil {
 		return err
 	}
-	c.render(w, r, s, status, "logs", "Logs", p)
-	return nil
+	return c.render(w, r, s, status, "logs", "Logs", p)
 }
 
 // logsOf reads q's page of logs, their keys named, into p.
 func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, p *logsPage) error {
-	logs, next, err := c.store.RequestLogPage(r.Context(), q)
+	logs, next, err := c.Store.RequestLogPage(r.Context(), q)
 	if err != nil {
 		return err
 	}
-	if p.Rows, err = c.labelledRows(r, q.AccountID, logs); err != nil {
+	// The page's keys named in one query.
+	ids := make([]string, len(logs))
+	for i, l := range logs {
+		ids[i] = l.KeyID
+	}
+	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, ids)
+	if err != nil {
 		return err
 	}
+	p.Rows = logRows(logs, labels)
 	f := p.Filter
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
 	p.Pager = pagerOf("/console/developers/logs", keep, lp, next)
@@ -129,10 +135,10 @@ func (c *Console) logKey(ctx context.Context, accountID, v string) (string, erro
 	if v == "" {
 		return "", nil
 	}
-	if byID, err := c.store.KeyLabels(ctx, accountID, []string{v}); err != nil || len(byID) == 1 {
+	if byID, err := c.Store.KeyLabels(ctx, accountID, []string{v}); err != nil || len(byID) == 1 {
 		return v, err
 	}
-	ks, _, err := c.store.KeyPage(ctx, store.KeyPageQuery{AccountID: accountID, Search: v, Limit: pageSize})
+	ks, _, err := c.Store.KeyPage(ctx, store.KeyPageQuery{AccountID: accountID, Search: v, Limit: pageSize})
 	if err != nil {
 		return "", err
 	}
@@ -148,19 +154,6 @@ func (c *Console) logKey(ctx context.Context, accountID, v string) (string, erro
 		return ks[0].ID, nil
 	}
 	return "", &pageError{Status: http.StatusBadRequest, Field: "key", Message: "More than one key matches: enter a key's whole name, prefix or id."}
-}
-
-// labelledRows names each log's key (one query for the page).
-func (c *Console) labelledRows(r *http.Request, accountID string, logs []requestlog.Log) ([]logRow, error) {
-	ids := make([]string, len(logs))
-	for i, l := range logs {
-		ids[i] = l.KeyID
-	}
-	labels, err := c.store.KeyLabels(r.Context(), accountID, ids)
-	if err != nil {
-		return nil, err
-	}
-	return logRows(logs, labels), nil
 }
 
 func logRows(logs []requestlog.Log, labels map[string]store.KeyLabel) []logRow {

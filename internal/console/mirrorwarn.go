@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"strings"
 
 	"github.com/agentapi/agentapi/internal/store"
@@ -18,19 +17,9 @@ const mirrorWarning = "Saved, but other instances may accept the old key for up 
 // query never carries text of its own into the page.
 const mirrorLate = "mirror=late"
 
-type mirrorReportKey struct{}
-
-// withMirrorReport returns ctx carrying a report that the store's writes
-// under it fill when they could not raise the mirror (store.WithEpochReport).
-func withMirrorReport(ctx context.Context) context.Context {
-	ctx, rep := store.WithEpochReport(ctx)
-	return context.WithValue(ctx, mirrorReportKey{}, rep)
-}
-
-// mirrorTarget is target, asking for mirrorWarning when a write under ctx
-// (withMirrorReport) could not raise the mirror.
-func mirrorTarget(ctx context.Context, target string) string {
-	rep, _ := ctx.Value(mirrorReportKey{}).(*store.EpochReport)
+// mirrorTarget is target, asking for mirrorWarning when a write that rep
+// watched (store.WithEpochReport; nil: none) could not raise the mirror.
+func mirrorTarget(rep *store.EpochReport, target string) string {
 	if rep == nil || rep.Err() == nil {
 		return target
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -18,13 +19,11 @@ type pageTemplate = *template.Template
 // sign-in page), the session's CSRF token for forms, which nav entry is
 // current, and the page's own data.
 type view struct {
-	Title     string
-	User      *domain.User
-	CSRF      string
-	Nav       string
-	CanManage bool
-	IsOwner   bool
-	Notice    string
+	Title  string
+	User   *domain.User
+	CSRF   string
+	Nav    string
+	Notice string
 	// Warning: a change was saved but other instances may not see it at
 	// once (mirrorWarning).
 	Warning string
@@ -51,7 +50,9 @@ func funcs(now func() time.Time) template.FuncMap {
 			return template.HTML(`<time datetime="` + tm.Format(time.RFC3339) + `" title="` + tm.Format("2006-01-02 15:04:05 UTC") + `">` +
 				relative(tm, now()) + `</time>`)
 		},
-		"join": func(list []string) string { return strings.Join(list, ", ") },
+		"join":      func(list []string) string { return strings.Join(list, ", ") },
+		"lower":     strings.ToLower,
+		"thousands": thousands,
 		// invalid marks the form field named want when the form's error is
 		// about it: aria-invalid, and the id of the message beside it. Only
 		// fixed text and field names from the console's own templates.
@@ -109,10 +110,10 @@ func relative(t, now time.Time) string {
 }
 
 // parsePages builds one template per page: the layout (with the key
-// form's shared fields) plus that page's "content", so pages cannot clash
+// form's shared fields and the usage chart) plus that page's "content", so pages cannot clash
 // over block names.
 func parsePages(now func() time.Time) map[string]pageTemplate {
-	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html", "templates/chart.html"))
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -120,7 +121,7 @@ func parsePages(now func() time.Time) map[string]pageTemplate {
 	pages := map[string]pageTemplate{}
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
-		if name == "layout" || name == "keyform" {
+		if name == "layout" || name == "keyform" || name == "chart" {
 			continue
 		}
 		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
@@ -144,7 +145,9 @@ var notices = map[string]string{
 	"agent-disabled": "The AI agent is disabled: questions to it are refused until it is enabled.",
 }
 
-func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) {
+// render shows page with status; a template that fails writes nothing and
+// is the caller's error.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, status int, page, title string, data any) error {
 	v := view{Title: title, Page: data, Nav: navOf(r.URL.Path), Notice: notices[r.URL.Query().Get("done")]}
 	if r.URL.Query().Get("mirror") == "late" {
 		v.Warning = mirrorWarning
@@ -152,8 +155,6 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	if s != nil {
 		u := s.user
 		v.User, v.CSRF = &u, s.csrf
-		v.CanManage = u.Role.CanManageKeys()
-		v.IsOwner = u.Role == domain.RoleOwner
 	}
 	t, ok := c.pages[page]
 	if !ok {
@@ -161,13 +162,12 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
-		c.log.Error("render console page", "page", page, "err", err)
-		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
-		return
+		return fmt.Errorf("render console page %s: %w", page, err)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+	return nil
 }
 
 func navOf(path string) string {
@@ -186,5 +186,8 @@ type errorPage struct {
 }
 
 func (c *Console) renderError(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
-	c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg})
+	if err := c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg}); err != nil {
+		c.Log.Error("render console error page", "err", err)
+		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // A new credential is shown once, on a page of its own: creating or
@@ -56,7 +57,7 @@ func revealAD(keyID string, s *session) []byte {
 }
 
 func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
-	key, err := c.revealKey.get(ctx, c.store)
+	key, err := c.revealKey.get(ctx, c.Store)
 	if err != nil {
 		return nil, err
 	}
@@ -68,30 +69,26 @@ func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
 }
 
 // reveal seals created's credential into the reveal cookie and sends the
-// browser to the page that shows it.
-func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created) error {
+// browser to the page that shows it (with mirrorWarning when the write rep
+// watched could not raise the mirror).
+func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created, rep *store.EpochReport) error {
 	aead, err := c.revealAEAD(r.Context())
 	if err != nil {
 		// The key exists; its credential cannot be shown. Say so rather
 		// than pretend nothing happened: the user revokes it and tries again.
 		return fmt.Errorf("seal the credential of key %s (made, not shown): %w", created.Key.ID, err)
 	}
-	plain := binary.BigEndian.AppendUint64(nil, uint64(c.now().Add(revealTTL).Unix()))
+	plain := binary.BigEndian.AppendUint64(nil, uint64(c.Now().Add(revealTTL).Unix()))
 	plain = append(plain, created.Credential...)
 	nonce := make([]byte, aead.NonceSize())
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
 	sealed := aead.Seal(nonce, nonce, plain, revealAD(created.Key.ID, s))
 	// Claims of seals that expired can go (Claim stamps the wall clock).
-	if err := c.store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
-		c.log.Warn("delete reveal claims", "err", err)
+	if err := c.Store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
+		c.Log.Warn("delete reveal claims", "err", err)
 	}
-	path := revealPath(created.Key.ID)
-	http.SetCookie(w, &http.Cookie{
-		Name: revealCookie, Value: base64.RawURLEncoding.EncodeToString(sealed), Path: path,
-		MaxAge: int(revealTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
-	})
-	http.Redirect(w, r, mirrorTarget(r.Context(), path), http.StatusSeeOther)
-	return nil
+	setRevealCookie(w, r, created.Key.ID, base64.RawURLEncoding.EncodeToString(sealed), revealTTL)
+	return seeOther(mirrorTarget(rep, revealPath(created.Key.ID)))
 }
 
 // revealed opens the request's reveal cookie for key keyID: the
@@ -113,15 +110,16 @@ func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, onc
 	}
 	nonce := sealed[:aead.NonceSize()]
 	plain, err := aead.Open(nil, nonce, sealed[aead.NonceSize():], revealAD(keyID, s))
-	if err != nil || len(plain) < 8 || c.now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
+	if err != nil || len(plain) < 8 || c.Now().Unix() >= int64(binary.BigEndian.Uint64(plain)) {
 		return "", "", nil
 	}
 	return string(plain[8:]), revealClaim + hex.EncodeToString(nonce), nil
 }
 
-// forgetReveal clears the reveal cookie of key keyID.
-func forgetReveal(w http.ResponseWriter, r *http.Request, keyID string) {
-	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: "", Path: revealPath(keyID), MaxAge: -1,
+// setRevealCookie sets the reveal cookie of key keyID for the page that
+// shows it, SameSite=Strict; a negative maxAge deletes it.
+func setRevealCookie(w http.ResponseWriter, r *http.Request, keyID, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: value, Path: revealPath(keyID), MaxAge: int(maxAge.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 }
 
@@ -132,8 +130,7 @@ func forgetReveal(w http.ResponseWriter, r *http.Request, keyID string) {
 // so a copy of the cookie replayed within revealTTL shows nothing; if
 // anything fails before, a reload tries again.
 func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
-	id := r.PathValue("id")
-	k, err := c.keys.Get(r.Context(), s.user.AccountID, id)
+	k, row, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -142,38 +139,27 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	if cred == "" {
-		forgetReveal(w, r, k.ID)
+		setRevealCookie(w, r, k.ID, "", -time.Second)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, k)
-	if err != nil {
-		return err
-	}
-	now := c.now()
-	p := createdPage{Key: d.row(k, now), Credential: cred}
+	p := createdPage{Key: row, Credential: cred}
 	title := "Key created"
 	if k.RotatedFrom != "" {
-		old, err := c.keys.Get(r.Context(), s.user.AccountID, k.RotatedFrom)
-		if err != nil && !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound) {
+		_, old, err := c.keyRow(r.Context(), s.user.AccountID, k.RotatedFrom)
+		switch {
+		case err == nil:
+			p.Old, title = &old, "Key rotated"
+		case !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound):
 			return err
 		}
-		if err == nil {
-			od, err := c.directory(r.Context(), s.user.AccountID, old)
-			if err != nil {
-				return err
-			}
-			oldRow := od.row(old, now)
-			p.Old, title = &oldRow, "Key rotated"
-		}
 	}
-	forgetReveal(w, r, k.ID)
-	first, err := c.store.Claim(r.Context(), once)
+	setRevealCookie(w, r, k.ID, "", -time.Second)
+	first, err := c.Store.Claim(r.Context(), once)
 	if err != nil {
 		return err
 	}
 	if !first {
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	c.render(w, r, s, http.StatusOK, "created", title, p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "created", title, p)
 }

@@ -252,6 +252,22 @@ func TestPasswordGateBusy(t *testing.T) {
 // 303 to a page that shows the credential once (redirect after POST), so a
 // reload neither makes another key nor shows the credential again; the
 // addresses the forms post to answer a GET with the page of what they make.
+// checkReloads reloads key id's credential page (of what made it, name)
+// twice: each time it leads to the key's page, neither showing cred.
+func checkReloads(t *testing.T, b *browser, name, id, cred string) {
+	t.Helper()
+	for range 2 {
+		p := b.get("/console/developers/keys/" + id + "/created")
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/developers/keys/"+id ||
+			strings.Contains(p.body, cred) {
+			t.Fatalf("%s: reload: %d to %q", name, p.status, p.header.Get("Location"))
+		}
+		if landing := b.get(p.header.Get("Location")); landing.status != http.StatusOK || credentialRE.MatchString(landing.body) {
+			t.Fatalf("%s: the key's page: %d, or it shows a credential", name, landing.status)
+		}
+	}
+}
+
 func TestCredentialPageAddressesReload(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
@@ -268,18 +284,7 @@ func TestCredentialPageAddressesReload(t *testing.T) {
 		if name == "rotate" && !strings.Contains(shown.body, `id="rotation"`) {
 			t.Fatal("the rotation's credential page does not show the old key beside the new")
 		}
-		id := regexpFind(`^/console/developers/keys/([^/]+)/created$`, shown.path)
-		// Reload: the key's page, once and for all.
-		for range 2 {
-			p := b.get("/console/developers/keys/" + id + "/created")
-			if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/developers/keys/"+id ||
-				strings.Contains(p.body, cred) {
-				t.Fatalf("%s: reload: %d to %q", name, p.status, p.header.Get("Location"))
-			}
-			if landing := b.get(p.header.Get("Location")); landing.status != http.StatusOK || credentialRE.MatchString(landing.body) {
-				t.Fatalf("%s: the key's page: %d, or it shows a credential", name, landing.status)
-			}
-		}
+		checkReloads(t, b, name, regexpFind(`^/console/developers/keys/([^/]+)/created$`, shown.path), cred)
 	}
 	if ks, _ := f.keys.List(context.Background(), a.ID); len(ks) != 3 {
 		t.Fatalf("%d keys, want 3: reloads made keys", len(ks))

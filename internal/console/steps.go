@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -60,7 +61,7 @@ func (c *Console) crossOrigin(next http.Handler) http.Handler {
 func (c *Console) signedIn(w http.ResponseWriter, r *http.Request) (*session, error) {
 	s, err := c.session(r)
 	if errors.Is(err, domain.ErrNotFound) {
-		clearCookie(w, r, sessionCookie)
+		setCookie(w, r, sessionCookie, "", -time.Second)
 		target := "/console/signin"
 		if r.Method != http.MethodPost && r.URL.Path != "/console/" {
 			target += "?next=" + url.QueryEscape(r.URL.Path)
@@ -81,7 +82,7 @@ func passwordChosen(_ http.ResponseWriter, _ *http.Request, s *session) error {
 
 // managerOnly lets Owners and Admins on; the rule lives in keys.Service.
 func (c *Console) managerOnly(_ http.ResponseWriter, r *http.Request, s *session) error {
-	_, err := c.keys.Manager(r.Context(), s.user.AccountID, s.user.Email)
+	_, err := c.Keys.Manager(r.Context(), s.user.AccountID, s.user.Email)
 	if domain.IsCode(err, domain.CodeAccessDenied) || domain.IsCode(err, domain.CodeNotFound) {
 		return errNotFound
 	}

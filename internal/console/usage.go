@@ -3,9 +3,6 @@ package console
 import (
 	"cmp"
 	"context"
-	"fmt"
-	"html"
-	"html/template"
 	"net/http"
 	"slices"
 	"strconv"
@@ -43,25 +40,26 @@ var periods = []period{
 type usageChart struct {
 	period
 	Buckets []usageBucket
-	Totals  [4]int64 // in requestlog.Classes order
+	Totals  classCounts
 	Total   int64
 }
 
 type usageBucket struct {
 	Start  time.Time
-	Counts [4]int64
+	Counts classCounts
 }
 
-// usageReader reads counts in [from, to), summed per bucket of width.
-type usageReader func(ctx context.Context, from, to time.Time, width time.Duration) ([]store.UsageBucket, error)
+// usageReader reads the counts of id (a key's, an account's) in [from,
+// to), summed per bucket of width.
+type usageReader func(ctx context.Context, id string, from, to time.Time, width time.Duration) ([]store.UsageBucket, error)
 
-// usageCharts reads and builds the chart of each period.
-func usageCharts(ctx context.Context, now time.Time, read usageReader) ([]usageChart, error) {
+// usageCharts reads id's counts and builds the chart of each period.
+func usageCharts(ctx context.Context, now time.Time, read usageReader, id string) ([]usageChart, error) {
 	var out []usageChart
 	for _, p := range periods {
 		end := now.UTC().Truncate(p.width).Add(p.width)
 		start := end.Add(-time.Duration(p.n) * p.width)
-		rows, err := read(ctx, start, end, p.width)
+		rows, err := read(ctx, id, start, end, p.width)
 		if err != nil {
 			return nil, err
 		}
@@ -100,13 +98,10 @@ const recentLogs = 10
 func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now time.Time) (keyUsage, error) {
 	var u keyUsage
 	var err error
-	u.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
-		return c.store.KeyUsage(ctx, keyID, from, to, w)
-	})
-	if err != nil {
+	if u.Charts, err = usageCharts(ctx, now, c.Store.KeyUsage, keyID); err != nil {
 		return u, err
 	}
-	logs, _, err := c.store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
+	logs, _, err := c.Store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
 	u.Recent = logRows(logs, nil)
 	return u, err
 }
@@ -128,32 +123,26 @@ type busyKey struct {
 
 const busiestKeys = 10
 
-// Requests and Errors are the key's counts as the table shows them: all,
-// then 4xx, 429 and 5xx.
-func (k busyKey) Requests() string { return thousands(k.Total) }
+// Errors are the key's counts of 4xx, 429 and 5xx as the table shows them.
 func (k busyKey) Errors() []string {
 	return []string{thousands(k.Counts[1]), thousands(k.Counts[2]), thousands(k.Counts[3])}
 }
 
 func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *session) error {
-	ctx, acct, now := r.Context(), s.user.AccountID, c.now()
+	ctx, acct, now := r.Context(), s.user.AccountID, c.Now()
 	var p overviewPage
 	var err error
-	p.Charts, err = usageCharts(ctx, now, func(ctx context.Context, from, to time.Time, w time.Duration) ([]store.UsageBucket, error) {
-		return c.store.AccountUsage(ctx, acct, from, to, w)
-	})
-	if err != nil {
+	if p.Charts, err = usageCharts(ctx, now, c.Store.AccountUsage, acct); err != nil {
 		return err
 	}
-	counts, err := c.store.AccountKeyUsage(ctx, acct, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(time.Minute))
+	counts, err := c.Store.AccountKeyUsage(ctx, acct, now.Add(-24*time.Hour).Truncate(time.Minute), now.Add(time.Minute))
 	if err != nil {
 		return err
 	}
 	if p.Keys, err = c.busiest(ctx, acct, counts); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "overview", "Overview", p)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "overview", "Overview", p)
 }
 
 // busiest sums counts per key and names the busiest keys.
@@ -178,7 +167,7 @@ func (c *Console) busiest(ctx context.Context, accountID string, counts []store.
 	for i, k := range keys {
 		ids[i] = k.ID
 	}
-	labels, err := c.store.KeyLabels(ctx, accountID, ids)
+	labels, err := c.Store.KeyLabels(ctx, accountID, ids)
 	out := make([]busyKey, len(keys))
 	for i, k := range keys {
 		k.Label = labels[k.ID]
@@ -188,66 +177,42 @@ func (c *Console) busiest(ctx context.Context, accountID string, counts []store.
 	return out, err
 }
 
-// Chart geometry: widths are percentages of the chart's, so that text
-// keeps its size at any width; heights are pixels.
+// Chart geometry (templates/chart.html draws the rest): widths are
+// percentages of the chart's, so that text keeps its size at any width;
+// heights are pixels.
 const (
-	chartH    = 184
-	plotTop   = 26  // the peak's line; its label is above
-	plotBase  = 156 // the bars' base; the time labels are below
-	labelSize = 12
+	plotTop  = 26  // the peak's line; its label is above
+	plotBase = 156 // the bars' base; the time labels are below
 )
 
-// Figure is the chart with its caption: the period, the total, and a
-// legend of the classes with their totals. Its text is fixed, digits or
-// times, escaped all the same.
-func (ch usageChart) Figure() template.HTML {
-	var sb strings.Builder
-	e := html.EscapeString
-	fmt.Fprintf(&sb, `<figure class="usage"><figcaption><span class="usage-title">%s</span> <strong class="usage-total">%s</strong> requests<ul class="legend">`,
-		e(ch.Title), thousands(ch.Total))
-	for i, cl := range requestlog.Classes {
-		fmt.Fprintf(&sb, `<li data-class="%s"><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" rx="2" fill="%s"></rect></svg> %s <span class="n">%s</span></li>`,
-			cl, classFills[i], cl, thousands(ch.Totals[i]))
-	}
-	id := "usage-" + ch.ID
-	fmt.Fprintf(&sb, `</ul></figcaption><svg id="%s" class="usage-chart" role="img" width="100%%" height="%d" aria-labelledby="%s-title %s-desc" data-total="%d">`,
-		id, chartH, id, id, ch.Total)
-	fmt.Fprintf(&sb, `<title id="%s-title">%s</title><desc id="%s-desc">%s</desc>`, id, e(ch.Title), id, e(ch.totalsText()))
-	fmt.Fprintf(&sb, `<g font-size="%d" fill="#5d6878"><text x="0" y="14" class="axis-title">%s</text>`, labelSize, e(ch.Axis))
-	ch.axes(&sb)
-	sb.WriteString(`</g>`)
-	ch.bars(&sb)
-	sb.WriteString(`</svg></figure>`)
-	return template.HTML(sb.String())
+// bar is a bucket as chart.html draws it: its slot (X and Slot, in % of the
+// chart's width) and the bar within it (BarX, BarW), its time label every
+// tick buckets, a title with its counts, and its classes bottom up.
+type bar struct {
+	Start               time.Time
+	Tick, Title         string
+	X, Slot, BarX, BarW float64
+	Segments            []segment
 }
 
-// axes writes the peak's label and line, the base line, the time labels
-// under the bars they start, and the empty state.
-func (ch usageChart) axes(sb *strings.Builder) {
-	if peak := ch.peak(); ch.Total > 0 {
-		fmt.Fprintf(sb, `<text x="100%%" y="14" text-anchor="end" class="peak">peak %s</text>`, thousands(peak))
-		fmt.Fprintf(sb, `<line x1="0" x2="100%%" y1="%d" y2="%d" stroke="#c9ced6" stroke-dasharray="3 3"></line>`, plotTop, plotTop)
-	} else {
-		fmt.Fprintf(sb, `<text x="50%%" y="%d" text-anchor="middle" font-size="14" class="empty">No requests in the %s</text>`,
-			(plotTop+plotBase)/2, strings.ToLower(ch.Title))
-	}
-	fmt.Fprintf(sb, `<line x1="0" x2="100%%" y1="%d" y2="%d" stroke="#8a94a3"></line>`, plotBase, plotBase)
-	slot := 100 / float64(ch.n)
-	for i := 0; i < ch.n; i += ch.tick {
-		fmt.Fprintf(sb, `<text x="%.2f%%" y="%d" class="tick">%s</text>`, float64(i)*slot, plotBase+labelSize+6, ch.Buckets[i].Start.Format(ch.layout))
-	}
+// segment is a class's part of a bar (at least a pixel high) or of the
+// legend.
+type segment struct {
+	Class, Fill string
+	Count       int64
+	Y, H        float64
 }
 
-// bars writes a stacked bar per bucket, the classes bottom up, each at
-// least a pixel high, under a title with its counts; a transparent rect of
-// the bucket's full height carries that title too.
-func (ch usageChart) bars(sb *strings.Builder) {
-	peak := float64(ch.peak())
-	slot := 100 / float64(ch.n)
+// Bars are the chart's buckets as drawn.
+func (ch usageChart) Bars() []bar {
+	peak, slot := float64(ch.Peak()), 100/float64(ch.n)
+	out := make([]bar, len(ch.Buckets))
 	for i, b := range ch.Buckets {
-		x := float64(i) * slot
-		fmt.Fprintf(sb, `<g class="bucket" data-start="%s"><title>%s: %s</title><rect class="hit" x="%.2f%%" y="%d" width="%.2f%%" height="%d" fill="transparent"></rect>`,
-			b.Start.Format(time.RFC3339), b.Start.Format(ch.layout), countsText(b.Counts), x, plotTop, slot, plotBase-plotTop)
+		x, label := float64(i)*slot, b.Start.Format(ch.layout)
+		out[i] = bar{Start: b.Start, Title: label + ": " + b.Counts.String(), X: x, Slot: slot, BarX: x + slot*0.1, BarW: slot * 0.8}
+		if i%ch.tick == 0 {
+			out[i].Tick = label
+		}
 		y := float64(plotBase)
 		for ci, n := range b.Counts {
 			if n == 0 {
@@ -255,15 +220,23 @@ func (ch usageChart) bars(sb *strings.Builder) {
 			}
 			h := max(1, float64(plotBase-plotTop)*float64(n)/peak)
 			y -= h
-			fmt.Fprintf(sb, `<rect data-class="%s" data-count="%d" fill="%s" x="%.2f%%" y="%.1f" width="%.2f%%" height="%.1f"></rect>`,
-				requestlog.Classes[ci], n, classFills[ci], x+slot*0.1, y, slot*0.8, h)
+			out[i].Segments = append(out[i].Segments, segment{Class: requestlog.Classes[ci], Fill: classFills[ci], Count: n, Y: y, H: h})
 		}
-		sb.WriteString(`</g>`)
 	}
+	return out
 }
 
-// peak is the largest bucket's count, at least 1.
-func (ch usageChart) peak() int64 {
+// Legend is each class with its colour and total.
+func (ch usageChart) Legend() []segment {
+	out := make([]segment, len(requestlog.Classes))
+	for i, cl := range requestlog.Classes {
+		out[i] = segment{Class: cl, Fill: classFills[i], Count: ch.Totals[i]}
+	}
+	return out
+}
+
+// Peak is the largest bucket's count, at least 1.
+func (ch usageChart) Peak() int64 {
 	var peak int64 = 1
 	for _, b := range ch.Buckets {
 		peak = max(peak, b.Counts[0]+b.Counts[1]+b.Counts[2]+b.Counts[3])
@@ -271,11 +244,11 @@ func (ch usageChart) peak() int64 {
 	return peak
 }
 
-func (ch usageChart) totalsText() string {
-	return strconv.FormatInt(ch.Total, 10) + " requests: " + countsText(ch.Totals)
-}
+// classCounts are counts in requestlog.Classes order; as text, "7 2xx, 5
+// 4xx, 0 429, 0 5xx".
+type classCounts [4]int64
 
-func countsText(c [4]int64) string {
+func (c classCounts) String() string {
 	parts := make([]string, len(c))
 	for i, n := range c {
 		parts[i] = strconv.FormatInt(n, 10) + " " + requestlog.Classes[i]

@@ -36,8 +36,8 @@ type usersPage struct {
 	Email string
 	Role  string
 	Roles []option
-	// Error is what to fix in the invitation; Field its field.
-	Error, Field string
+	// formError: what to fix in the invitation.
+	formError
 }
 
 // usersPage is a page of the account's users (pageSize, searched by
@@ -47,54 +47,36 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if err != nil {
 		return usersPage{}, err
 	}
-	us, next, err := c.store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	us, next, err := c.Store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
 	if err != nil {
 		return usersPage{}, err
 	}
 	if role == "" {
 		role = string(domain.RoleAgent)
 	}
-	first, last := endsOf(us, func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID })
-	p := usersPage{Email: email, Role: role, Roles: roleOptions(role), Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, first, last)}
+	at := func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID }
+	p := usersPage{Email: email, Role: role, Roles: choose(roleChoices, role),
+		Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, us, at)}
 	for _, u := range us {
 		p.Users = append(p.Users, rowOf(u, s))
 	}
 	return p, nil
 }
 
-func roleOptions(checked string) []option {
-	var out []option
-	for _, r := range []domain.Role{domain.RoleAgent, domain.RoleAdmin, domain.RoleOwner} {
-		out = append(out, option{Value: string(r), Label: roleLabels[r], Checked: string(r) == checked})
-	}
-	return out
+var roleChoices = []option{
+	{Value: string(domain.RoleAgent), Label: "Agent — views AI agents"},
+	{Value: string(domain.RoleAdmin), Label: "Admin — API keys and AI agents"},
+	{Value: string(domain.RoleOwner), Label: "Owner — everything, including users"},
 }
 
-var roleLabels = map[domain.Role]string{
-	domain.RoleOwner: "Owner — everything, including users",
-	domain.RoleAdmin: "Admin — API keys and AI agents",
-	domain.RoleAgent: "Agent — views AI agents",
-}
-
-func (c *Console) handleUsers(w http.ResponseWriter, r *http.Request, s *session) error {
-	p, err := c.usersPage(r, s, "", "")
-	if err != nil {
-		return err
-	}
-	c.render(w, r, s, http.StatusOK, "users", "Users", p)
-	return nil
-}
-
-// showUsers is the users page again with the invitation as posted and
-// what to fix.
+// showUsers is the users page, with the invitation as posted and what to
+// fix when e is not nil.
 func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.usersPage(r, s, domain.NormalizeEmail(r.PostForm.Get("email")), r.PostForm.Get("role"))
 	if err != nil {
 		return err
 	}
-	p.Error, p.Field = e.Message, e.Field
-	c.render(w, r, s, e.Status, "users", "Users", p)
-	return nil
+	return c.renderForm(w, r, s, e, "users", "Users", &p)
 }
 
 // oneTimePage shows a one-time password once: an invitation's (Invited)
@@ -109,10 +91,9 @@ func (c *Console) handleInvite(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return consoleUserError(r, err)
 	}
-	c.log.Info("console user invited", "user_id", u.ID, "role", string(u.Role), "by", s.user.ID)
-	c.render(w, r, s, http.StatusCreated, "invited", "User invited",
+	c.Log.Info("console user invited", "user_id", u.ID, "role", string(u.Role), "by", s.user.ID)
+	return c.render(w, r, s, http.StatusCreated, "invited", "User invited",
 		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw, Invited: true})
-	return nil
 }
 
 // consoleUserError is the console's wording of what the service refused:
@@ -144,33 +125,19 @@ func fieldOf(err error) string {
 type userPage struct {
 	User  userRow
 	Roles []option
-	// Error is what to fix in the role form (Field "role") or why the
+	// formError: what to fix in the role form (Field "role") or why the
 	// last change was refused.
-	Error, Field string
-}
-
-// managed returns the user the path names, of the Owner's account.
-func (c *Console) managed(r *http.Request, s *session) (domain.User, error) {
-	return c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
-}
-
-func (c *Console) handleUser(w http.ResponseWriter, r *http.Request, s *session) error {
-	return c.showUser(w, r, s, nil)
+	formError
 }
 
 // showUser is the user's page, with what to fix when e is not nil.
 func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	u, err := c.managed(r, s)
+	u, err := c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	p := userPage{User: rowOf(u, s), Roles: roleOptions(string(u.Role))}
-	status := http.StatusOK
-	if e != nil {
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	}
-	c.render(w, r, s, status, "user", isolate(u.Email), p)
-	return nil
+	p := userPage{User: rowOf(u, s), Roles: choose(roleChoices, string(u.Role))}
+	return c.renderForm(w, r, s, e, "user", isolate(u.Email), &p)
 }
 
 func (c *Console) handleSetRole(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -178,7 +145,7 @@ func (c *Console) handleSetRole(w http.ResponseWriter, r *http.Request, s *sessi
 	if _, err := c.accounts.SetRole(r.Context(), &s.user, s.user.AccountID, id, r.PostForm.Get("role")); err != nil {
 		return consoleUserError(r, err)
 	}
-	c.log.Info("console user role changed", "user_id", id, "role", r.PostForm.Get("role"), "by", s.user.ID)
+	c.Log.Info("console user role changed", "user_id", id, "role", r.PostForm.Get("role"), "by", s.user.ID)
 	return seeOther("/console/users/" + id + "?done=role")
 }
 
@@ -187,7 +154,7 @@ func (c *Console) handleReactivate(w http.ResponseWriter, r *http.Request, s *se
 	if err := c.accounts.ReactivateUser(r.Context(), &s.user, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.log.Info("console user reactivated", "user_id", id, "by", s.user.ID)
+	c.Log.Info("console user reactivated", "user_id", id, "by", s.user.ID)
 	return seeOther("/console/users/" + id + "?done=reactivated")
 }
 
@@ -198,22 +165,20 @@ func (c *Console) handleResetPassword(w http.ResponseWriter, r *http.Request, s 
 	if err != nil {
 		return consoleUserError(r, err)
 	}
-	c.log.Info("console user password reset", "user_id", u.ID, "by", s.user.ID)
-	c.render(w, r, s, http.StatusCreated, "invited", "New one-time password",
+	c.Log.Info("console user password reset", "user_id", u.ID, "by", s.user.ID)
+	return c.render(w, r, s, http.StatusCreated, "invited", "New one-time password",
 		oneTimePage{ID: u.ID, Email: u.Email, Role: string(u.Role), Password: pw})
-	return nil
 }
 
 func (c *Console) handleDeactivateForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	u, err := c.managed(r, s)
+	u, err := c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	if err := accounts.MayChange(&s.user, s.user.AccountID, u.ID, "deactivate"); err != nil {
 		return err
 	}
-	c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+isolate(u.Email), rowOf(u, s))
-	return nil
+	return c.render(w, r, s, http.StatusOK, "deactivate", "Deactivate "+isolate(u.Email), rowOf(u, s))
 }
 
 func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -221,6 +186,6 @@ func (c *Console) handleDeactivate(w http.ResponseWriter, r *http.Request, s *se
 	if err := c.accounts.DeactivateUser(r.Context(), &s.user, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.log.Info("console user deactivated", "user_id", id, "by", s.user.ID)
+	c.Log.Info("console user deactivated", "user_id", id, "by", s.user.ID)
 	return seeOther("/console/users?done=deactivated")
 }
