@@ -86,6 +86,7 @@ type serveConfig struct {
 	llmURL, llmModel   string
 	llmKey             string
 	adminAddr          string
+	gcHeadroomMiB      int
 	maxConns           int
 	maxConnsPerAddr    int
 	clients            *clientaddr.Resolver
@@ -111,6 +112,11 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
 	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
+	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
+	if err != nil {
+		return err
+	}
+	fs.IntVar(&c.gcHeadroomMiB, "gc-headroom-mib", gcDefault, "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)")
 	maxConnsDefault, err := envInt(e, "AGENTAPI_MAX_CONNS", defaultMaxConns, 1, "a positive whole number")
 	if err != nil {
 		return err
@@ -137,6 +143,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	if c.maxConns < 1 || c.maxConnsPerAddr < 1 || c.maxModelCalls < 1 || c.maxModelCallsPerAccount < 1 || c.maxBodyMemoryMiB < 1 {
 		return fmt.Errorf("%w: --max-conns, --max-conns-per-addr, --max-model-calls, --max-model-calls-per-account and --max-body-memory must be positive", errUsage)
+	}
+	if c.gcHeadroomMiB < 0 {
+		return fmt.Errorf("%w: --gc-headroom-mib must not be negative", errUsage)
 	}
 	c.db = *db
 	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
@@ -167,6 +176,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// Each line is one write to stderr, as it is logged.
 	log := slog.New(api.LogHandler(slog.NewJSONHandler(e.stderr, nil)))
 	m := metrics.New()
+	if c.gcHeadroomMiB > 0 && e.getenv("GOGC") == "" {
+		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
+	}
 
 	model, err := openModel(c)
 	if err != nil {
