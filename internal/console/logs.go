@@ -2,8 +2,10 @@ package console
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,18 @@ import (
 // identified a key, newest first, 50 a page by keyset, filtered by key,
 // status class or code, route and time range (UTC), or found by request
 // id — the X-Request-Id of a response, as an error message names it.
+// The store reads logs forward only, so each page link carries back=, the
+// starts of up to maxBack pages before it, oldest first: Previous reads
+// again from the last of them, and the pages before those are « First.
+
+// logsPath is the Logs page's address.
+const logsPath = "/console/developers/logs"
+
+// maxBack bounds a Logs page link's back= trail.
+const maxBack = 8
+
+// firstStart stands for the first page in a back= trail.
+const firstStart = "first"
 
 type logRow struct {
 	requestlog.Log
@@ -88,6 +102,10 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
+	back, err := readBack(r, lp.After)
+	if err != nil {
+		return err
+	}
 	q := store.RequestLogQuery{AccountID: s.user.AccountID, After: lp.After, Limit: pageSize}
 	f, err := readLogFilter(r, &q)
 	if err == nil {
@@ -100,14 +118,14 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 		p.Error, p.Field, status = e.Message, e.Field, e.Status
 	} else if err != nil {
 		return err
-	} else if err = c.logsOf(r, q, lp, &p); err != nil {
+	} else if err = c.logsOf(r, q, lp, back, &p); err != nil {
 		return err
 	}
 	return c.render(w, r, s, status, "logs", "Logs", p)
 }
 
 // logsOf reads q's page of logs, their keys named, into p.
-func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, p *logsPage) error {
+func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, back []string, p *logsPage) error {
 	logs, next, err := c.Store.RequestLogPage(r.Context(), q)
 	if err != nil {
 		return err
@@ -124,8 +142,55 @@ func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams
 	p.Rows = logRows(logs, labels)
 	f := p.Filter
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
-	p.Pager = pagerOf("/console/developers/logs", keep, lp, next)
+	p.Pager = logsPager(keep, lp, back, next)
 	return nil
+}
+
+// readBack reads ?back=, the starts of the pages before the one at after
+// (none for the first page): each firstStart or a forward cursor, at most
+// maxBack of them.
+func readBack(r *http.Request, after store.Cursor) ([]string, error) {
+	back := r.URL.Query()["back"]
+	if len(back) > maxBack {
+		return nil, errBadPageLink
+	}
+	for _, s := range back {
+		if c, ok := store.ParseCursor(s); s != firstStart && (!ok || c.IsZero() || c.Back) {
+			return nil, errBadPageLink
+		}
+	}
+	if after.IsZero() {
+		return nil, nil
+	}
+	return back, nil
+}
+
+// logsPager builds the Logs page's links: Next carries back with this
+// page's start added (the oldest dropped past maxBack), Previous reads
+// from back's last start with the rest.
+func logsPager(keep url.Values, lp listParams, back []string, next store.Cursor) pager {
+	with := func(back []string) func(store.Cursor) string {
+		k := maps.Clone(keep)
+		k["back"] = back
+		return linker(logsPath, k)
+	}
+	p := pagerOf(logsPath, keep, lp, store.Cursor{})
+	if !next.IsZero() {
+		start := firstStart
+		if !lp.After.IsZero() {
+			start = lp.After.String()
+		}
+		trail := append(slices.Clone(back), start)
+		p.Next = with(trail[max(0, len(trail)-maxBack):])(next)
+	}
+	if n := len(back); n > 0 {
+		var prev store.Cursor
+		if back[n-1] != firstStart {
+			prev, _ = store.ParseCursor(back[n-1])
+		}
+		p.Prev = with(back[:n-1])(prev)
+	}
+	return p
 }
 
 // logKey finds the account's key that the key filter names: by its id,
