@@ -305,8 +305,8 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 
 // agentPicker fills the form's agent restriction: the agents ticked so far
 // (by name, one query), then a page of pageSize others, searched by name,
-// in natural name order (untickedAgents), so an account with thousands of agents gets a short list
-// and a search box rather than thousands of boxes.
+// in natural name order (untickedAgents), so an account with thousands of
+// agents gets a short list and a search box rather than thousands of boxes.
 func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, p *newKeyPage) error {
 	selected, err := c.tickedAgents(ctx, accountID, f.agents, p)
 	if err != nil {
