@@ -305,8 +305,8 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 
 // agentPicker fills the form's agent restriction: the agents ticked so far
 // (by name, one query), then a page of pageSize others, searched by name,
-// in name order, so an account with thousands of agents gets a short list
-// and a search box rather than thousands of boxes.
+// in natural name order (untickedAgents), so an account with thousands of
+// agents gets a short list and a search box rather than thousands of boxes.
 func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, p *newKeyPage) error {
 	selected, err := c.tickedAgents(ctx, accountID, f.agents, p)
 	if err != nil {
@@ -319,13 +319,13 @@ func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, 
 	}
 	p.AgentsMore = p.AgentNext != ""
 	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
-	// Names as people read them (Agent 2 before Agent 10), within the page:
-	// the store pages by its name key.
-	byName := func(a, b option) int { return naturalCompare(a.Label, b.Label) }
-	slices.SortFunc(p.Selected, byName)
-	slices.SortFunc(p.Agents, byName)
+	slices.SortFunc(p.Selected, byLabel)
 	return nil
 }
+
+// byLabel orders options as people read their names (Agent 2 before
+// Agent 10).
+func byLabel(a, b option) int { return naturalCompare(a.Label, b.Label) }
 
 // tickedAgents lists in p.Selected the agents of ids (at most
 // keys.MaxAgents, each once) that are the account's, and returns them.
@@ -360,10 +360,49 @@ func (f keyForm) pickerQuery() (search, after string) {
 	return search, after
 }
 
+// pickerCap is the most agents found that the picker sorts as people
+// read them (Agent 2 before Agent 10) over every page: it reads them all,
+// at most pickerCap+1 rows. Beyond it the picker pages by the store's name
+// key, and the search narrows the list.
+const pickerCap = 2000
+
 // untickedAgents lists in p.Agents a page of the agents found by search
 // after after, those selected left out, and returns where that page
 // started.
 func (c *Console) untickedAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
+	all, next, err := c.Store.AgentPickerPage(ctx, accountID, search, "", pickerCap)
+	if err != nil {
+		return after, err
+	}
+	if next != "" {
+		return c.storeAgents(ctx, accountID, search, after, selected, p)
+	}
+	slices.SortFunc(all, func(a, b store.PickerAgent) int { return pickerCompare(a.Name, b.Name) })
+	shown := ""
+	for _, a := range all {
+		if selected[a.ID] || after != "" && pickerCompare(a.Name, after) <= 0 {
+			continue
+		}
+		if len(p.Agents) == pageSize {
+			// The "more" cursor: the last name shown, in this order.
+			p.AgentNext = shown
+			break
+		}
+		p.Agents = append(p.Agents, pickerOption(a))
+		shown = a.Name
+	}
+	return after, nil
+}
+
+// pickerCompare orders agent names as people read them, then (for names
+// that read alike, as "Agent 01" and "agent 1") by their bytes.
+func pickerCompare(a, b string) int {
+	return cmp.Or(naturalCompare(a, b), strings.Compare(a, b))
+}
+
+// storeAgents is untickedAgents beyond pickerCap: a page by the store's
+// name key, sorted as people read it within the page only.
+func (c *Console) storeAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
 	for {
 		page, next, err := c.Store.AgentPickerPage(ctx, accountID, search, after, pageSize)
 		if err != nil {
@@ -377,6 +416,7 @@ func (c *Console) untickedAgents(ctx context.Context, accountID, search, after s
 		p.AgentNext = next
 		// A page made only of ticked agents would show nothing: go on.
 		if len(p.Agents) > 0 || next == "" {
+			slices.SortFunc(p.Agents, byLabel)
 			return after, nil
 		}
 		after = next
