@@ -148,19 +148,10 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logg
 		rawLimit, given := q["limit"]
 		limit := parseLimit(rawLimit, given)
 
-		page := agents.Page{Limit: limit + 1}
+		page := agents.Page{Limit: limit + 1, Version: authFrom(r.Context()).listVersion}
 		filter, filterOK := "", true
 		if v, ok := q["updated_since"]; ok {
-			t, ok := parseTimestamp(v)
-			if !ok {
-				filterOK = false
-				p.add("updated_since", domain.CodeInvalidValue,
-					"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
-			} else {
-				t = ceilMilli(t)
-				page.UpdatedSince = &t
-				filter = "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10)
-			}
+			filter, filterOK = updatedSince(&p, v, &page)
 		}
 		if v, ok := q["next"]; ok {
 			// A cursor is bound to its query's filter: under an invalid
@@ -203,6 +194,21 @@ func handleListAgents(svc *agents.Service, cursors *cursorSigner, log *slog.Logg
 		*buf = appendAgentPage(*buf, items, m)
 		writeJSONBytes(w, http.StatusOK, *buf)
 	})
+}
+
+// updatedSince sets page's filter from updated_since's value v and returns
+// it as a cursor is bound to it; ok is false, and p holds why, when v is
+// not a timestamp.
+func updatedSince(p *problems, v string, page *agents.Page) (filter string, ok bool) {
+	t, ok := parseTimestamp(v)
+	if !ok {
+		p.add("updated_since", domain.CodeInvalidValue,
+			"updated_since must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z.")
+		return "", false
+	}
+	t = ceilMilli(t)
+	page.UpdatedSince = &t
+	return "updated_since=" + strconv.FormatInt(t.UnixMilli(), 10), true
 }
 
 // agentFields decodes the body of a create or an update: name and
