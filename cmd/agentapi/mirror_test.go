@@ -32,7 +32,7 @@ func mirroredInstance(t *testing.T, dsn, redisURL string) func(token string) err
 	}
 	rc := redis.NewClient(opts)
 	t.Cleanup(func() { rc.Close() })
-	m, err := useMirror(ctx, st, rc, nil)
+	m, _, err := useMirror(ctx, st, rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (o *operator) attach(ctx context.Context, st *store.Store) error {
 		return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
 	}
 	o.client = redis.NewClient(opts)
-	if o.mirror, err = useMirror(ctx, st, o.client, nil); err != nil {
+	if o.mirror, _, err = useMirror(ctx, st, o.client, nil); err != nil {
 		return err
 	}
 	return nil

@@ -200,7 +200,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 	defer st.Close()
 	registerStoreMetrics(m, st)
-	mirror, err := shareKeyEpoch(ctx, st, limiter, log)
+	mirror, versions, err := shareKeyEpoch(ctx, st, limiter, log)
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
-		SecretScanningKeys: scanKeys, Usage: usageRec,
+		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions,
 		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, MaxBodyMemory: int64(c.maxBodyMemoryMiB) << 20,
 	})
 	if err != nil {
@@ -324,22 +324,23 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 // shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
 // of this process raises it after its commit, and the limiter's script
 // checks held keys against it (docs/production.md), and the store
-// records that its instances do so. Nil without Redis.
-func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, error) {
+// records that its instances do so; it also returns the agent-list
+// versions the writes of this process set. Nil without Redis.
+func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, *ratelimit.Versions, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
-	mirror, err := useMirror(ctx, st, rl.Client(), log)
+	mirror, versions, err := useMirror(ctx, st, rl.Client(), log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Operator commands on this store now need --redis (openForKeys).
 	if err := st.MarkKeyEpochMirrored(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rl.UseMirror(mirror)
-	return mirror, nil
+	return mirror, versions, nil
 }
 
 // listen opens the API's listener, bootstraps the first user (whose
@@ -502,7 +503,7 @@ func adminHandler(m *metrics.Metrics) http.Handler {
 	return mux
 }
 
-// registerStoreMetrics exposes the key cache's counters.
+// registerStoreMetrics exposes the key and list caches' counters.
 func registerStoreMetrics(m *metrics.Metrics, st *store.Store) {
 	counter := func(name, help string, f func() uint64) {
 		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
@@ -510,6 +511,8 @@ func registerStoreMetrics(m *metrics.Metrics, st *store.Store) {
 	counter("agentapi_key_cache_hits_total", "Key lookups answered from memory.", func() uint64 { return st.KeyCacheStats().Hits })
 	counter("agentapi_key_cache_misses_total", "Key lookups that read the key from the store.", func() uint64 { return st.KeyCacheStats().Misses })
 	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return st.KeyCacheStats().Checks })
+	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return st.ListCacheStats().Hits })
+	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return st.ListCacheStats().Misses })
 }
 
 // startUsage starts the usage recorder's loop when on (internal/usage):
@@ -550,14 +553,17 @@ func (in *instance) closeWhenDraining(h http.Handler) http.Handler {
 }
 
 // useMirror makes st raise the key epoch's mirror in Redis (client) after
-// every commit that bumps the epoch, and returns it. Serve and the
-// operator commands given --redis share it.
-func useMirror(ctx context.Context, st *store.Store, client redis.UniversalClient, log *slog.Logger) (*ratelimit.Mirror, error) {
+// every commit that bumps the epoch, and set the account's agent-list
+// version after every commit that changes agents; it returns both. Serve
+// and the operator commands given --redis share them.
+func useMirror(ctx context.Context, st *store.Store, client redis.UniversalClient, log *slog.Logger) (*ratelimit.Mirror, *ratelimit.Versions, error) {
 	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
 	if err != nil {
-		return nil, fmt.Errorf("key epoch mirror: %w", err)
+		return nil, nil, fmt.Errorf("key epoch mirror: %w", err)
 	}
 	m := ratelimit.NewMirror(client, ratelimit.MirrorKey(id), log)
 	st.SetEpochNotifier(m)
-	return m, nil
+	v := ratelimit.NewVersions(client, id, log)
+	st.SetListNotifier(v)
+	return m, v, nil
 }

@@ -183,14 +183,19 @@ type Page struct {
 	// AfterID, when set, starts strictly after (AfterCreatedAt, AfterID).
 	AfterCreatedAt time.Time
 	AfterID        string
+	// Version is the account's list version read with the request's rate
+	// limit decision (keys.AdmitWatching): a page read under the same
+	// version may be answered from memory (store.ListVersion).
+	Version store.ListVersion
 }
 
 // List returns a page of the account's agents ordered by (created_at, id):
-// only those a restricted key may address.
+// only those a restricted key may address. The items may be shared with
+// the store's cache and must not be modified.
 func (s *Service) List(ctx context.Context, actor Actor, p Page) ([]store.AgentItem, error) {
 	q := store.AgentQuery{
 		AccountID: actor.AccountID, Limit: p.Limit, UpdatedSince: p.UpdatedSince,
-		AfterCreatedAt: p.AfterCreatedAt, AfterID: p.AfterID,
+		AfterCreatedAt: p.AfterCreatedAt, AfterID: p.AfterID, Version: p.Version,
 	}
 	if actor.restricted() {
 		q.OnlyKeyID = actor.Key.ID

@@ -153,7 +153,7 @@ func listQuery(r *http.Request, cursors *cursorSigner, account string) (page age
 	q := p.query(r, "limit", "next", "updated_since")
 	rawLimit, given := q["limit"]
 	limit = parseLimit(rawLimit, given)
-	page = agents.Page{Limit: limit + 1}
+	page = agents.Page{Limit: limit + 1, Version: authFrom(r.Context()).listVersion}
 	filterOK := true
 	if v, ok := q["updated_since"]; ok {
 		t, ok := parseTimestamp(v)

@@ -10,12 +10,16 @@ import (
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // auth is what the authentication step learned about a request.
 type auth struct {
 	key domain.APIKey
 	now time.Time
+	// listVersion is the account's agent-list version, read with the rate
+	// limit decision of a GET /v1/ai-agents (watchList).
+	listVersion store.ListVersion
 }
 
 // errAddressNotAllowed refuses a valid key used from outside its IP
@@ -42,6 +46,16 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 			"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
 	}
 	return true
+}
+
+// watchList is, for a request for the agent list when the store can
+// answer pages from memory (Config.ListVersions), what the rate-limit
+// decision reads along: the account's list version. Nil otherwise.
+func (s *Server) watchList(r *http.Request) func(domain.APIKey) string {
+	if s.listVersions == nil || r.Method != http.MethodGet || r.URL.Path != "/v1/ai-agents" {
+		return nil
+	}
+	return func(k domain.APIKey) string { return s.listVersions.Key(k.AccountID) }
 }
 
 // serveV1 runs the order of checks (docs/api.md) up to routing.
@@ -74,7 +88,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	now := s.now().UTC()
 	addr := rec.client
 	var gated domain.APIKey
-	key, res, err := s.authn.Admit(ctx, token, now, s.limiter, func(k domain.APIKey) error {
+	key, res, watched, err := s.authn.AdmitWatching(ctx, token, now, s.limiter, func(k domain.APIKey) error {
 		// 3, continued: the key's IP allowlist, against the address
 		// --trusted-proxies yields. A refusal counts against that
 		// address's limiter, never against the key's limit.
@@ -82,7 +96,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 			return errAddressNotAllowed
 		}
 		return nil
-	})
+	}, s.watchList(r))
 	var refused *keys.Refused
 	var limitFailed *keys.LimitFailed
 	switch {
@@ -132,7 +146,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key reaches the handlers through the request's recorder, which
 	// its context already holds (authFrom): no second copy of the request.
-	rec.auth, rec.authed = auth{key: key, now: now}, true
+	rec.auth, rec.authed = auth{key: key, now: now, listVersion: store.ListVersion{Value: watched.Value, OK: watched.OK}}, true
 	s.mux.ServeHTTP(w, r)
 	rec.route = r.Pattern
 }

@@ -70,6 +70,11 @@ type Config struct {
 	// Usage records the requests that identified a key (internal/usage);
 	// nil: not recorded.
 	Usage UsageRecorder
+	// ListVersions names each account's agent-list version in Redis, read
+	// with the rate-limit decision of GET /v1/ai-agents so that the store
+	// may answer the page from memory (store.SetListNotifier, which must
+	// be given the same Versions); nil: pages are read from the store.
+	ListVersions *ratelimit.Versions
 	// MaxModelCalls and MaxModelCallsPerAccount cap the questions in
 	// progress on this instance and per account; zero: the defaults.
 	MaxModelCalls, MaxModelCallsPerAccount int
@@ -83,24 +88,25 @@ const DefaultMaxBodyMemory = 256 << 20
 
 // Server is the /v1 API.
 type Server struct {
-	store       *store.Store
-	limiter     ratelimit.Limiter
-	unauth      ratelimit.Limiter
-	clients     *clientaddr.Resolver
-	unauthLimit int
-	toucher     *keys.Toucher
-	log         *slog.Logger
-	now         func() time.Time
-	cursors     *cursorSigner
-	llm         *llm.Client
-	keepAlive   time.Duration
-	metrics     *metrics.Metrics
-	authn       *keys.Authenticator
-	usage       UsageRecorder
-	models      *modelCalls
-	bodies      *semaphore.Weighted // Config.MaxBodyMemory
-	bodyWait    time.Duration       // how long a body waits for room
-	mux         *http.ServeMux
+	store        *store.Store
+	listVersions *ratelimit.Versions
+	limiter      ratelimit.Limiter
+	unauth       ratelimit.Limiter
+	clients      *clientaddr.Resolver
+	unauthLimit  int
+	toucher      *keys.Toucher
+	log          *slog.Logger
+	now          func() time.Time
+	cursors      *cursorSigner
+	llm          *llm.Client
+	keepAlive    time.Duration
+	metrics      *metrics.Metrics
+	authn        *keys.Authenticator
+	usage        UsageRecorder
+	models       *modelCalls
+	bodies       *semaphore.Weighted // Config.MaxBodyMemory
+	bodyWait     time.Duration       // how long a body waits for room
+	mux          *http.ServeMux
 }
 
 // New returns the whole HTTP handler: /v1, /healthz, /readyz and the console.
@@ -157,7 +163,7 @@ func newServer(cfg Config) (*Server, error) {
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
-		authn: authn, usage: cfg.Usage,
+		authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
 	}

@@ -141,18 +141,28 @@ const staleRetries = 2
 // before the limit is decided (the IP allowlist); its error is returned as
 // it is, once the store confirms a key held in memory.
 func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
+	k, res, _, err := a.AdmitWatching(ctx, token, now, lim, gate, nil)
+	return k, res, err
+}
+
+// AdmitWatching is Admit that also reads, in the rate-limit decision's
+// round trip, the Redis key watch names for the admitted key ("" or a nil
+// watch: none), as ratelimit.Versions needs. The value read is OK only when
+// the decision was made in Redis on a Mirrored store.
+func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error, watch func(domain.APIKey) string) (domain.APIKey, ratelimit.Result, ratelimit.Watched, error) {
 	if gate == nil {
 		gate = func(domain.APIKey) error { return nil }
 	}
 	el, ok := lim.(ratelimit.EpochLimiter)
 	if !ok || !a.store.Mirrored() {
-		return a.admitFromStore(ctx, token, now, lim, gate)
+		k, res, err := a.admitFromStore(ctx, token, now, lim, gate)
+		return k, res, ratelimit.Watched{}, err
 	}
 	cred, err := credential.Parse(token)
 	if err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, &Refused{Reason: "malformed"}
+		return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, &Refused{Reason: "malformed"}
 	}
-	r := &admission{a: a, token: token, cred: cred, now: now, lim: el, gate: gate}
+	r := &admission{a: a, token: token, cred: cred, now: now, lim: el, gate: gate, watch: watch}
 	r.l, r.held = a.store.HeldKey(cred.Prefix)
 	if r.held && el.Down() {
 		// Redis away: nothing can vouch for the held key, so the store is
@@ -187,6 +197,8 @@ type admission struct {
 	now   time.Time
 	lim   ratelimit.EpochLimiter
 	gate  func(domain.APIKey) error
+	// watch names the Redis key read with the decision (nil: none).
+	watch func(domain.APIKey) string
 	// l is the key as last read; held: from memory, not yet read from the
 	// store during this request. An attempt with held false reads it.
 	l    store.KeyLookup
@@ -198,11 +210,11 @@ type admission struct {
 
 // run identifies the key and decides its limit, reading the store again
 // (next attempt) whenever memory or the mirror cannot vouch for the key.
-func (r *admission) run(ctx context.Context) (domain.APIKey, ratelimit.Result, error) {
+func (r *admission) run(ctx context.Context) (domain.APIKey, ratelimit.Result, ratelimit.Watched, error) {
 	for ; ; r.attempt++ {
 		k, ok, err := r.identify(ctx)
 		if err != nil {
-			return domain.APIKey{}, ratelimit.Result{}, err
+			return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, err
 		}
 		if !ok {
 			continue
@@ -211,9 +223,9 @@ func (r *admission) run(ctx context.Context) (domain.APIKey, ratelimit.Result, e
 		if !ok {
 			continue
 		}
-		k, res, ok, err := r.decide(ctx, k, epoch)
+		k, res, w, ok, err := r.decide(ctx, k, epoch)
 		if ok || err != nil {
-			return k, res, err
+			return k, res, w, err
 		}
 	}
 }
@@ -281,23 +293,28 @@ func (r *admission) epoch() (epoch int64, ok bool) {
 // next attempt reads the key again. A decision Redis did not check (it
 // went away during the call) stands, once the store vouches for a held key
 // (confirm).
-func (r *admission) decide(ctx context.Context, k domain.APIKey, epoch int64) (domain.APIKey, ratelimit.Result, bool, error) {
-	res, v, err := r.lim.AllowAt(ctx, k.ID, k.RateLimitPerMinute, epoch)
+func (r *admission) decide(ctx context.Context, k domain.APIKey, epoch int64) (domain.APIKey, ratelimit.Result, ratelimit.Watched, bool, error) {
+	watch := ""
+	if r.watch != nil {
+		watch = r.watch(k)
+	}
+	res, v, err := r.lim.AllowAt(ctx, k.ID, k.RateLimitPerMinute, epoch, watch)
 	switch {
 	case err != nil:
-		return k, ratelimit.Result{}, true, &LimitFailed{Err: err}
+		return k, ratelimit.Result{}, ratelimit.Watched{}, true, &LimitFailed{Err: err}
 	case v.Current:
-		return k, res, true, nil
+		return k, res, v.Watched, true, nil
 	case !v.Checked && !r.held:
-		return k, res, true, nil // read from the store for this request
+		return k, res, ratelimit.Watched{}, true, nil // read from the store for this request
 	case !v.Checked:
-		return r.confirm(ctx, res)
+		k, res, ok, err := r.confirm(ctx, res)
+		return k, res, ratelimit.Watched{}, ok, err
 	}
 	if err := r.a.syncMirror(ctx, v.Mirror); err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, true, err
+		return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, true, err
 	}
 	r.held = false
-	return domain.APIKey{}, ratelimit.Result{}, false, nil
+	return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, false, nil
 }
 
 // confirm reads the held key from the store after Redis went away during

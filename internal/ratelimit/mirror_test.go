@@ -28,7 +28,7 @@ func TestAllowAtDecidesOnlyUnderTheMirrorsEpoch(t *testing.T) {
 	l, m := newMirrored(t)
 	key := uniqueKey()
 	// No mirror: stale, nothing recorded.
-	_, v, err := l.AllowAt(ctx, key, 2, 0)
+	_, v, err := l.AllowAt(ctx, key, 2, 0, "")
 	if err != nil || !v.Checked || v.Current || v.Mirror != -1 {
 		t.Fatalf("no mirror: %+v, %v; want checked, stale, mirror -1", v, err)
 	}
@@ -36,18 +36,18 @@ func TestAllowAtDecidesOnlyUnderTheMirrorsEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, held := range []int64{6, 8} { // behind and ahead of the mirror
-		if _, v, err := l.AllowAt(ctx, key, 2, held); err != nil || v.Current || v.Mirror != 7 {
+		if _, v, err := l.AllowAt(ctx, key, 2, held, ""); err != nil || v.Current || v.Mirror != 7 {
 			t.Fatalf("held %d: %+v, %v; want stale with mirror 7", held, v, err)
 		}
 	}
 	for i, want := range []bool{true, true, false} { // the stale calls counted nothing
-		res, v, err := l.AllowAt(ctx, key, 2, 7)
+		res, v, err := l.AllowAt(ctx, key, 2, 7, "")
 		if err != nil || !v.Current || res.Allowed != want {
 			t.Fatalf("call %d under the mirror: %+v %+v, %v; want current, allowed %v", i, res, v, err, want)
 		}
 	}
 	// Allow (no epoch) ignores the mirror.
-	if _, v, err := l.AllowAt(ctx, uniqueKey(), 1, -1); err != nil || !v.Current {
+	if _, v, err := l.AllowAt(ctx, uniqueKey(), 1, -1, ""); err != nil || !v.Current {
 		t.Fatalf("no epoch: %+v, %v", v, err)
 	}
 }

@@ -28,15 +28,17 @@ import (
 // the window).
 //
 // KEYS[1] is the key epoch's mirror (Mirror). For the i-th decision (from 1):
-// KEYS[2i] runs: list of "ms:count", every run but the newest.
-// KEYS[2i+1] meta: "total:head:tail:tailCount:runs", where head is the oldest
+// KEYS[3i-1] runs: list of "ms:count", every run but the newest.
+// KEYS[3i] meta: "total:head:tail:tailCount:runs", where head is the oldest
 // counted millisecond (-1 when none), tail the newest run's millisecond
-// (-1 when none) and runs the length of KEYS[2i].
-// ARGV[1] window ms; ARGV[3i-1] limit; ARGV[3i] now in ms, 0 for Redis's
-// clock (tests set it); ARGV[3i+1] the key epoch under which the caller
+// (-1 when none) and runs the length of KEYS[3i-1].
+// KEYS[3i+1] a key to watch (Versions), read only when ARGV[4i+1] is 1.
+// ARGV[1] window ms; ARGV[4i-2] limit; ARGV[4i-1] now in ms, 0 for Redis's
+// clock (tests set it); ARGV[4i] the key epoch under which the caller
 // holds the key, -1 for none (a decision that depends on no key).
-// Returns five integers per decision, in order: allowed, total, oldest ms or
-// -1, free-at ms and now ms; allowed is -1 when that decision
+// Returns six integers per decision, in order: allowed, total, oldest ms or
+// -1, free-at ms, now ms, and the watched key's value (-1 when absent, not
+// asked for, or the decision not made); allowed is -1 when that decision
 // failed (its keys hold something else), which fails that call alone. When
 // the epoch given differs from the mirror (greater, smaller, or no mirror),
 // nothing is recorded: allowed is -2 and total is the mirror (-1 when
@@ -149,13 +151,18 @@ local function decide(runsKey, metaKey, limit, now)
   return allowed, total, oldest, freeAt, now
 end
 local out = {}
-for i = 1, (#KEYS - 1) / 2 do
-  local epoch = tonumber(ARGV[3 * i + 1])
+for i = 1, (#KEYS - 1) / 3 do
+  local epoch = tonumber(ARGV[4 * i])
   local ok, allowed, total, oldest, freeAt, now
+  local watched = -1
   if epoch >= 0 and currentMirror() ~= epoch then
     ok, allowed, total, oldest, freeAt, now = true, -2, currentMirror(), 0, 0, 0
   else
-    ok, allowed, total, oldest, freeAt, now = pcall(decide, KEYS[2 * i], KEYS[2 * i + 1], tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i]))
+    ok, allowed, total, oldest, freeAt, now = pcall(decide, KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]))
+    if ok and ARGV[4 * i + 1] == '1' then
+      local w = redis.call('GET', KEYS[3 * i + 1])
+      watched = tonumber(w or '-1') or -1
+    end
   end
   if not ok then
     -- This key's window could not be read or written (a key of another
@@ -164,7 +171,7 @@ for i = 1, (#KEYS - 1) / 2 do
     allowed, total, oldest, freeAt, now = -1, 0, 0, 0, 0
   end
   local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed, total, oldest, freeAt, now
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, total, oldest, freeAt, now, watched
 end
 return out
 `
@@ -339,9 +346,11 @@ type allowCall struct {
 	// checkEpoch.
 	epoch      int64
 	checkEpoch bool
-	vals       []int64
-	err        error
-	done       chan struct{}
+	// watch is the key whose value the script reads (AllowAt), "" for none.
+	watch string
+	vals  []int64
+	err   error
+	done  chan struct{}
 }
 
 var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string, 2), done: make(chan struct{}, 1)} }}
@@ -408,6 +417,17 @@ type Verdict struct {
 	// Redis holds (-1 for none).
 	Current bool
 	Mirror  int64
+	// Watched is the value of the key AllowAt was asked to watch, read in
+	// the decision's script call.
+	Watched Watched
+}
+
+// Watched is a watched key's value as the decision's script call read it
+// (Versions): OK only when it was read (the decision was made in Redis);
+// Value is then -1 when the key is absent.
+type Watched struct {
+	Value int64
+	OK    bool
 }
 
 // EpochLimiter decides a key's request and, in the same round trip,
@@ -415,7 +435,7 @@ type Verdict struct {
 // mirror's (Redis.AllowAt).
 type EpochLimiter interface {
 	Limiter
-	AllowAt(ctx context.Context, key string, limit int, epoch int64) (Result, Verdict, error)
+	AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error)
 	// Down reports that decisions are made in the fallback for now.
 	Down() bool
 }
@@ -426,17 +446,18 @@ func (r *Redis) Down() bool { return r.skipRedis() }
 
 // Allow decides in Redis, or in the fallback while Redis is unavailable.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
-	res, _, err := r.AllowAt(ctx, key, limit, -1)
+	res, _, err := r.AllowAt(ctx, key, limit, -1, "")
 	return res, err
 }
 
 // AllowAt is Allow for a key held under epoch (≥ 0; -1 for none): in the
 // same script call, Redis compares epoch with the mirror and decides only
-// when they are equal (Verdict). It waits for its batch, which is bounded
+// when they are equal (Verdict), and, when watch is not "", reads the
+// value of the Redis key watch names (Verdict.Watched). It waits for its batch, which is bounded
 // by the limiter's timeout, not by ctx: the call is pooled, and only its
 // one answer from the worker frees it for reuse, so the caller stays for
 // that answer; ctx is consulted once it arrives.
-func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64) (Result, Verdict, error) {
+func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error) {
 	if r.skipRedis() {
 		r.fallbacks.Add(1)
 		res, err := r.fallback.Allow(ctx, key, limit)
@@ -444,7 +465,7 @@ func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64)
 	}
 	c := callPool.Get().(*allowCall)
 	c.keys[0], c.keys[1] = windowKeys(key)
-	c.limit, c.nowMS, c.epoch, c.checkEpoch = limit, 0, epoch, epoch >= 0
+	c.limit, c.nowMS, c.epoch, c.checkEpoch, c.watch = limit, 0, epoch, epoch >= 0, watch
 	if r.testNowMS != nil {
 		c.nowMS = r.testNowMS()
 	}
@@ -477,7 +498,11 @@ func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64)
 	if vals[0] == -2 {
 		return Result{}, Verdict{Checked: true, Mirror: vals[1]}, nil
 	}
-	return scriptResult(vals, limit), Verdict{Checked: true, Current: true, Mirror: epoch}, nil
+	v := Verdict{Checked: true, Current: true, Mirror: epoch}
+	if watch != "" {
+		v.Watched = Watched{Value: vals[5], OK: true}
+	}
+	return scriptResult(vals, limit), v, nil
 }
 
 // scriptResult reads one decision's values from the script.
@@ -492,8 +517,8 @@ func scriptResult(vals []int64, limit int) Result {
 func (r *Redis) work() {
 	defer r.workers.Done()
 	batch := make([]*allowCall, 0, maxBatch)
-	keys := make([]string, 0, 1+2*maxBatch)
-	args := make([]any, 0, 1+3*maxBatch)
+	keys := make([]string, 0, 1+3*maxBatch)
+	args := make([]any, 0, 1+4*maxBatch)
 	for {
 		select {
 		case c := <-r.calls:
@@ -555,8 +580,14 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 		if c.checkEpoch {
 			epoch = c.epoch
 		}
-		keys = append(keys, c.keys[0], c.keys[1])
-		args = append(args, c.limit, c.nowMS, epoch)
+		if c.watch != "" {
+			keys = append(keys, c.keys[0], c.keys[1], c.watch)
+			args = append(args, c.limit, c.nowMS, epoch, 1)
+		} else {
+			// The meta key stands in for the watch key: not read.
+			keys = append(keys, c.keys[0], c.keys[1], c.keys[1])
+			args = append(args, c.limit, c.nowMS, epoch, 0)
+		}
 	}
 	vals, err := r.send(keys, args)
 	if err == nil && len(vals) != decisionValues*len(batch) {
@@ -581,7 +612,7 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 }
 
 // decisionValues is how many integers allowScript returns per decision.
-const decisionValues = 5
+const decisionValues = 6
 
 // send runs the decision script (allowScript).
 func (r *Redis) send(keys []string, args []any) ([]int64, error) {

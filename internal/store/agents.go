@@ -41,6 +41,7 @@ func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 		if err != nil {
 			return fmt.Errorf("insert agent: %w", err)
 		}
+		tx.changedAgents(a.AccountID)
 		return nil
 	})
 	if isUnique(err) {
@@ -93,6 +94,9 @@ type AgentQuery struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
+	// Version is the account's list version read before the call
+	// (ListAgentItems may then answer from memory: listversion.go).
+	Version ListVersion
 }
 
 // ListAgents returns up to q.Limit agents ordered by (created_at, id). A
@@ -125,8 +129,14 @@ type AgentItem struct {
 const agentItemColumns = `id, name, enabled, created_at`
 
 // ListAgentItems is ListAgents reading only what a list item shows, for
-// GET /ai-agents: same filters, same order, same keyset.
+// GET /ai-agents: same filters, same order, same keyset. On SQLite a page
+// may come from the list cache (listcache.go): the items are then shared,
+// and callers must not modify them.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
+	return s.cachedListAgentItems(ctx, q, func() ([]AgentItem, error) { return s.readAgentItems(ctx, q) })
+}
+
+func (s *Store) readAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {
@@ -196,6 +206,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 		if err != nil {
 			return fmt.Errorf("update agent: %w", err)
 		}
+		tx.changedAgents(accountID)
 		out = a
 		return nil
 	})
@@ -324,6 +335,9 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 				toMS(a.CreatedAt), toMS(a.UpdatedAt))
 		}
 		err := s.inTx(ctx, func(tx *Tx) error {
+			for _, a := range chunk {
+				tx.changedAgents(a.AccountID)
+			}
 			_, err := tx.ExecContext(ctx, b.String(), args...)
 			return err
 		})

@@ -57,11 +57,11 @@ func (s *Store) SeenKeyEpoch() int64 { return s.keyCache.seen.Load() }
 // CurrentKeyEpoch reads the store's key epoch (a check that started after the
 // call began, shared with concurrent lookups).
 func (s *Store) CurrentKeyEpoch(ctx context.Context) (int64, error) {
-	epoch, err := s.keyCache.currentEpoch(ctx, s.check)
+	m, err := s.keyCache.currentMark(ctx, s.check)
 	if err != nil {
 		return 0, fmt.Errorf("key epoch: %w", err)
 	}
-	return epoch, nil
+	return m.epoch, nil
 }
 
 // RaiseMirror tells the EpochNotifier epoch (a mirror found behind the

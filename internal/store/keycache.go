@@ -45,12 +45,12 @@ type keyCache struct {
 	// that succeeded. hungGen counts the checks that gave up on a store
 	// that did not answer within AuthReadTimeout, hungErr (guarded by sem)
 	// is the last one's error.
-	sem       chan struct{}
-	checkSeq  atomic.Uint64
-	doneSeq   uint64
-	doneEpoch int64
-	hungGen   atomic.Uint64
-	hungErr   error
+	sem      chan struct{}
+	checkSeq atomic.Uint64
+	doneSeq  uint64
+	doneMark mark
+	hungGen  atomic.Uint64
+	hungErr  error
 
 	mu      sync.RWMutex
 	epoch   int64 // the epoch under which every entry was read
@@ -82,31 +82,44 @@ func newKeyCache(max int) *keyCache {
 	return &keyCache{max: max, sem: make(chan struct{}, 1), epoch: -1, entries: map[string]cachedKey{}}
 }
 
-// currentEpoch returns the key epoch a check that started after this call
-// began found, running one when no such check has completed.
-func (c *keyCache) currentEpoch(ctx context.Context, check func(context.Context) (int64, error)) (int64, error) {
+// mark is what one check learned: the key epoch and, on SQLite, a token
+// that changes whenever anything commits to the database (the list cache's
+// validity, listcache.go); changeOK is false where there is no such token.
+type mark struct {
+	epoch    int64
+	change   changeToken
+	changeOK bool
+}
+
+// changeToken is a SQLite data_version together with the number of the
+// watch's connection it was read on (data_version is per connection).
+type changeToken struct{ conn, dataVersion int64 }
+
+// currentMark returns what a check that started after this call began
+// found, running one when no such check has completed.
+func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) (mark, error)) (mark, error) {
 	ticket, gen := c.checkSeq.Load(), c.hungGen.Load()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return mark{}, ctx.Err()
 	}
 	defer func() { <-c.sem }()
 	// A check numbered above ticket was started after the Load above, so
 	// after this call began: whatever committed before it, it has seen.
 	if c.doneSeq > ticket {
-		return c.doneEpoch, nil
+		return c.doneMark, nil
 	}
 	// A check that gave up on a store that did not answer while this call
 	// waited: the call fails with it, rather than each caller queued
 	// behind it waiting AuthReadTimeout in turn. A call that arrives after
 	// it runs a check of its own.
 	if c.hungGen.Load() > gen {
-		return 0, c.hungErr
+		return mark{}, c.hungErr
 	}
 	n := c.checkSeq.Add(1)
 	c.checks.Add(1)
-	epoch, err := check(ctx)
+	m, err := check(ctx)
 	if err != nil {
 		// Any other failure is not shared: callers waiting on this check
 		// run their own rather than inherit what may be this caller's
@@ -115,11 +128,11 @@ func (c *keyCache) currentEpoch(ctx context.Context, check func(context.Context)
 			c.hungErr = err
 			c.hungGen.Add(1)
 		}
-		return 0, err
+		return mark{}, err
 	}
-	c.doneSeq, c.doneEpoch = n, epoch
-	c.noteSeen(epoch)
-	return epoch, nil
+	c.doneSeq, c.doneMark = n, m
+	c.noteSeen(m.epoch)
+	return m, nil
 }
 
 // noteSeen raises seen to epoch.
@@ -202,10 +215,11 @@ func (l KeyLookup) Epoch() int64 { return l.epoch }
 // then refused goes through EqualiseRefusal.
 func (s *Store) LookupKey(ctx context.Context, prefix string) (KeyLookup, error) {
 	c := s.keyCache
-	epoch, err := c.currentEpoch(ctx, s.check)
+	m, err := c.currentMark(ctx, s.check)
 	if err != nil {
 		return KeyLookup{}, fmt.Errorf("key epoch: %w", err)
 	}
+	epoch := m.epoch
 	if e, ok := c.get(epoch, prefix); ok {
 		c.hits.Add(1)
 		return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, nil
@@ -243,16 +257,16 @@ func (s *Store) EqualiseRefusal(ctx context.Context, l KeyLookup) error {
 // it: reading it costs what reading an unknown prefix costs.
 const absentPrefix = "------------"
 
-// check reads the current key epoch.
-func (s *Store) check(ctx context.Context) (int64, error) {
+// check reads the current key epoch and, on SQLite, the change token.
+func (s *Store) check(ctx context.Context) (mark, error) {
 	if s.engine == EnginePostgres {
 		ctx, cancel := s.authRead(ctx)
 		defer cancel()
 		var epoch int64
 		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
-			return 0, fmt.Errorf("read key epoch: %w", hung(ctx, err))
+			return mark{}, fmt.Errorf("read key epoch: %w", hung(ctx, err))
 		}
-		return epoch, nil
+		return mark{epoch: epoch}, nil
 	}
 	return s.watch.check(ctx)
 }
@@ -320,6 +334,7 @@ type sqliteWatch struct {
 	db *sql.DB
 
 	conn        *sql.Conn
+	connNo      int64 // numbers conn, for changeToken
 	dvStmt      driver.StmtQueryContext
 	epochStmt   driver.StmtQueryContext
 	row         []driver.Value
@@ -328,13 +343,13 @@ type sqliteWatch struct {
 	known       bool // dataVersion and epochNow were read on conn
 }
 
-// check returns the key epoch, read again only when the connection's
-// data_version moved: it moves with every commit by any other connection,
-// and this connection never writes.
-func (w *sqliteWatch) check(ctx context.Context) (int64, error) {
+// check returns the key epoch and the change token: the connection's
+// data_version, which moves with every commit by any other connection, and
+// this connection never writes.
+func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
 	if w.conn == nil {
 		if err := w.connect(ctx); err != nil {
-			return 0, err
+			return mark{}, err
 		}
 	}
 	err := w.conn.Raw(func(any) error {
@@ -356,9 +371,13 @@ func (w *sqliteWatch) check(ctx context.Context) (int64, error) {
 	})
 	if err != nil {
 		w.reset()
-		return 0, err
+		return mark{}, err
 	}
-	return w.epochNow, nil
+	return w.mark(), nil
+}
+
+func (w *sqliteWatch) mark() mark {
+	return mark{epoch: w.epochNow, change: changeToken{conn: w.connNo, dataVersion: w.dataVersion}, changeOK: true}
 }
 
 // readInt runs a statement returning one integer. It passes no cancellable
@@ -421,6 +440,7 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 		return err
 	}
 	w.conn, w.dvStmt, w.epochStmt, w.known = conn, dv, ep, false
+	w.connNo++
 	w.row = make([]driver.Value, 1)
 	return nil
 }

@@ -17,5 +17,6 @@ func (s *Store) KeyEpoch(ctx context.Context) (int64, error) { return s.keyEpoch
 // keyEpoch reads the current key epoch (see keyCache), bypassing the
 // sharing of checks.
 func (s *Store) keyEpoch(ctx context.Context) (int64, error) {
-	return s.check(ctx)
+	m, err := s.check(ctx)
+	return m.epoch, err
 }

@@ -68,7 +68,8 @@ func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
 			defer wg.Done()
 			for range 5 {
 				before := started.Load()
-				got, err := c.currentEpoch(context.Background(), check)
+				m, err := c.currentMark(context.Background(), check)
+				got := m.epoch
 				if err != nil {
 					t.Error(err)
 					return
@@ -85,9 +86,12 @@ func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
 	}
 }
 
-// epochCheck is the check f.
-func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (int64, error) {
-	return f
+// epochCheck makes a check of one returning only an epoch.
+func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (mark, error) {
+	return func(ctx context.Context) (mark, error) {
+		e, err := f(ctx)
+		return mark{epoch: e}, err
+	}
 }
 
 // TestKeyCacheFailedCheckIsNotShared: a failed check (say, its caller's
@@ -95,17 +99,17 @@ func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (i
 func TestKeyCacheFailedCheckIsNotShared(t *testing.T) {
 	c := newKeyCache(10)
 	boom := errors.New("boom")
-	if _, err := c.currentEpoch(context.Background(), epochCheck(func(context.Context) (int64, error) { return 0, boom })); !errors.Is(err, boom) {
+	if _, err := c.currentMark(context.Background(), epochCheck(func(context.Context) (int64, error) { return 0, boom })); !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
 	}
-	got, err := c.currentEpoch(context.Background(), epochCheck(func(context.Context) (int64, error) { return 7, nil }))
-	if err != nil || got != 7 {
-		t.Fatalf("after a failure: %d %v", got, err)
+	got, err := c.currentMark(context.Background(), epochCheck(func(context.Context) (int64, error) { return 7, nil }))
+	if err != nil || got.epoch != 7 {
+		t.Fatalf("after a failure: %d %v", got.epoch, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.sem <- struct{}{} // a check in progress
-	if _, err := c.currentEpoch(ctx, epochCheck(func(context.Context) (int64, error) { return 8, nil })); !errors.Is(err, context.Canceled) {
+	if _, err := c.currentMark(ctx, epochCheck(func(context.Context) (int64, error) { return 8, nil })); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiting with an ended context: %v", err)
 	}
 	<-c.sem

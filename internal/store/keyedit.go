@@ -39,6 +39,8 @@ func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scope
 		if err := insertKeyAgents(ctx, tx, id, agentIDs); err != nil {
 			return err
 		}
+		// A restricted key's agent list is its restriction.
+		tx.changedAgents(accountID)
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}

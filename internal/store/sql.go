@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,11 +33,21 @@ var (
 )
 
 // Tx is a transaction on the writer, with what the store must act on once
-// it commits: the key epoch it set, when it bumped it (bumpKeyEpoch).
+// it commits: the key epoch it set, when it bumped it (bumpKeyEpoch), and
+// the accounts whose agent lists it changed (changedAgents).
 type Tx struct {
 	*sql.Tx
 	epoch  int64
 	bumped bool
+	agents []string
+}
+
+// changedAgents notes that tx changes what the account's agent list shows:
+// once it commits, the list caches drop its pages (listversion.go).
+func (tx *Tx) changedAgents(accountID string) {
+	if !slices.Contains(tx.agents, accountID) {
+		tx.agents = append(tx.agents, accountID)
+	}
 }
 
 // inTx runs fn in a transaction on the writer and commits it when fn
@@ -56,6 +67,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	if tx.bumped {
 		s.afterBump(ctx, tx.epoch)
+	}
+	for _, acct := range tx.agents {
+		s.agentsChanged(ctx, acct)
 	}
 	return nil
 }

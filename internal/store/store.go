@@ -44,8 +44,13 @@ type Store struct {
 	// keyCache holds keys between requests; watch (SQLite) or epochStmt
 	// (PostgreSQL) tells it when they may have changed (keycache.go).
 	keyCache  *keyCache
-	watch     *sqliteWatch
-	epochStmt *sql.Stmt
+	listCache *listCache // used on SQLite only (listcache.go)
+	// versionCache holds pages asked for under a version, once
+	// listNotifier announces every change of agents (listversion.go).
+	versionCache *versionCache
+	listNotifier ListNotifier
+	watch        *sqliteWatch
+	epochStmt    *sql.Stmt
 	// stmts holds prepared reads by query text (queryRead).
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt
@@ -110,7 +115,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax)}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax), listCache: newListCache(listCacheMaxItems),
+		versionCache: newVersionCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -158,7 +164,8 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}}
+		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}, listCache: newListCache(listCacheMaxItems),
+		versionCache: newVersionCache(listCacheMaxItems)}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()

@@ -16,10 +16,11 @@ import (
 // agent-list versions the store's writes raise and set, and a Redis
 // limiter that checks held keys against the mirror.
 type Mirrored struct {
-	Store   *store.Store
-	Redis   *redis.Client
-	Mirror  *ratelimit.Mirror
-	Limiter *ratelimit.Redis
+	Store    *store.Store
+	Redis    *redis.Client
+	Mirror   *ratelimit.Mirror
+	Versions *ratelimit.Versions
+	Limiter  *ratelimit.Redis
 }
 
 // OpenMirrored opens one instance's Mirrored on the database dsn
@@ -39,8 +40,10 @@ func OpenMirrored(t testing.TB, dsn string, opts *redis.Options) *Mirrored {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Mirrored{Store: st, Redis: rc, Mirror: ratelimit.NewMirror(rc, ratelimit.MirrorKey(id), nil)}
+	m := &Mirrored{Store: st, Redis: rc, Mirror: ratelimit.NewMirror(rc, ratelimit.MirrorKey(id), nil),
+		Versions: ratelimit.NewVersions(rc, id, nil)}
 	st.SetEpochNotifier(m.Mirror)
+	st.SetListNotifier(m.Versions)
 	fallback := ratelimit.NewMemory(nil)
 	t.Cleanup(fallback.Close)
 	m.Limiter = ratelimit.NewRedis(rc, fallback, nil)
