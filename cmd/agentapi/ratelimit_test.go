@@ -25,7 +25,8 @@ func startInProcess(t *testing.T, args ...string) (string, *syncBuf) {
 }
 
 // startStoppable is startInProcess that also returns stop, which stops
-// serve and waits for it to exit 0; serve's log is then complete.
+// serve and waits for it to exit 0; serve's log is then complete (it is
+// buffered, and written out every logFlushEvery and when serve returns).
 // The test's end calls stop if the test did not.
 func startStoppable(t *testing.T, args ...string) (string, *syncBuf, func()) {
 	t.Helper()
@@ -68,9 +69,9 @@ func logMessages(t *testing.T, log string) []string {
 
 // TestServePerInstanceLimitsWarning: serve on PostgreSQL without --redis
 // warns at start that rate limits are then per instance; on SQLite (one
-// instance) it does not: its absence is checked in the whole log, once
-// serve has stopped. The log is written as it happens: the warning is
-// there once serve answers.
+// instance) it does not. The log is buffered (logbuf.go) and may still be
+// empty when /readyz first answers: the warning is waited for, and its
+// absence is checked only in the whole log, once serve has stopped.
 func TestServePerInstanceLimitsWarning(t *testing.T) {
 	warnings := func(log string) []string {
 		var found []string

@@ -173,8 +173,13 @@ func envInt(e env, name string, def, least int, must string) (int, error) {
 }
 
 func runServer(ctx context.Context, e env, c serveConfig) error {
-	// Each line is one write to stderr, as it is logged.
-	log := slog.New(api.LogHandler(slog.NewJSONHandler(e.stderr, nil)))
+	// The log is buffered (logbuf.go); the deferred Close is the last
+	// thing runServer does, on every return and on a panic unwinding it,
+	// so the lines before a graceful stop or a fatal error all reach
+	// stderr, ahead of run's own error line.
+	logOut := newLineBuffer(e.stderr, logBufferSize, logFlushEvery)
+	defer logOut.Close()
+	log := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
 	m := metrics.New()
 	if c.gcHeadroomMiB > 0 && e.getenv("GOGC") == "" {
 		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
@@ -252,6 +257,8 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	go func() { served <- in.srv.Serve(in.ln) }()
 	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
 		"store", st.Engine(), "redis", c.redisURL != "", "llm", model != nil)
+	// Startup lines go out at once: whoever starts serve waits for them.
+	_ = logOut.Flush()
 
 	select {
 	case err := <-served:
