@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
@@ -52,7 +53,12 @@ func TestServeOnEmptyPostgres(t *testing.T) {
 	if out := s.stdout.String(); strings.Contains(out, "Password") || strings.Contains(out, "owner@localhost") {
 		t.Fatalf("stdout: %q", out)
 	}
+	// The log is buffered up to 100 ms (logbuf.go): wait for the line.
 	logs := s.stderr.String()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs, "agentapi account create") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		logs = s.stderr.String()
+	}
 	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, "agentapi account create") || strings.Contains(logs, "Password") {
 		t.Fatalf("log: %s", logs)
 	}
