@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/agentapi/agentapi/internal/credential"
@@ -99,22 +98,14 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(msg), " ")
 }
 
-// credentialText is whatever starts like a credential, in any case.
-var credentialText = regexp.MustCompile(`(?i)` + credential.Tag + `_[0-9a-z_]+`)
-
 // redactCredentials cuts the secret off anything in msg that starts like a
 // credential: support pastes a credential where a key id belongs, and the
 // command echoes what it could not find. Scripts' stderr ends up in logs;
-// run passes every line it prints through it. "agk_" followed by nothing a
-// credential is made of ("agk_<env>_…", "agk_…") is the CLI talking about
-// the format, and kept.
+// run passes every line it prints through it. It is the one redaction logs
+// and error answers use (credential.RedactText), so "agk_" followed by
+// nothing a credential is made of ("agk_<env>_…") stays.
 func redactCredentials(msg string) string {
-	return credentialText.ReplaceAllStringFunc(msg, func(c string) string {
-		if r := credential.Redact(c); r != "" {
-			return r
-		}
-		return credential.Tag + "_[redacted]"
-	})
+	return credential.RedactText(msg)
 }
 
 func dispatch(ctx context.Context, e env, args []string) error {
