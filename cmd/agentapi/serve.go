@@ -52,7 +52,7 @@ var defaultTimeouts = timeouts{readHeaderTimeout, readTimeout, writeTimeout, idl
 // bounded, so a slow or silent client cannot hold a connection.
 func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t timeouts) *http.Server {
 	return &http.Server{
-		Handler:           closeAfterChunked(h),
+		Handler:           closeConnIf(h, func(r *http.Request) bool { return len(r.TransferEncoding) > 0 }),
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
@@ -63,17 +63,20 @@ func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t time
 	}
 }
 
-// closeAfterChunked closes the connection after answering a request whose
-// body came chunked. A request with both Content-Length and chunked
-// Transfer-Encoding may be an attempt to smuggle a second request past a
-// proxy that reads the other length, and RFC 9112 (6.3) has the server
-// close the connection after answering it; but Go's server removes the
-// Content-Length before any handler sees the request, so such a request
-// cannot be told from a plain chunked one, and both are closed. Clients
-// of a JSON API send Content-Length; a chunked body costs a reconnect.
-func closeAfterChunked(h http.Handler) http.Handler {
+// closeConnIf closes the connection after answering a request for which
+// when holds.
+//
+// newHTTPServer closes it after a body that came chunked. A request with
+// both Content-Length and chunked Transfer-Encoding may be an attempt to
+// smuggle a second request past a proxy that reads the other length, and
+// RFC 9112 (6.3) has the server close the connection after answering it;
+// but Go's server removes the Content-Length before any handler sees the
+// request, so such a request cannot be told from a plain chunked one, and
+// both are closed. Clients of a JSON API send Content-Length; a chunked
+// body costs a reconnect.
+func closeConnIf(h http.Handler, when func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TransferEncoding) > 0 {
+		if when(r) {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)
@@ -101,38 +104,28 @@ func serve(ctx context.Context, e env, args []string) error {
 	var c serveConfig
 	fs.StringVar(&c.addr, "addr", e.or("AGENTAPI_ADDR", "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
 	fs.StringVar(&c.redisURL, "redis", e.getenv("AGENTAPI_REDIS_URL"), "redis:// URL sharing rate-limit state between instances (env AGENTAPI_REDIS_URL)")
-	unauthDefault, err := envInt(e, "AGENTAPI_UNAUTH_RATE_LIMIT", api.DefaultUnauthRateLimit, 1, "a positive whole number")
-	if err != nil {
-		return err
-	}
-	fs.IntVar(&c.unauthLimit, "unauth-rate-limit", unauthDefault, "requests a minute per client address that identify no key (env AGENTAPI_UNAUTH_RATE_LIMIT)")
 	fs.StringVar(&c.llmURL, "llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
 	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
 	trusted := fs.String("trusted-proxies", e.getenv("AGENTAPI_TRUSTED_PROXIES"), "comma-separated IP addresses and CIDR prefixes of the proxies in front (load balancers): for a connection from one of them, the client address is read from X-Forwarded-For (env AGENTAPI_TRUSTED_PROXIES; none when empty)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
 	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
-	gcDefault, err := envInt(e, "AGENTAPI_GC_HEADROOM_MIB", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)")
-	if err != nil {
-		return err
-	}
-	fs.IntVar(&c.gcHeadroomMiB, "gc-headroom-mib", gcDefault, "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)")
-	maxConnsDefault, err := envInt(e, "AGENTAPI_MAX_CONNS", defaultMaxConns, 1, "a positive whole number")
-	if err != nil {
-		return err
-	}
-	fs.IntVar(&c.maxConns, "max-conns", maxConnsDefault, "connections held open at once; past it, the connection idle longest is closed for a new one, or new ones wait until one closes (env AGENTAPI_MAX_CONNS)")
+	const positive = "a positive whole number"
 	for _, f := range []struct {
 		dst            *int
 		name, env, use string
-		def            int
+		def, least     int
+		must           string
 	}{
-		{&c.maxConnsPerAddr, "max-conns-per-addr", "AGENTAPI_MAX_CONNS_PER_ADDR", "connections one client address (IPv6: its /64) may hold open; trusted proxies are not counted (env AGENTAPI_MAX_CONNS_PER_ADDR)", defaultMaxConnsPerAddr},
-		{&c.maxModelCalls, "max-model-calls", "AGENTAPI_MAX_MODEL_CALLS", "questions in progress on this instance; past it a question gets 503 (env AGENTAPI_MAX_MODEL_CALLS)", api.DefaultMaxModelCalls},
-		{&c.maxModelCallsPerAccount, "max-model-calls-per-account", "AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT", "questions in progress per account; past it a question gets 429 (env AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT)", api.DefaultMaxModelCallsPerAccount},
-		{&c.maxBodyMemoryMiB, "max-body-memory", "AGENTAPI_MAX_BODY_MEMORY", "MiB of request bodies read and decoded at once; past it a request waits up to 2 s, then gets 503 (env AGENTAPI_MAX_BODY_MEMORY)", api.DefaultMaxBodyMemory >> 20},
+		{&c.unauthLimit, "unauth-rate-limit", "AGENTAPI_UNAUTH_RATE_LIMIT", "requests a minute per client address that identify no key (env AGENTAPI_UNAUTH_RATE_LIMIT)", api.DefaultUnauthRateLimit, 1, positive},
+		{&c.gcHeadroomMiB, "gc-headroom-mib", "AGENTAPI_GC_HEADROOM_MIB", "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)"},
+		{&c.maxConns, "max-conns", "AGENTAPI_MAX_CONNS", "connections held open at once; past it, the connection idle longest is closed for a new one, or new ones wait until one closes (env AGENTAPI_MAX_CONNS)", defaultMaxConns, 1, positive},
+		{&c.maxConnsPerAddr, "max-conns-per-addr", "AGENTAPI_MAX_CONNS_PER_ADDR", "connections one client address (IPv6: its /64) may hold open; trusted proxies are not counted (env AGENTAPI_MAX_CONNS_PER_ADDR)", defaultMaxConnsPerAddr, 1, positive},
+		{&c.maxModelCalls, "max-model-calls", "AGENTAPI_MAX_MODEL_CALLS", "questions in progress on this instance; past it a question gets 503 (env AGENTAPI_MAX_MODEL_CALLS)", api.DefaultMaxModelCalls, 1, positive},
+		{&c.maxModelCallsPerAccount, "max-model-calls-per-account", "AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT", "questions in progress per account; past it a question gets 429 (env AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT)", api.DefaultMaxModelCallsPerAccount, 1, positive},
+		{&c.maxBodyMemoryMiB, "max-body-memory", "AGENTAPI_MAX_BODY_MEMORY", "MiB of request bodies read and decoded at once; past it a request waits up to 2 s, then gets 503 (env AGENTAPI_MAX_BODY_MEMORY)", api.DefaultMaxBodyMemory >> 20, 1, positive},
 	} {
-		def, err := envInt(e, f.env, f.def, 1, "a positive whole number")
+		def, err := envInt(e, f.env, f.def, f.least, f.must)
 		if err != nil {
 			return err
 		}
@@ -149,6 +142,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	c.db = *db
 	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
+	var err error
 	if c.clients, err = clientaddr.Parse(*trusted); err != nil {
 		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
 	}
@@ -250,7 +244,8 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
-	in.srv = newHTTPServer(ctx, in.closeWhenDraining(handler), log, defaultTimeouts)
+	// Once a stop has begun, each answer closes its connection.
+	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log, defaultTimeouts)
 	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
 	in.srv.ConnState = in.ln.connState
 	served := make(chan error, 1)
@@ -547,17 +542,6 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 // drainGrace bounds how long a stop keeps answering requests on the
 // connections already open, after it stopped accepting new ones.
 const drainGrace = time.Second
-
-// closeWhenDraining asks each response to close its connection once a
-// stop has begun.
-func (in *instance) closeWhenDraining(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if in.draining.Load() {
-			w.Header().Set("Connection", "close")
-		}
-		h.ServeHTTP(w, r)
-	})
-}
 
 // useMirror makes st raise the key epoch's mirror in Redis (client) after
 // every commit that bumps the epoch, and set the account's agent-list
