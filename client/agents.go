@@ -66,12 +66,7 @@ type Answer struct {
 
 // Me describes the client's own key (GET /me; any valid key).
 func (c *Client) Me(ctx context.Context) (Key, error) {
-	var k Key
-	r, err := c.do(ctx, call{method: http.MethodGet, path: "/me"})
-	if err != nil {
-		return k, err
-	}
-	return k, decodeData(r, &k)
+	return dataCall[Key](ctx, c, call{method: http.MethodGet, path: "/me"})
 }
 
 // ListOptions selects agents for ListAgents and Agents.
@@ -198,24 +193,20 @@ type NewAgent struct {
 // the same Idempotency-Key: if the first attempt did create the agent, the
 // retry gets that attempt's answer (Idempotent-Replayed), not a second agent.
 func (c *Client) CreateAgent(ctx context.Context, a NewAgent) (Agent, error) {
-	var out Agent
-	r, err := c.do(ctx, call{method: http.MethodPost, path: "/ai-agents", body: a, idempotent: true})
-	if err != nil {
-		var e *Error
-		if a.AdoptExisting && errors.As(err, &e) && e.Code == CodeDuplicateValue && e.ExistingID != "" {
-			out, getErr := c.GetAgent(ctx, e.ExistingID)
-			if getErr != nil {
-				// A key with aiagents:write but not aiagents:read cannot
-				// fetch it: the 409 stays the error errors.As finds first,
-				// with its ExistingID, and why the fetch failed follows.
-				return Agent{}, fmt.Errorf("%w; adopting it failed: %w", err, getErr)
-			}
-			out.Adopted = true
-			return out, nil
-		}
+	out, err := dataCall[Agent](ctx, c, call{method: http.MethodPost, path: "/ai-agents", body: a, idempotent: true})
+	var e *Error
+	if !a.AdoptExisting || !errors.As(err, &e) || e.Code != CodeDuplicateValue || e.ExistingID == "" {
 		return out, err
 	}
-	return out, decodeData(r, &out)
+	out, getErr := c.GetAgent(ctx, e.ExistingID)
+	if getErr != nil {
+		// A key with aiagents:write but not aiagents:read cannot fetch it:
+		// the 409 stays the error errors.As finds first, with its
+		// ExistingID, and why the fetch failed follows.
+		return Agent{}, fmt.Errorf("%w; adopting it failed: %w", err, getErr)
+	}
+	out.Adopted = true
+	return out, nil
 }
 
 // agentPath is /ai-agents/{id}[suffix], the id escaped so that it stays one
@@ -227,26 +218,29 @@ func agentPath(id, suffix string) (string, error) {
 	return "/ai-agents/" + url.PathEscape(id) + suffix, nil
 }
 
-// agentCall runs cl on one agent, at /ai-agents/{id}[suffix], and decodes
-// its data into v.
-func (c *Client) agentCall(ctx context.Context, cl call, id, suffix string, v any) error {
-	p, err := agentPath(id, suffix)
-	if err != nil {
-		return err
-	}
-	cl.path = p
+// dataCall runs cl and decodes the data of its answer.
+func dataCall[T any](ctx context.Context, c *Client, cl call) (T, error) {
+	var v T
 	r, err := c.do(ctx, cl)
 	if err != nil {
-		return err
+		return v, err
 	}
-	return decodeData(r, v)
+	return v, decodeData(r, &v)
+}
+
+// agentCall is dataCall on one agent, at /ai-agents/{id}[suffix].
+func agentCall[T any](ctx context.Context, c *Client, cl call, id, suffix string) (T, error) {
+	var err error
+	if cl.path, err = agentPath(id, suffix); err != nil {
+		var zero T
+		return zero, err
+	}
+	return dataCall[T](ctx, c, cl)
 }
 
 // GetAgent fetches one agent (GET /ai-agents/{id}; aiagents:read).
 func (c *Client) GetAgent(ctx context.Context, id string) (Agent, error) {
-	var a Agent
-	err := c.agentCall(ctx, call{method: http.MethodGet}, id, "", &a)
-	return a, err
+	return agentCall[Agent](ctx, c, call{method: http.MethodGet}, id, "")
 }
 
 // AgentUpdate is the body of UpdateAgent; nil fields are left unchanged.
@@ -259,20 +253,16 @@ type AgentUpdate struct {
 // /ai-agents/{id}; aiagents:write). A name taken by another agent is 409
 // duplicate_value with ExistingID.
 func (c *Client) UpdateAgent(ctx context.Context, id string, u AgentUpdate) (Agent, error) {
-	var a Agent
-	err := c.agentCall(ctx, call{method: http.MethodPatch, body: u}, id, "", &a)
-	return a, err
+	return agentCall[Agent](ctx, c, call{method: http.MethodPatch, body: u}, id, "")
 }
 
 // SetEnabled enables or disables an agent (PUT /ai-agents/{id}/enabled;
 // aiagents:write). Setting the value it already has succeeds.
 func (c *Client) SetEnabled(ctx context.Context, id string, enabled bool) (Agent, error) {
-	var a Agent
 	body := struct {
 		Enabled bool `json:"enabled"`
 	}{enabled}
-	err := c.agentCall(ctx, call{method: http.MethodPut, body: body}, id, "/enabled", &a)
-	return a, err
+	return agentCall[Agent](ctx, c, call{method: http.MethodPut, body: body}, id, "/enabled")
 }
 
 // EnableAgent is SetEnabled(ctx, id, true).
@@ -288,9 +278,7 @@ func (c *Client) DisableAgent(ctx context.Context, id string) (Agent, error) {
 // AgentStats reads an agent's question statistics (GET
 // /ai-agents/{id}/stats; aiagents:read).
 func (c *Client) AgentStats(ctx context.Context, id string) (Stats, error) {
-	var s Stats
-	err := c.agentCall(ctx, call{method: http.MethodGet}, id, "/stats", &s)
-	return s, err
+	return agentCall[Stats](ctx, c, call{method: http.MethodGet}, id, "/stats")
 }
 
 // Question is the body of Ask.
@@ -311,7 +299,5 @@ type Question struct {
 // model is asked once. A retry that arrives while the first attempt is
 // still being answered gets 409 inconsistent_state, which is returned.
 func (c *Client) Ask(ctx context.Context, agentID string, q Question) (Answer, error) {
-	var a Answer
-	err := c.agentCall(ctx, call{method: http.MethodPost, body: q, idempotent: true}, agentID, "/questions", &a)
-	return a, err
+	return agentCall[Answer](ctx, c, call{method: http.MethodPost, body: q, idempotent: true}, agentID, "/questions")
 }

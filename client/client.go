@@ -169,11 +169,7 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 		return nil, errors.New(strings.ReplaceAll(err.Error(), key, "agk_…_"+prefix+"_…"))
 	}
 	c.base = base
-	hc := http.DefaultClient
-	if c.hc != nil {
-		hc = c.hc
-	}
-	cp := *hc
+	cp := *cmp.Or(c.hc, http.DefaultClient)
 	// The API never redirects; following one could carry the key elsewhere.
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.hc = &cp
