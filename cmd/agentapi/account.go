@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,29 +17,23 @@ import (
 func accountCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("account create")
 	name := fs.String("name", "", "the account's name")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := required(fs, "name"); err != nil {
+	if _, err := parse(fs, args, "--name"); err != nil {
 		return err
 	}
 	// Refused before openStore, which would create the database.
 	if _, err := accounts.CheckAccountName(*name); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	a, err := accounts.New(st, nil, nil).CreateAccount(ctx, *name)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(e.stdout, a.ID); err != nil {
-		return fmt.Errorf("account %s was created, but its id could not be written: %w", a.ID, err)
-	}
-	return nil
+	return withStore(ctx, openStore, *db, func(st *store.Store) error {
+		a, err := accounts.New(st, nil, nil).CreateAccount(ctx, *name)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(e.stdout, a.ID); err != nil {
+			return fmt.Errorf("account %s was created, but its id could not be written: %w", a.ID, err)
+		}
+		return nil
+	})
 }
 
 // accountLine is an account as `account show` prints it: what support
@@ -59,28 +52,17 @@ func accountShow(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := e.openExisting(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	id, err := findAccount(ctx, st, pos[0])
-	if err != nil {
-		return err
-	}
-	a, err := accounts.New(st, nil, nil).Account(ctx, id)
-	if err != nil {
-		return err
-	}
-	features := a.Features
-	if features == nil {
-		features = []domain.Feature{}
-	}
-	line := accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: features, CreatedAt: wire.Time(a.CreatedAt)}
-	if err := json.NewEncoder(e.stdout).Encode(line); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		id, err := findAccount(ctx, st, pos[0])
+		if err != nil {
+			return err
+		}
+		a, err := accounts.New(st, nil, nil).Account(ctx, id)
+		if err != nil {
+			return err
+		}
+		return printJSON(e.stdout, accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: nonNil(a.Features), CreatedAt: wire.Time(a.CreatedAt)})
+	})
 }
 
 // findAccount is the id of the account whose id, or else whose name
@@ -116,33 +98,29 @@ func accountList(ctx context.Context, e env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	st, err := e.openExisting(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	list, err := st.ListAccounts(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		for _, a := range list {
-			if err := enc.Encode(accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}); err != nil {
-				return fmt.Errorf("write: %w", err)
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		list, err := st.ListAccounts(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			for _, a := range list {
+				if err := printJSON(e.stdout, accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}); err != nil {
+					return err
+				}
 			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tACTIVE\tCREATED\tUSERS\tKEYS")
+		for _, a := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%d\t%d\n", a.ID, a.Name, a.Active, a.CreatedAt.Format(time.RFC3339), a.Users, a.Keys)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("write: %w", err)
 		}
 		return nil
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tACTIVE\tCREATED\tUSERS\tKEYS")
-	for _, a := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%d\t%d\n", a.ID, a.Name, a.Active, a.CreatedAt.Format(time.RFC3339), a.Users, a.Keys)
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
+	})
 }
 
 // accountSummary is a line of `account list --json`: users counts the
@@ -166,15 +144,12 @@ func accountSetActive(verb string) func(context.Context, env, []string) error {
 		if err != nil {
 			return err
 		}
-		st, err := e.openForKeys(ctx, *db)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		if err := accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate"); err != nil {
-			return err
-		}
-		return changed(e, pos[0], map[string]string{"activate": "active", "deactivate": "inactive"}[verb])
+		return withStore(ctx, e.openForKeys, *db, func(st *store.Store) error {
+			if err := accounts.New(st, nil, nil).SetActive(ctx, pos[0], verb == "activate"); err != nil {
+				return err
+			}
+			return changed(e, pos[0], map[string]string{"activate": "active", "deactivate": "inactive"}[verb])
+		})
 	}
 }
 
@@ -201,13 +176,10 @@ func accountFeature(ctx context.Context, e env, args []string) error {
 	if name == "" {
 		name, on = *disable, "disabled"
 	}
-	st, err := e.openExisting(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := accounts.New(st, nil, nil).SetFeature(ctx, pos[0], name, on == "enabled"); err != nil {
-		return err
-	}
-	return changed(e, pos[0], name, on)
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		if err := accounts.New(st, nil, nil).SetFeature(ctx, pos[0], name, on == "enabled"); err != nil {
+			return err
+		}
+		return changed(e, pos[0], name, on)
+	})
 }

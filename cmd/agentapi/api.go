@@ -44,9 +44,8 @@ func (e env) apiCommand(name string) *apiCommand {
 
 // parse reads flags anywhere on the line (`agents update ID --name N` and
 // `agents update --name N ID` both work; after "--" everything is
-// positional) and checks the number of positional arguments: exactly
-// len(positional), or at least that many when the last one ends in "...".
-func (a *apiCommand) parse(args []string, positional ...string) ([]string, error) {
+// positional) and checks the line against want (checkArgs).
+func (a *apiCommand) parse(args []string, want ...string) ([]string, error) {
 	if err := refuseKeyFlag(args); err != nil {
 		return nil, err
 	}
@@ -54,7 +53,7 @@ func (a *apiCommand) parse(args []string, positional ...string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	if err := checkArgs(a.fs.Name(), pos, positional, ""); err != nil {
+	if err := checkArgs(a.fs, pos, want, ""); err != nil {
 		return nil, err
 	}
 	return pos, nil
@@ -127,6 +126,20 @@ func (a *apiCommand) client() (*client.Client, error) {
 	return c, nil
 }
 
+// call builds the client, runs fn with it and prints the object fn
+// returns, or the line of its error (callErr).
+func (a *apiCommand) call(fn func(*client.Client) (any, error)) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	v, err := fn(c)
+	if err != nil {
+		return callErr(err)
+	}
+	return printJSON(a.e.stdout, v)
+}
+
 // apiError is the one line printed for a failed API call:
 // "<code>: <message>", then the fields at fault, the existing id of a
 // duplicate and the request id, which support asks for.
@@ -192,9 +205,6 @@ func record(a client.Agent) wire.Agent {
 		Instructions: a.Instructions, UpdatedAt: wire.Time(a.UpdatedAt)}
 }
 
-// one adapts a single-agent call for apiAgentOne.
-func one(a client.Agent, err error) (any, error) { return record(a), err }
-
 // scopes converts the client's scopes to the wire's, nil kept nil (null).
 func scopes(list []string) []domain.Scope {
 	if list == nil {
@@ -207,10 +217,10 @@ func scopes(list []string) []domain.Scope {
 	return out
 }
 
-func stats(s client.Stats, err error) (any, error) {
+func stats(s client.Stats) wire.Stats {
 	return wire.Stats{AgentID: s.AgentID, QuestionsTotal: s.QuestionsTotal, AnsweredTotal: s.AnsweredTotal,
 		FailedTotal: s.FailedTotal, LastQuestionAt: wire.TimePtr(s.LastQuestionAt), AverageAnswerMS: s.AverageAnswerMS,
-		ConversationsTotal: s.ConversationsTotal}, err
+		ConversationsTotal: s.ConversationsTotal}
 }
 
 func printJSON(w io.Writer, v any) error {
@@ -225,21 +235,12 @@ func apiMe(ctx context.Context, e env, args []string) error {
 	if _, err := a.parse(args); err != nil {
 		return err
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	k, err := c.Me(ctx)
-	if err != nil {
-		return callErr(err)
-	}
-	allowed := k.AllowedIPs
-	if allowed == nil {
-		allowed = []string{}
-	}
-	return printJSON(e.stdout, wire.Me{Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
-		Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
-		AllowedIPs: allowed})
+	return a.call(func(c *client.Client) (any, error) {
+		k, err := c.Me(ctx)
+		return wire.Me{Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
+			Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
+			AllowedIPs: nonNil(k.AllowedIPs)}, err
+	})
 }
 
 // apiAgentsList prints one page, and on stderr the --next that follows
@@ -300,21 +301,13 @@ func apiAgentsCreate(ctx context.Context, e env, args []string) error {
 	name := a.fs.String("name", "", "the agent's name (unique in the account)")
 	instructions := a.fs.String("instructions", "", "what the agent is told about its job")
 	adopt := a.fs.Bool("adopt-existing", false, "if an agent of that name exists, print it instead of failing")
-	if _, err := a.parse(args); err != nil {
+	if _, err := a.parse(args, "--name"); err != nil {
 		return err
 	}
-	if err := required(a.fs, "name"); err != nil {
-		return err
-	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ag, err := c.CreateAgent(ctx, client.NewAgent{Name: *name, Instructions: *instructions, AdoptExisting: *adopt})
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(e.stdout, record(ag))
+	return a.call(func(c *client.Client) (any, error) {
+		ag, err := c.CreateAgent(ctx, client.NewAgent{Name: *name, Instructions: *instructions, AdoptExisting: *adopt})
+		return record(ag), err
+	})
 }
 
 func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
@@ -337,33 +330,26 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 	if u.Name == nil && u.Instructions == nil {
 		return fmt.Errorf("%w: agents update needs --name or --instructions", errUsage)
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ag, err := c.UpdateAgent(ctx, pos[0], u)
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(e.stdout, record(ag))
+	return a.call(func(c *client.Client) (any, error) {
+		ag, err := c.UpdateAgent(ctx, pos[0], u)
+		return record(ag), err
+	})
 }
 
-// apiAgentOne runs a command that takes one agent id and prints one object.
-func apiAgentOne(ctx context.Context, e env, name string, args []string, fn func(context.Context, *client.Client, string) (any, error)) error {
-	a := e.apiCommand("agents " + name)
-	pos, err := a.parse(args, "ID")
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	v, err := fn(ctx, c, pos[0])
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(e.stdout, v)
+// agentOne is an `api agents` command that takes one agent id and prints
+// what get returns, in its wire shape.
+func agentOne[T, W any](name string, get func(*client.Client, context.Context, string) (T, error), shape func(T) W) command {
+	return command{name: name, run: func(ctx context.Context, e env, args []string) error {
+		a := e.apiCommand("agents " + name)
+		pos, err := a.parse(args, "ID")
+		if err != nil {
+			return err
+		}
+		return a.call(func(c *client.Client) (any, error) {
+			v, err := get(c, ctx, pos[0])
+			return shape(v), err
+		})
+	}}
 }
 
 func apiAsk(ctx context.Context, e env, args []string) error {

@@ -48,26 +48,12 @@ func commandTree() command {
 				{name: "list", run: apiAgentsList},
 				{name: "create", run: apiAgentsCreate},
 				{name: "update", run: apiAgentsUpdate},
-				agentOne("get", func(ctx context.Context, c *client.Client, id string) (any, error) { return one(c.GetAgent(ctx, id)) }),
-				agentOne("enable", func(ctx context.Context, c *client.Client, id string) (any, error) {
-					return one(c.EnableAgent(ctx, id))
-				}),
-				agentOne("disable", func(ctx context.Context, c *client.Client, id string) (any, error) {
-					return one(c.DisableAgent(ctx, id))
-				}),
-				agentOne("stats", func(ctx context.Context, c *client.Client, id string) (any, error) {
-					return stats(c.AgentStats(ctx, id))
-				}),
+				agentOne("get", (*client.Client).GetAgent, record),
+				agentOne("enable", (*client.Client).EnableAgent, record),
+				agentOne("disable", (*client.Client).DisableAgent, record),
+				agentOne("stats", (*client.Client).AgentStats, stats),
 			}},
 		}},
-	}}
-}
-
-// agentOne is an `api agents` command that takes one agent id and prints
-// one object.
-func agentOne(name string, fn func(context.Context, *client.Client, string) (any, error)) command {
-	return command{name: name, run: func(ctx context.Context, e env, args []string) error {
-		return apiAgentOne(ctx, e, name, args, fn)
 	}}
 }
 

@@ -31,10 +31,7 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 		env:        fs.String("env", "live", "credential environment: live or test"),
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object with id, prefix and credential")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := required(fs, "account", "as", "name"); err != nil {
+	if _, err := parse(fs, args, "--account", "--as", "--name"); err != nil {
 		return err
 	}
 	p, err := f.params()
@@ -163,28 +160,22 @@ func allowedIPsFlag(fs *flag.FlagSet, value string) (domain.AllowList, error) {
 // asManager opens the store with open and runs fn as the account's Owner
 // or Admin named by email; anyone else is refused by keys.Service.Manager.
 func asManager(ctx context.Context, open func(context.Context, string) (*store.Store, error), db, account, email string, fn func(*keys.Service, keys.Actor) error) error {
-	st, err := open(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	svc := keys.New(st, nil)
-	u, err := svc.Manager(ctx, account, email)
-	if err != nil {
-		return err
-	}
-	return fn(svc, keys.Actor{User: &u})
+	return withStore(ctx, open, db, func(st *store.Store) error {
+		svc := keys.New(st, nil)
+		u, err := svc.Manager(ctx, account, email)
+		if err != nil {
+			return err
+		}
+		return fn(svc, keys.Actor{User: &u})
+	})
 }
 
 func keyRevoke(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("key revoke")
 	account := fs.String("account", "", "the account id")
 	as := fs.String("as", "", "email of an Owner or Admin of the account")
-	pos, err := parse(fs, args, "KEY_ID")
+	pos, err := parse(fs, args, "--account", "--as", "KEY_ID")
 	if err != nil {
-		return err
-	}
-	if err := required(fs, "account", "as"); err != nil {
 		return err
 	}
 	return asManager(ctx, e.openForKeys, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
@@ -205,15 +196,12 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return domain.Errorf(domain.CodeInvalidValue, "N must be a whole number of requests a minute, not %q", pos[1])
 	}
-	st, err := e.openForKeys(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := keys.New(st, nil).SetRateLimit(ctx, pos[0], n); err != nil {
-		return err
-	}
-	return changed(e, pos[0], "rate_limit_per_minute", strconv.Itoa(n))
+	return withStore(ctx, e.openForKeys, *db, func(st *store.Store) error {
+		if err := keys.New(st, nil).SetRateLimit(ctx, pos[0], n); err != nil {
+			return err
+		}
+		return changed(e, pos[0], "rate_limit_per_minute", strconv.Itoa(n))
+	})
 }
 
 // keyLine is a key as `key list` prints it: the contract's key object, plus
@@ -234,39 +222,28 @@ type keyLine struct {
 func keyList(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("key list")
 	account := fs.String("account", "", "the account id")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, "--account"); err != nil {
 		return err
 	}
-	if err := required(fs, "account"); err != nil {
-		return err
-	}
-	st, err := e.openExisting(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ks, err := keys.New(st, nil).List(ctx, *account)
-	if err != nil {
-		return err
-	}
-	acct, err := st.GetAccount(ctx, *account)
-	if err != nil {
-		return fmt.Errorf("get account: %w", err)
-	}
-	enc := json.NewEncoder(e.stdout)
-	now := time.Now()
-	for _, k := range ks {
-		agents := k.AgentIDs
-		if agents == nil {
-			agents = []string{}
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		ks, err := keys.New(st, nil).List(ctx, *account)
+		if err != nil {
+			return err
 		}
-		if err := enc.Encode(keyLine{
-			Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
-				RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
-			Env: k.Env, AgentIDs: agents, AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: wire.Time(k.CreatedAt), RevokedAt: wire.TimePtr(k.RevokedAt),
-		}); err != nil {
-			return fmt.Errorf("write: %w", err)
+		acct, err := st.GetAccount(ctx, *account)
+		if err != nil {
+			return fmt.Errorf("get account: %w", err)
 		}
-	}
-	return nil
+		now := time.Now()
+		for _, k := range ks {
+			if err := printJSON(e.stdout, keyLine{
+				Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
+					RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
+				Env: k.Env, AgentIDs: nonNil(k.AgentIDs), AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: wire.Time(k.CreatedAt), RevokedAt: wire.TimePtr(k.RevokedAt),
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -69,10 +69,8 @@ func (o *operator) attach(ctx context.Context, st *store.Store) error {
 		return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
 	}
 	o.client = redis.NewClient(opts)
-	if o.mirror, _, err = useMirror(ctx, st, o.client, nil); err != nil {
-		return err
-	}
-	return nil
+	o.mirror, _, err = useMirror(ctx, st, o.client, nil)
+	return err
 }
 
 // errMirrorNotRaised is the exit-1 reason of a command whose change is

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -52,7 +53,7 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 					c.args,
 				} {
 					out, errs, code := cli(t, missing, c.stdin, args...)
-					want := "agentapi: no database file " + redactCredentials(`"`+missing+`"`)
+					want := "agentapi: no database file " + credential.RedactText(`"`+missing+`"`)
 					if code != 1 || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
 						t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
 					}
@@ -167,8 +168,8 @@ func TestRedactionKeepsTheCredentialFormat(t *testing.T) {
 		"no key " + strings.ToUpper(cred) + " here":           "no key agk_live_5ts8z4savksb_… here", // one redaction (credential.Redact), in any case
 		"both agk_<env> and \"" + cred + "\"":                 "both agk_<env> and \"agk_live_5ts8z4savksb_…\"",
 	} {
-		if got := redactCredentials(in); got != want {
-			t.Errorf("redactCredentials(%q) = %q, want %q", in, got, want)
+		if got := credential.RedactText(in); got != want {
+			t.Errorf("credential.RedactText(%q) = %q, want %q", in, got, want)
 		}
 	}
 	// The messages themselves, as printed.

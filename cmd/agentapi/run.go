@@ -71,7 +71,10 @@ type env struct {
 // the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := env{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, op: &operator{}}
-	err := e.op.finish(dispatch(ctx, e, args))
+	err := e.op.finish(commandTree().dispatch(ctx, e, "agentapi", args))
+	// Every line is redacted as logs are (credential.RedactText): support
+	// pastes a credential where a key id belongs, the command echoes what
+	// it could not find, and scripts' stderr ends up in logs.
 	switch {
 	case err == nil:
 		return 0
@@ -79,11 +82,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return 0
 	case errors.Is(err, errUsage):
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
-			fmt.Fprintf(stderr, "agentapi: %s\n", redactCredentials(msg))
+			fmt.Fprintf(stderr, "agentapi: %s\n", credential.RedactText(msg))
 		}
 		return 2
 	}
-	fmt.Fprintf(stderr, "agentapi: %s\n", redactCredentials(oneLine(err)))
+	fmt.Fprintf(stderr, "agentapi: %s\n", credential.RedactText(oneLine(err)))
 	return 1
 }
 
@@ -96,20 +99,6 @@ func oneLine(err error) string {
 		msg = de.Message
 	}
 	return strings.Join(strings.Fields(msg), " ")
-}
-
-// redactCredentials cuts the secret off anything in msg that starts like a
-// credential: support pastes a credential where a key id belongs, and the
-// command echoes what it could not find. Scripts' stderr ends up in logs;
-// run passes every line it prints through it. It is the one redaction logs
-// and error answers use (credential.RedactText), so "agk_" followed by
-// nothing a credential is made of ("agk_<env>_…") stays.
-func redactCredentials(msg string) string {
-	return credential.RedactText(msg)
-}
-
-func dispatch(ctx context.Context, e env, args []string) error {
-	return commandTree().dispatch(ctx, e, "agentapi", args)
 }
 
 // flags returns a flag set for an operator command (newFlagSet), with the
@@ -199,35 +188,38 @@ func (e env) or(name, def string) string {
 	return def
 }
 
-// parse parses flags and checks the number of positional arguments.
-func parse(fs *flag.FlagSet, args []string, positional ...string) ([]string, error) {
+// parse parses flags, then checks the command line against want (checkArgs).
+func parse(fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
 	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
 		return nil, err
 	}
-	if err := checkArgs(fs.Name(), fs.Args(), positional, " after its flags (flags come first)"); err != nil {
+	if err := checkArgs(fs, fs.Args(), want, " after its flags (flags come first)"); err != nil {
 		return nil, err
 	}
 	return fs.Args(), nil
 }
 
-// checkArgs checks the number of positional arguments got against their
-// names: exactly as many, or at least as many when the last ends in "...".
-func checkArgs(name string, got, positional []string, hint string) error {
+// checkArgs checks a parsed command line against want: the names of its
+// positional arguments got (exactly as many, or at least as many when the
+// last ends in "..."), then, starting with "--", the flags it needs.
+func checkArgs(fs *flag.FlagSet, got, want []string, hint string) error {
+	var positional []string
+	for _, w := range want {
+		if !strings.HasPrefix(w, "--") {
+			positional = append(positional, w)
+		}
+	}
 	n := len(positional)
-	if len(got) == n || n > 0 && strings.HasSuffix(positional[n-1], "...") && len(got) >= n {
-		return nil
+	if len(got) != n && !(n > 0 && strings.HasSuffix(positional[n-1], "...") && len(got) >= n) {
+		expects := "no arguments"
+		if n > 0 {
+			expects = strings.Join(positional, " ")
+		}
+		return fmt.Errorf("%w: %s expects %s%s", errUsage, fs.Name(), expects, hint)
 	}
-	want := "no arguments"
-	if n > 0 {
-		want = strings.Join(positional, " ")
-	}
-	return fmt.Errorf("%w: %s expects %s%s", errUsage, name, want, hint)
-}
-
-func required(fs *flag.FlagSet, names ...string) error {
-	for _, n := range names {
-		if !given(fs, n) {
-			return fmt.Errorf("%w: %s needs --%s", errUsage, fs.Name(), n)
+	for _, w := range want {
+		if name, ok := strings.CutPrefix(w, "--"); ok && !given(fs, name) {
+			return fmt.Errorf("%w: %s needs --%s", errUsage, fs.Name(), name)
 		}
 	}
 	return nil
@@ -260,10 +252,29 @@ func (e env) openExisting(ctx context.Context, dsn string) (*store.Store, error)
 	return st, nil
 }
 
+// withStore opens the database db with open (openExisting, openForKeys),
+// runs fn on it and closes it.
+func withStore(ctx context.Context, open func(context.Context, string) (*store.Store, error), db string, fn func(*store.Store) error) error {
+	st, err := open(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(st)
+}
+
 func openStore(ctx context.Context, dsn string) (*store.Store, error) {
 	st, err := store.Open(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	return st, nil
+}
+
+// nonNil is list, or an empty list for nil: printed as [], not null.
+func nonNil[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 func userCreate(ctx context.Context, e env, args []string) error {
@@ -15,27 +16,21 @@ func userCreate(ctx context.Context, e env, args []string) error {
 	account := fs.String("account", "", "the account id")
 	email := fs.String("email", "", "the user's email, used to sign in")
 	role := fs.String("role", "", "owner, admin or agent")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, "--account", "--email", "--role"); err != nil {
 		return err
 	}
-	if err := required(fs, "account", "email", "role"); err != nil {
-		return err
-	}
-	st, err := e.openExisting(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	u, err := accounts.New(st, accounts.Hash, nil).CreateUser(ctx, accounts.NewUser{
-		AccountID: *account, Email: *email, Role: *role, Password: func() (string, error) { return readPassword(e) },
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		u, err := accounts.New(st, accounts.Hash, nil).CreateUser(ctx, accounts.NewUser{
+			AccountID: *account, Email: *email, Role: *role, Password: func() (string, error) { return readPassword(e) },
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(e.stdout, u.ID); err != nil {
+			return fmt.Errorf("user %s was created, but its id could not be written: %w", u.ID, err)
+		}
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(e.stdout, u.ID); err != nil {
-		return fmt.Errorf("user %s was created, but its id could not be written: %w", u.ID, err)
-	}
-	return nil
 }
 
 // userResetPassword gives a user a new one-time password, printed once,
@@ -45,25 +40,19 @@ func userResetPassword(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("user reset-password")
 	account := fs.String("account", "", "the account id")
 	email := fs.String("email", "", "the user's email")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, "--account", "--email"); err != nil {
 		return err
 	}
-	if err := required(fs, "account", "email"); err != nil {
-		return err
-	}
-	st, err := e.openExisting(ctx, *db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	u, pw, err := accounts.New(st, accounts.Hash, nil).ResetPasswordByEmail(ctx, *account, *email)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(e.stdout, pw); err != nil {
-		return fmt.Errorf("the password of user %s was reset, but the new one could not be written (reset it again): %w", u.ID, err)
-	}
-	return nil
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		u, pw, err := accounts.New(st, accounts.Hash, nil).ResetPasswordByEmail(ctx, *account, *email)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(e.stdout, pw); err != nil {
+			return fmt.Errorf("the password of user %s was reset, but the new one could not be written (reset it again): %w", u.ID, err)
+		}
+		return nil
+	})
 }
 
 // readPassword reads one line from stdin: scripts pipe it in, and it never
