@@ -396,11 +396,10 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, i
 	if len(data) > maxBody {
 		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), errTooLarge)
 	}
-	rl := parseRateLimit(resp.Header)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return &response{status: resp.StatusCode, body: data, rateLimit: rl}, nil
+		return &response{status: resp.StatusCode, body: data, rateLimit: parseRateLimit(resp.Header)}, nil
 	}
-	return nil, parseError(resp.StatusCode, resp.Header, data, rl)
+	return nil, parseError(resp.StatusCode, resp.Header, data)
 }
 
 // send makes one request with the key: body, when not nil, is JSON;

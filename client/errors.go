@@ -98,10 +98,10 @@ func IsCode(err error, code string) bool {
 }
 
 // parseError builds the *Error of a non-2xx response.
-func parseError(status int, h http.Header, body []byte, rl RateLimit) *Error {
+func parseError(status int, h http.Header, body []byte) *Error {
 	e := &Error{
 		StatusCode: status, RequestID: h.Get("X-Request-Id"),
-		RetryAfter: parseRetryAfter(h.Get("Retry-After")), RateLimit: rl,
+		RetryAfter: parseRetryAfter(h.Get("Retry-After")), RateLimit: parseRateLimit(h),
 	}
 	// Each field is read on its own, so one field of an unexpected type
 	// does not hide the code that callers branch on.

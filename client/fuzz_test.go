@@ -26,7 +26,7 @@ func FuzzParseError(f *testing.F) {
 		h := http.Header{}
 		h.Set("Retry-After", retryAfter)
 		h.Set("X-Request-Id", "req_1")
-		e := parseError(status, h, []byte(body), RateLimit{})
+		e := parseError(status, h, []byte(body))
 		if e.StatusCode != status || e.RequestID != "req_1" {
 			t.Fatalf("status %d, request id %q", e.StatusCode, e.RequestID)
 		}

@@ -63,7 +63,7 @@ func (c *Client) openStream(ctx context.Context, agentID string, q Question) (*h
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return nil, fmt.Errorf("client: response %d is not an event stream", resp.StatusCode)
 		}
-		return nil, parseError(resp.StatusCode, resp.Header, data, parseRateLimit(resp.Header))
+		return nil, parseError(resp.StatusCode, resp.Header, data)
 	}
 	return resp, nil
 }
@@ -114,8 +114,7 @@ func decodeEvent(resp *http.Response, name, data string) (StreamEvent, error, bo
 		}
 		return StreamEvent{Answer: &a}, nil, true
 	case "error":
-		e := parseError(http.StatusInternalServerError, resp.Header, []byte(data), parseRateLimit(resp.Header))
-		return StreamEvent{}, e, true
+		return StreamEvent{}, parseError(http.StatusInternalServerError, resp.Header, []byte(data)), true
 	}
 	return StreamEvent{}, nil, false // question.created and events to come
 }
