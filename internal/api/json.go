@@ -55,12 +55,6 @@ func formatTime(t time.Time) string { return wire.Time(t) }
 
 func formatTimePtr(t *time.Time) *string { return wire.TimePtr(t) }
 
-// member is one attribute of a request object, in the order sent.
-type member struct {
-	name string
-	raw  json.RawMessage
-}
-
 // object is a request body checked to be one JSON object whose attribute
 // names are unique. Its members are found in the body again when asked
 // for, and names are known by a hash of their text (seeded per body, so
@@ -189,19 +183,6 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 			b = slices.Grow(b, len(b))
 		}
 	}
-}
-
-// parseObject is readObject's parser, separate so it can be fuzzed.
-func parseObject(body []byte) ([]member, *domain.Error) {
-	o, _, err := decodeObject(body)
-	if err != nil {
-		return nil, err
-	}
-	var members []member
-	for quoted, raw := range o.members {
-		members = append(members, member{unquote(quoted), raw})
-	}
-	return members, nil
 }
 
 func decodeObject(body []byte) (object, int, *domain.Error) {
