@@ -271,3 +271,22 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// parseObject is readObject's parser, as the fuzz tests call it.
+func parseObject(body []byte) ([]member, *domain.Error) {
+	o, _, err := decodeObject(body)
+	if err != nil {
+		return nil, err
+	}
+	var members []member
+	for quoted, raw := range o.members {
+		members = append(members, member{unquote(quoted), raw})
+	}
+	return members, nil
+}
+
+// member is one attribute of a request object, in the order sent.
+type member struct {
+	name string
+	raw  json.RawMessage
+}

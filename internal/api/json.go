@@ -35,14 +35,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeJSONBytes(w, status, append(body, '\n'))
 }
 
-// writeJSONBytes sends body, an already encoded JSON value.
+// writeJSONBytes sends body, an already encoded JSON value. Its header
+// keys are written in canonical form straight into the map, as
+// http.Header documents, rather than through Set; see setRateHeaders.
 func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+var jsonContentType = []string{"application/json"}
 
 // timeFormat is how every timestamp leaves the service (wire.TimeFormat).
 const timeFormat = wire.TimeFormat
@@ -50,12 +54,6 @@ const timeFormat = wire.TimeFormat
 func formatTime(t time.Time) string { return wire.Time(t) }
 
 func formatTimePtr(t *time.Time) *string { return wire.TimePtr(t) }
-
-// member is one attribute of a request object, in the order sent.
-type member struct {
-	name string
-	raw  json.RawMessage
-}
 
 // object is a request body checked to be one JSON object whose attribute
 // names are unique. Its members are found in the body again when asked
@@ -185,19 +183,6 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 			b = slices.Grow(b, len(b))
 		}
 	}
-}
-
-// parseObject is readObject's parser, separate so it can be fuzzed.
-func parseObject(body []byte) ([]member, *domain.Error) {
-	o, _, err := decodeObject(body)
-	if err != nil {
-		return nil, err
-	}
-	var members []member
-	for quoted, raw := range o.members {
-		members = append(members, member{unquote(quoted), raw})
-	}
-	return members, nil
 }
 
 func decodeObject(body []byte) (object, int, *domain.Error) {
