@@ -13,6 +13,7 @@ package console
 import (
 	"context"
 	"embed"
+	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -86,7 +87,7 @@ type Console struct {
 	accounts  *accounts.Service
 	deviceKey serverKey
 	revealKey serverKey
-	pages     map[string]pageTemplate
+	pages     map[string]*template.Template
 	handler   http.Handler
 }
 

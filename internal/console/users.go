@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/url"
@@ -51,9 +52,7 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if err != nil {
 		return usersPage{}, err
 	}
-	if role == "" {
-		role = string(domain.RoleAgent)
-	}
+	role = cmp.Or(role, string(domain.RoleAgent))
 	at := func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID }
 	p := usersPage{Email: email, Role: role, Roles: choose(roleChoices, role),
 		Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, us, at)}
