@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -149,7 +148,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		switch {
 		case err == nil:
 			p.Old, title = &old, "Key rotated"
-		case !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound):
+		case !domain.IsCode(err, domain.CodeNotFound):
 			return err
 		}
 	}
