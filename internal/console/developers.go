@@ -814,15 +814,13 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 // key in its detail ("replaces key_…", "replaced by key_…") shows that
 // key by name, linked: DetailBefore, the key, DetailAfter.
 type auditRow struct {
-	ID                        string
-	At                        time.Time
-	Action, Actor, Detail     string
-	KeyID, KeyName, KeyPrefix string
+	store.AuditItem
+	Action                    string // as people read it (actionLabel)
 	DetailBefore, DetailAfter string
 	RelatedID, RelatedName    string
 }
 
-func (r auditRow) at() (time.Time, string) { return r.At, r.ID }
+func (r auditRow) at() (time.Time, string) { return r.CreatedAt, r.ID }
 
 // actionLabel is an event's action as people read it ("rate limit
 // changed"); a user's role and password events drop "user".
@@ -855,8 +853,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 	}
 	rows := make([]auditRow, 0, len(items))
 	for _, it := range items {
-		row := auditRow{ID: it.ID, At: it.CreatedAt, Action: actionLabel(it.Action), Actor: it.Actor, Detail: it.Detail,
-			KeyID: it.KeyID, KeyName: it.KeyName, KeyPrefix: it.KeyPrefix}
+		row := auditRow{AuditItem: it, Action: actionLabel(it.Action)}
 		if loc := keyIDInDetail.FindStringIndex(it.Detail); loc != nil {
 			id := it.Detail[loc[0]:loc[1]]
 			if l, ok := labels[id]; ok {
