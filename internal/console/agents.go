@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -27,9 +26,8 @@ const recentLimit = 20
 type agentRow = store.AgentPageItem
 
 type agentsPage struct {
-	Agents  []agentRow
-	Pager   pager
-	CanEdit bool
+	Agents []agentRow
+	Pager  pager
 	// Name and Instructions are the creation form's, as posted; formError
 	// what to fix in it.
 	Name, Instructions string
@@ -54,7 +52,7 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 	}
 	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
 	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
-		Agents: items, CanEdit: s.user.Role.CanManageKeys(), Max: domain.MaxInstructionsLength}
+		Agents: items, Max: domain.MaxInstructionsLength}
 	return p, nil
 }
 
@@ -87,10 +85,9 @@ type agentPage struct {
 	Agent        agentRow
 	Instructions string
 	// Name is the rename form's name: the agent's, or as posted.
-	Name    string
-	Recent  []domain.Question
-	CanEdit bool
-	Max     int
+	Name   string
+	Recent []domain.Question
+	Max    int
 	// formError: what to fix in the form of Field ("name" or
 	// "instructions"; "form" for the page as a whole).
 	formError
@@ -106,10 +103,7 @@ func (p *agentPage) set(e *pageError) {
 // agentPage reads the agent the path names, of the session's account, and
 // its page.
 func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
-	a, err := c.Store.GetAgent(r.Context(), s.user.AccountID, r.PathValue("id"))
-	if errors.Is(err, domain.ErrNotFound) {
-		return agentPage{}, errNotFound
-	}
+	a, err := c.agents.Get(r.Context(), actor(s), r.PathValue("id"))
 	if err != nil {
 		return agentPage{}, err
 	}
@@ -123,7 +117,7 @@ func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
 	}
 	return agentPage{
 		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
-		Instructions: a.Instructions, Name: a.Name, Recent: recent, CanEdit: s.user.Role.CanManageKeys(), Max: domain.MaxInstructionsLength,
+		Instructions: a.Instructions, Name: a.Name, Recent: recent, Max: domain.MaxInstructionsLength,
 	}, nil
 }
 
@@ -186,21 +180,15 @@ func (c *Console) handleRenameAgent(w http.ResponseWriter, r *http.Request, s *s
 
 // handleSetAgentEnabled enables (enabled=true) or disables (false) an agent.
 func (c *Console) handleSetAgentEnabled(w http.ResponseWriter, r *http.Request, s *session) error {
-	id := r.PathValue("id")
-	var enabled bool
-	switch r.PostForm.Get("enabled") {
-	case "true":
-		enabled = true
-	case "false":
-	default:
+	id, v := r.PathValue("id"), r.PostForm.Get("enabled")
+	done, ok := map[string]string{"true": "agent-enabled", "false": "agent-disabled"}[v]
+	if !ok {
 		return &pageError{Status: http.StatusBadRequest, Message: "Choose whether the AI agent is enabled."}
 	}
+	enabled := v == "true"
 	if _, err := c.agents.SetEnabled(r.Context(), actor(s), id, enabled); err != nil {
 		return err
 	}
 	c.Log.Info("console agent enabled set", "agent_id", id, "enabled", enabled, "user_id", s.user.ID)
-	if enabled {
-		return seeOther("/console/agents/" + id + "?done=agent-enabled")
-	}
-	return seeOther("/console/agents/" + id + "?done=agent-disabled")
+	return seeOther("/console/agents/" + id + "?done=" + done)
 }

@@ -11,8 +11,10 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
+	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -86,7 +88,7 @@ type Console struct {
 	accounts  *accounts.Service
 	deviceKey serverKey
 	revealKey serverKey
-	pages     map[string]pageTemplate
+	pages     map[string]*template.Template
 	handler   http.Handler
 }
 
@@ -99,15 +101,14 @@ func New(cfg Config) *Console {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	// A zero or negative ceiling or TTL is the default's.
 	lim := &c.SignInLimits
-	lim.PerAddress = positiveOr(lim.PerAddress, DefaultSignInLimits.PerAddress)
-	lim.PerEmailAddress = positiveOr(lim.PerEmailAddress, DefaultSignInLimits.PerEmailAddress)
-	lim.PerEmail = positiveOr(lim.PerEmail, DefaultSignInLimits.PerEmail)
+	lim.PerAddress = cmp.Or(max(lim.PerAddress, 0), DefaultSignInLimits.PerAddress)
+	lim.PerEmailAddress = cmp.Or(max(lim.PerEmailAddress, 0), DefaultSignInLimits.PerEmailAddress)
+	lim.PerEmail = cmp.Or(max(lim.PerEmail, 0), DefaultSignInLimits.PerEmail)
+	c.SessionTTL = cmp.Or(max(c.SessionTTL, 0), DefaultSessionTTL)
 	if c.Passwords == nil {
 		c.Passwords = password.NewGate(0, 0)
-	}
-	if c.SessionTTL <= 0 {
-		c.SessionTTL = DefaultSessionTTL
 	}
 	// The API's agent rules, on the same store and clock.
 	c.agents = agents.New(c.Store, c.Now)
@@ -131,13 +132,6 @@ func bounded(next http.Handler) http.Handler {
 		defer cancel()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
-}
-
-func positiveOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }

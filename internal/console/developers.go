@@ -17,18 +17,14 @@ import (
 	"github.com/agentapi/agentapi/internal/store"
 )
 
-// keyRow is a key as the console shows it; never its hash.
+// keyRow is a key as the console shows it (its hash left out), with its
+// creator and agents by name.
 type keyRow struct {
-	ID, Name, Description, Prefix, Env string
-	Scopes                             []string
-	Agents                             []string // names; empty: every agent
-	AllowedIPs                         []string // empty: any address
-	CreatedBy                          string
-	CreatedAt                          time.Time
-	LastUsedAt, ExpiresAt, RevokedAt   *time.Time
-	Status                             string
-	RateLimit                          int
-	RotatedFrom                        string
+	domain.APIKey
+	Agents     []string // names; empty: every agent
+	AllowedIPs []string // as people write them; empty: any address
+	CreatedBy  string
+	Status     domain.KeyStatus
 	// ExpiresSoon: active, and expiring within expiresSoon.
 	ExpiresSoon bool
 	// Preset is the label of the preset granting exactly Scopes, else
@@ -39,62 +35,39 @@ type keyRow struct {
 // expiresSoon is how close an expiry is marked on a key.
 const expiresSoon = 7 * 24 * time.Hour
 
-// directory resolves user and agent ids to what the console shows.
-type directory struct {
-	users  map[string]string
-	agents map[string]string
-}
-
-// directory names the creators and restricted agents of ks: one query
-// each, bounded by the keys shown, not by the account's users or agents.
-func (c *Console) directory(ctx context.Context, accountID string, ks ...domain.APIKey) (directory, error) {
-	var users, agents []string
+// keyRows are ks as rows at now: their creators and restricted agents
+// named in one query each, bounded by the keys shown, not by the
+// account's users or agents.
+func (c *Console) keyRows(ctx context.Context, accountID string, now time.Time, ks ...domain.APIKey) ([]keyRow, error) {
+	var userIDs, agentIDs []string
 	for _, k := range ks {
-		users = append(users, k.CreatedBy)
-		agents = append(agents, k.AgentIDs...)
+		userIDs = append(userIDs, k.CreatedBy)
+		agentIDs = append(agentIDs, k.AgentIDs...)
 	}
-	var d directory
-	var err error
-	if d.users, err = c.Store.UserEmails(ctx, accountID, users); err != nil {
-		return d, err
+	emails, err := c.Store.UserEmails(ctx, accountID, userIDs)
+	if err != nil {
+		return nil, err
 	}
-	if d.agents, err = c.Store.AgentNames(ctx, accountID, agents); err != nil {
-		return d, err
+	names, err := c.Store.AgentNames(ctx, accountID, agentIDs)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
-}
-
-func (d directory) row(k domain.APIKey, now time.Time) keyRow {
-	r := keyRow{
-		ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Env: string(k.Env),
-		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt,
-		Status: string(k.Status(now)), RateLimit: k.RateLimitPerMinute, RotatedFrom: k.RotatedFrom,
-		AllowedIPs: k.AllowedIPs.Strings(),
-	}
-	for _, s := range k.Scopes {
-		r.Scopes = append(r.Scopes, string(s))
-	}
-	r.Preset = "Custom"
-	if pr, ok := presetOf(k.Scopes); ok {
-		r.Preset = pr.Label
-	}
-	r.ExpiresSoon = r.Status == string(domain.KeyActive) && k.ExpiresAt != nil && k.ExpiresAt.Sub(now) <= expiresSoon
-	for _, id := range k.AgentIDs {
-		name, ok := d.agents[id]
-		if !ok {
-			name = id
+	rows := make([]keyRow, len(ks))
+	for i, k := range ks {
+		k.Hash = nil
+		r := keyRow{APIKey: k, Status: k.Status(now), AllowedIPs: k.AllowedIPs.Strings(), Preset: "Custom"}
+		if pr, ok := presetOf(k.Scopes); ok {
+			r.Preset = pr.Label
 		}
-		r.Agents = append(r.Agents, name)
+		r.ExpiresSoon = r.Status == domain.KeyActive && k.ExpiresAt != nil && k.ExpiresAt.Sub(now) <= expiresSoon
+		for _, id := range k.AgentIDs {
+			r.Agents = append(r.Agents, cmp.Or(names[id], id))
+		}
+		// No creator: made by support tooling.
+		r.CreatedBy = cmp.Or(emails[k.CreatedBy], k.CreatedBy, "support")
+		rows[i] = r
 	}
-	switch {
-	case k.CreatedBy == "":
-		r.CreatedBy = "support"
-	case d.users[k.CreatedBy] != "":
-		r.CreatedBy = d.users[k.CreatedBy]
-	default:
-		r.CreatedBy = k.CreatedBy
-	}
-	return r
+	return rows, nil
 }
 
 type keysPage struct {
@@ -137,16 +110,12 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if err != nil {
 		return err
 	}
-	d, err := c.directory(r.Context(), s.user.AccountID, ks...)
-	if err != nil {
+	at := func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID }
+	p := keysPage{Status: status, Statuses: choose(keyStatuses, status),
+		Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, ks, at)}
+	if p.Keys, err = c.keyRows(r.Context(), s.user.AccountID, now, ks...); err != nil {
 		return err
 	}
-	at := func(k domain.APIKey) (time.Time, string) { return k.CreatedAt, k.ID }
-	p := keysPage{Status: status, Pager: pagerBoth("/console/developers", url.Values{"q": {lp.Search}, "status": {status}}, lp, next, ks, at)}
-	for _, k := range ks {
-		p.Keys = append(p.Keys, d.row(k, now))
-	}
-	p.Statuses = choose(keyStatuses, status)
 	if lp.After.IsZero() && lp.Search == "" && status == "" {
 		if p.Recent, _, err = c.auditRows(r, store.AuditPageQuery{AccountID: s.user.AccountID, Limit: recentEvents}); err != nil {
 			return err
@@ -193,7 +162,6 @@ type newKeyPage struct {
 	Agents      []option
 	AgentSearch string
 	AgentNext   string
-	AgentsMore  bool
 	NoAgents    bool
 	Expiry      []option
 	ExpiresAt   string
@@ -314,10 +282,9 @@ func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, 
 	}
 	search, after := f.pickerQuery()
 	p.AgentSearch = search
-	if after, err = c.untickedAgents(ctx, accountID, search, after, selected, p); err != nil {
+	if err := c.untickedAgents(ctx, accountID, search, after, selected, p); err != nil {
 		return err
 	}
-	p.AgentsMore = p.AgentNext != ""
 	p.NoAgents = search == "" && after == "" && len(p.Agents) == 0 && len(p.Selected) == 0
 	slices.SortFunc(p.Selected, byLabel)
 	return nil
@@ -367,12 +334,11 @@ func (f keyForm) pickerQuery() (search, after string) {
 const pickerCap = 2000
 
 // untickedAgents lists in p.Agents a page of the agents found by search
-// after after, those selected left out, and returns where that page
-// started.
-func (c *Console) untickedAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
+// after after, those selected left out.
+func (c *Console) untickedAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) error {
 	all, next, err := c.Store.AgentPickerPage(ctx, accountID, search, "", pickerCap)
 	if err != nil {
-		return after, err
+		return err
 	}
 	if next != "" {
 		return c.storeAgents(ctx, accountID, search, after, selected, p)
@@ -391,7 +357,7 @@ func (c *Console) untickedAgents(ctx context.Context, accountID, search, after s
 		p.Agents = append(p.Agents, pickerOption(a))
 		shown = a.Name
 	}
-	return after, nil
+	return nil
 }
 
 // pickerCompare orders agent names as people read them, then (for names
@@ -402,11 +368,11 @@ func pickerCompare(a, b string) int {
 
 // storeAgents is untickedAgents beyond pickerCap: a page by the store's
 // name key, sorted as people read it within the page only.
-func (c *Console) storeAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) (string, error) {
+func (c *Console) storeAgents(ctx context.Context, accountID, search, after string, selected map[string]bool, p *newKeyPage) error {
 	for {
 		page, next, err := c.Store.AgentPickerPage(ctx, accountID, search, after, pageSize)
 		if err != nil {
-			return after, err
+			return err
 		}
 		for _, a := range page {
 			if !selected[a.ID] {
@@ -417,7 +383,7 @@ func (c *Console) storeAgents(ctx context.Context, accountID, search, after stri
 		// A page made only of ticked agents would show nothing: go on.
 		if len(p.Agents) > 0 || next == "" {
 			slices.SortFunc(p.Agents, byLabel)
-			return after, nil
+			return nil
 		}
 		after = next
 	}
@@ -544,12 +510,11 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 // --- one key, rotation, revocation, editing ---
 
 type keyPage struct {
-	Key        keyRow
-	Lineage    []keyRow // the key it replaced and the keys that replace it
-	Events     []auditRow
-	Pager      pager
-	Revokeable bool
-	Usage      keyUsage // usage.go
+	Key     keyRow
+	Lineage []keyRow // the key it replaced and the keys that replace it
+	Events  []auditRow
+	Pager   pager
+	Usage   keyUsage // usage.go
 }
 
 func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -575,15 +540,12 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 			lineage = append([]domain.APIKey{prev}, lineage...)
 		}
 	}
-	d, err := c.directory(r.Context(), acct, append(lineage, k)...)
+	now := c.Now()
+	rows, err := c.keyRows(r.Context(), acct, now, append(lineage, k)...)
 	if err != nil {
 		return err
 	}
-	now := c.Now()
-	p := keyPage{Key: d.row(k, now), Revokeable: k.RevokedAt == nil}
-	for _, o := range lineage {
-		p.Lineage = append(p.Lineage, d.row(o, now))
-	}
+	p := keyPage{Key: rows[len(rows)-1], Lineage: rows[:len(rows)-1]}
 	var next store.Cursor
 	if p.Events, next, err = c.auditRows(r, store.AuditPageQuery{AccountID: acct, KeyID: k.ID, After: lp.After, Limit: pageSize}); err != nil {
 		return err
@@ -610,28 +572,30 @@ var rotateIn = map[string]time.Duration{"now": 0, "1h": time.Hour, "24h": 24 * t
 
 type rotatePage struct {
 	Key     keyRow
-	Revoked bool
 	Choices []option
 	formError
 }
 
-// pathKey is the key the path names, with its row.
-func (c *Console) pathKey(r *http.Request, s *session) (domain.APIKey, keyRow, error) {
+// pathKey is the key the path names, as a row.
+func (c *Console) pathKey(r *http.Request, s *session) (keyRow, error) {
 	return c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
 }
 
-// keyRow is the account's key id, with its row.
-func (c *Console) keyRow(ctx context.Context, accountID, id string) (domain.APIKey, keyRow, error) {
+// keyRow is the account's key id as a row.
+func (c *Console) keyRow(ctx context.Context, accountID, id string) (keyRow, error) {
 	k, err := c.Keys.Get(ctx, accountID, id)
 	if err != nil {
-		return k, keyRow{}, err
+		return keyRow{}, err
 	}
-	d, err := c.directory(ctx, accountID, k)
-	return k, d.row(k, c.Now()), err
+	rows, err := c.keyRows(ctx, accountID, c.Now(), k)
+	if err != nil {
+		return keyRow{}, err
+	}
+	return rows[0], nil
 }
 
 func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	k, row, err := c.pathKey(r, s)
+	k, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -639,7 +603,7 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 	if r.Method == http.MethodPost {
 		chosen = r.PostForm.Get("old_expires")
 	}
-	p := rotatePage{Key: row, Revoked: k.RevokedAt != nil, Choices: choose(rotateChoices, chosen)}
+	p := rotatePage{Key: k, Choices: choose(rotateChoices, chosen)}
 	return c.renderForm(w, r, s, e, "rotate", "Rotate "+isolate(k.Name), &p)
 }
 
@@ -666,8 +630,7 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 }
 
 type editKeyPage struct {
-	Key     keyRow
-	Revoked bool
+	Key keyRow
 	newKeyPage
 }
 
@@ -688,11 +651,11 @@ func allowListField(s string) (domain.AllowList, error) {
 // showEditForm is the edit form: the key's settings, or the form as
 // posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	k, row, err := c.pathKey(r, s)
+	k, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
-	f := editForm(k)
+	f := editForm(k.APIKey)
 	if r.Method == http.MethodPost {
 		f = readKeyForm(r)
 	}
@@ -700,8 +663,8 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	np.Expiry = editExpiry(k, f.expiry)
-	p := editKeyPage{Key: row, Revoked: k.RevokedAt != nil, newKeyPage: np}
+	np.Expiry = editExpiry(k.APIKey, f.expiry)
+	p := editKeyPage{Key: k, newKeyPage: np}
 	return c.renderForm(w, r, s, e, "editkey", "Edit "+isolate(k.Name), &p)
 }
 
@@ -827,11 +790,11 @@ func (f keyForm) fieldOf(err error) error {
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, row, err := c.pathKey(r, s)
+	k, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
-	return c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: row, Revokeable: k.RevokedAt == nil})
+	return c.render(w, r, s, http.StatusOK, "revoke", "Revoke "+isolate(k.Name), keyPage{Key: k})
 }
 
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -851,31 +814,24 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 // key in its detail ("replaces key_…", "replaced by key_…") shows that
 // key by name, linked: DetailBefore, the key, DetailAfter.
 type auditRow struct {
-	ID                        string
-	At                        time.Time
-	Action, Actor, Detail     string
-	KeyID, KeyName, KeyPrefix string
+	store.AuditItem
+	Action                    string // as people read it (actionLabel)
 	DetailBefore, DetailAfter string
 	RelatedID, RelatedName    string
 }
 
-func (r auditRow) at() (time.Time, string) { return r.At, r.ID }
+func (r auditRow) at() (time.Time, string) { return r.CreatedAt, r.ID }
 
-var actionLabels = map[domain.AuditAction]string{
-	domain.AuditCreated:            "created",
-	domain.AuditRotated:            "rotated",
-	domain.AuditRevoked:            "revoked",
-	domain.AuditExpiredInUse:       "expired in use",
-	domain.AuditRateLimitChanged:   "rate limit changed",
-	domain.AuditRenamed:            "renamed",
-	domain.AuditDescriptionChanged: "description changed",
-	domain.AuditAllowedIPsChanged:  "allowed addresses changed",
-	domain.AuditAccessChanged:      "access changed",
-	domain.AuditUserInvited:        "user invited",
-	domain.AuditUserRoleChanged:    "role changed",
-	domain.AuditUserDeactivated:    "user deactivated",
-	domain.AuditUserReactivated:    "user reactivated",
-	domain.AuditUserPasswordReset:  "password reset",
+// actionLabel is an event's action as people read it ("rate limit
+// changed"); a user's role and password events drop "user".
+func actionLabel(a domain.AuditAction) string {
+	switch a {
+	case domain.AuditAllowedIPsChanged:
+		return "allowed addresses changed"
+	case domain.AuditUserRoleChanged, domain.AuditUserPasswordReset:
+		a = a[len("user_"):]
+	}
+	return strings.ReplaceAll(string(a), "_", " ")
 }
 
 // keyIDInDetail finds a key id in an event's detail.
@@ -887,11 +843,9 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 	if err != nil {
 		return nil, next, err
 	}
-	var related []string
-	for _, it := range items {
-		if id := keyIDInDetail.FindString(it.Detail); id != "" {
-			related = append(related, id)
-		}
+	related := make([]string, len(items))
+	for i, it := range items {
+		related[i] = keyIDInDetail.FindString(it.Detail)
 	}
 	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, related)
 	if err != nil {
@@ -899,12 +853,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 	}
 	rows := make([]auditRow, 0, len(items))
 	for _, it := range items {
-		label := actionLabels[it.Action]
-		if label == "" {
-			label = string(it.Action)
-		}
-		row := auditRow{ID: it.ID, At: it.CreatedAt, Action: label, Actor: it.Actor, Detail: it.Detail,
-			KeyID: it.KeyID, KeyName: it.KeyName, KeyPrefix: it.KeyPrefix}
+		row := auditRow{AuditItem: it, Action: actionLabel(it.Action)}
 		if loc := keyIDInDetail.FindStringIndex(it.Detail); loc != nil {
 			id := it.Detail[loc[0]:loc[1]]
 			if l, ok := labels[id]; ok {

@@ -1,10 +1,9 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"time"
-
-	"github.com/agentapi/agentapi/internal/domain"
 )
 
 // leakWindow is how long the Developers page names a key revoked as leaked.
@@ -19,23 +18,21 @@ type leakRow struct {
 }
 
 // leakRows lists the account's keys revoked as leaked within leakWindow,
-// newest first (at most what keys.RecentLeaks returns).
+// newest first (at most what keys.RecentLeaks returns), named in one query.
 func (c *Console) leakRows(ctx context.Context, accountID string, now time.Time) ([]leakRow, error) {
 	ls, err := c.Keys.RecentLeaks(ctx, accountID, now.Add(-leakWindow))
 	if err != nil {
 		return nil, err
 	}
-	var out []leakRow
-	for _, l := range ls {
-		row := leakRow{KeyID: l.Event.KeyID, KeyName: l.Event.KeyID, URL: l.URL, At: l.Event.CreatedAt}
-		k, err := c.Keys.Get(ctx, accountID, l.Event.KeyID)
-		switch {
-		case err == nil:
-			row.KeyName, row.KeyPrefix = k.Name, k.Prefix
-		case !domain.IsCode(err, domain.CodeNotFound):
-			return nil, err
-		}
-		out = append(out, row)
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.Event.KeyID
 	}
-	return out, nil
+	labels, err := c.Store.KeyLabels(ctx, accountID, ids)
+	out := make([]leakRow, len(ls))
+	for i, l := range ls {
+		lb := labels[l.Event.KeyID]
+		out[i] = leakRow{KeyID: l.Event.KeyID, KeyName: cmp.Or(lb.Name, l.Event.KeyID), KeyPrefix: lb.Prefix, URL: l.URL, At: l.Event.CreatedAt}
+	}
+	return out, err
 }

@@ -52,21 +52,6 @@ type pager struct {
 	Prev, Next, First string
 }
 
-// pagerOf builds the links of a list at path that pages forward only;
-// keep are the query parameters every page keeps (the search and any
-// filter), empty ones left out.
-func pagerOf(path string, keep url.Values, lp listParams, next store.Cursor) pager {
-	link := linker(path, keep)
-	p := pager{Search: lp.Search}
-	if !next.IsZero() {
-		p.Next = link(next)
-	}
-	if !lp.After.IsZero() {
-		p.First = link(store.Cursor{})
-	}
-	return p
-}
-
 // pagerBoth builds the links of a list that pages both ways: more is the
 // store's cursor on the way the page was read (lp.After), rows the page's
 // rows and at a row's cursor.

@@ -174,12 +174,13 @@ func logsPager(keep url.Values, lp listParams, back []string, next store.Cursor)
 		k["back"] = back
 		return linker(logsPath, k)
 	}
-	p := pagerOf(logsPath, keep, lp, store.Cursor{})
+	p := pager{Search: lp.Search}
+	start := firstStart
+	if !lp.After.IsZero() {
+		p.First = with(nil)(store.Cursor{})
+		start = lp.After.String()
+	}
 	if !next.IsZero() {
-		start := firstStart
-		if !lp.After.IsZero() {
-			start = lp.After.String()
-		}
 		trail := append(slices.Clone(back), start)
 		p.Next = with(trail[max(0, len(trail)-maxBack):])(next)
 	}

@@ -13,8 +13,6 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-type pageTemplate = *template.Template
-
 // view is what every page template gets: the signed-in user (nil on the
 // sign-in page), the session's CSRF token for forms, which nav entry is
 // current, and the page's own data.
@@ -40,17 +38,14 @@ func funcs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
 		"isolate": isolate,
 		// when shows a time relative to now ("3 min ago", "in 5 days"),
-		// with the UTC time on hover and for machines.
-		"when": func(t any) template.HTML {
-			tm, ok := timeOf(t)
-			if !ok {
-				return ""
-			}
+		// with the UTC time on hover and for machines. A *time.Time arrives
+		// dereferenced by the template; every page tests it for nil first.
+		"when": func(t time.Time) template.HTML {
+			t = t.UTC()
 			// Only digits, letters, dashes and colons: nothing to escape.
-			return template.HTML(`<time datetime="` + tm.Format(time.RFC3339) + `" title="` + tm.Format("2006-01-02 15:04:05 UTC") + `">` +
-				relative(tm, now()) + `</time>`)
+			return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `" title="` + t.Format("2006-01-02 15:04:05 UTC") + `">` +
+				relative(t, now()) + `</time>`)
 		},
-		"join":      func(list []string) string { return strings.Join(list, ", ") },
 		"lower":     strings.ToLower,
 		"thousands": thousands,
 		// invalid marks the form field named want when the form's error is
@@ -63,19 +58,6 @@ func funcs(now func() time.Time) template.FuncMap {
 			return template.HTMLAttr(`aria-invalid="true" aria-describedby="` + want + `-error"`)
 		},
 	}
-}
-
-// timeOf is a template's time.Time or *time.Time, in UTC; false for nil.
-func timeOf(t any) (time.Time, bool) {
-	switch v := t.(type) {
-	case time.Time:
-		return v.UTC(), true
-	case *time.Time:
-		if v != nil {
-			return v.UTC(), true
-		}
-	}
-	return time.Time{}, false
 }
 
 // relative is t seen from now, rounded down to the largest unit: "just
@@ -112,13 +94,13 @@ func relative(t, now time.Time) string {
 // parsePages builds one template per page: the layout (with the key
 // form's shared fields and the usage chart) plus that page's "content", so pages cannot clash
 // over block names.
-func parsePages(now func() time.Time) map[string]pageTemplate {
+func parsePages(now func() time.Time) map[string]*template.Template {
 	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html", "templates/chart.html"))
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		panic(err)
 	}
-	pages := map[string]pageTemplate{}
+	pages := map[string]*template.Template{}
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
 		if name == "layout" || name == "keyform" || name == "chart" {
@@ -179,14 +161,9 @@ func navOf(path string) string {
 	return ""
 }
 
-type errorPage struct {
-	Status  int
-	Heading string
-	Message string
-}
-
+// renderError shows the error page: status, its text as the heading, and msg.
 func (c *Console) renderError(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
-	if err := c.render(w, r, s, status, "error", http.StatusText(status), errorPage{Status: status, Heading: http.StatusText(status), Message: msg}); err != nil {
+	if err := c.render(w, r, s, status, "error", http.StatusText(status), pageError{Status: status, Message: msg}); err != nil {
 		c.Log.Error("render console error page", "err", err)
 		http.Error(w, "The page could not be shown.", http.StatusInternalServerError)
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -130,7 +129,7 @@ func setRevealCookie(w http.ResponseWriter, r *http.Request, keyID, value string
 // so a copy of the cookie replayed within revealTTL shows nothing; if
 // anything fails before, a reload tries again.
 func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, row, err := c.pathKey(r, s)
+	k, err := c.pathKey(r, s)
 	if err != nil {
 		return err
 	}
@@ -142,14 +141,14 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		setRevealCookie(w, r, k.ID, "", -time.Second)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	p := createdPage{Key: row, Credential: cred}
+	p := createdPage{Key: k, Credential: cred}
 	title := "Key created"
 	if k.RotatedFrom != "" {
-		_, old, err := c.keyRow(r.Context(), s.user.AccountID, k.RotatedFrom)
+		old, err := c.keyRow(r.Context(), s.user.AccountID, k.RotatedFrom)
 		switch {
 		case err == nil:
 			p.Old, title = &old, "Key rotated"
-		case !errors.Is(err, domain.ErrNotFound) && !domain.IsCode(err, domain.CodeNotFound):
+		case !domain.IsCode(err, domain.CodeNotFound):
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -110,7 +111,7 @@ func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now tim
 // the last 24 hours.
 type overviewPage struct {
 	Charts []usageChart
-	Keys   []busyKey
+	Keys   []*busyKey
 }
 
 type busyKey struct {
@@ -146,35 +147,31 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 }
 
 // busiest sums counts per key and names the busiest keys.
-func (c *Console) busiest(ctx context.Context, accountID string, counts []store.KeyClassCount) ([]busyKey, error) {
+func (c *Console) busiest(ctx context.Context, accountID string, counts []store.KeyClassCount) ([]*busyKey, error) {
 	byKey := map[string]*busyKey{}
-	var keys []*busyKey
 	for _, n := range counts {
 		k := byKey[n.KeyID]
 		if k == nil {
 			k = &busyKey{ID: n.KeyID}
 			byKey[n.KeyID] = k
-			keys = append(keys, k)
 		}
 		if ci := classIndex(n.Class); ci >= 0 {
 			k.Counts[ci] += n.Count
 			k.Total += n.Count
 		}
 	}
-	slices.SortFunc(keys, func(a, b *busyKey) int { return cmp.Or(cmp.Compare(b.Total, a.Total), strings.Compare(a.ID, b.ID)) })
+	keys := slices.SortedFunc(maps.Values(byKey), func(a, b *busyKey) int { return cmp.Or(cmp.Compare(b.Total, a.Total), strings.Compare(a.ID, b.ID)) })
 	keys = keys[:min(len(keys), busiestKeys)]
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		ids[i] = k.ID
 	}
 	labels, err := c.Store.KeyLabels(ctx, accountID, ids)
-	out := make([]busyKey, len(keys))
-	for i, k := range keys {
+	for _, k := range keys {
 		k.Label = labels[k.ID]
 		k.ErrorShare = strconv.FormatFloat(100*float64(k.Total-k.Counts[0])/float64(max(k.Total, 1)), 'f', 1, 64) + " %"
-		out[i] = *k
 	}
-	return out, err
+	return keys, err
 }
 
 // Chart geometry (templates/chart.html draws the rest): widths are

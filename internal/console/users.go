@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/url"
@@ -34,7 +35,6 @@ type usersPage struct {
 	Users []userRow
 	Pager pager
 	Email string
-	Role  string
 	Roles []option
 	// formError: what to fix in the invitation.
 	formError
@@ -51,11 +51,8 @@ func (c *Console) usersPage(r *http.Request, s *session, email, role string) (us
 	if err != nil {
 		return usersPage{}, err
 	}
-	if role == "" {
-		role = string(domain.RoleAgent)
-	}
 	at := func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID }
-	p := usersPage{Email: email, Role: role, Roles: choose(roleChoices, role),
+	p := usersPage{Email: email, Roles: choose(roleChoices, cmp.Or(role, string(domain.RoleAgent))),
 		Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, us, at)}
 	for _, u := range us {
 		p.Users = append(p.Users, rowOf(u, s))
