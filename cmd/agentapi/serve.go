@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentapi/agentapi/internal/accounts"
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/api"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
@@ -198,7 +199,6 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	defer st.Close()
-	registerStoreMetrics(m, st)
 	mirror, versions, err := shareKeyEpoch(ctx, st, limiter, log)
 	if err != nil {
 		return err
@@ -227,11 +227,18 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// so it works across instances like the API does.
 	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
+	authn, err := keys.NewAuthenticator(st, log, m, &background)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	lists := agents.NewListCache()
+	registerCacheMetrics(m, authn, lists)
 	handler, err := api.New(api.Config{
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
-		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions,
+		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions, Authenticator: authn, ListCache: lists,
 		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, MaxBodyMemory: int64(c.maxBodyMemoryMiB) << 20,
 	})
 	if err != nil {
@@ -505,16 +512,16 @@ func adminHandler(m *metrics.Metrics) http.Handler {
 	return mux
 }
 
-// registerStoreMetrics exposes the key and list caches' counters.
-func registerStoreMetrics(m *metrics.Metrics, st *store.Store) {
+// registerCacheMetrics exposes the key and list caches' counters.
+func registerCacheMetrics(m *metrics.Metrics, authn *keys.Authenticator, lists *agents.ListCache) {
 	counter := func(name, help string, f func() uint64) {
 		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
 	}
-	counter("agentapi_key_cache_hits_total", "Key lookups answered from memory.", func() uint64 { return st.KeyCacheStats().Hits })
-	counter("agentapi_key_cache_misses_total", "Key lookups that read the key from the store.", func() uint64 { return st.KeyCacheStats().Misses })
-	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return st.KeyCacheStats().Checks })
-	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return st.ListCacheStats().Hits })
-	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return st.ListCacheStats().Misses })
+	counter("agentapi_key_cache_hits_total", "Key lookups answered from memory.", func() uint64 { return authn.CacheStats().Hits })
+	counter("agentapi_key_cache_misses_total", "Key lookups that read the key from the store.", func() uint64 { return authn.CacheStats().Misses })
+	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return authn.CacheStats().Checks })
+	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return lists.Stats().Hits })
+	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return lists.Stats().Misses })
 }
 
 // startUsage starts the usage recorder's loop when on (internal/usage):

@@ -22,6 +22,7 @@ import (
 type Service struct {
 	store *store.Store
 	now   func() time.Time
+	lists *ListCache // nil: pages are read from the store
 }
 
 // New returns a Service; now is the clock (time.Now when nil).
@@ -30,6 +31,12 @@ func New(st *store.Store, now func() time.Time) *Service {
 		now = time.Now
 	}
 	return &Service{store: st, now: now}
+}
+
+// WithListCache makes List answer pages from c where it may (ListCache).
+func (s *Service) WithListCache(c *ListCache) *Service {
+	s.lists = c
+	return s
 }
 
 // Actor is who acts on an account's agents. An API key restricted to some
@@ -185,22 +192,22 @@ type Page struct {
 	AfterID        string
 	// Version is the account's list version read with the request's rate
 	// limit decision (keys.AdmitWatching): a page read under the same
-	// version may be answered from memory (store.ListVersion).
-	Version store.ListVersion
+	// version may be answered from memory (ListCache).
+	Version ListVersion
 }
 
 // List returns a page of the account's agents ordered by (created_at, id):
 // only those a restricted key may address. The items may be shared with
-// the store's cache and must not be modified.
+// the list cache and must not be modified.
 func (s *Service) List(ctx context.Context, actor Actor, p Page) ([]store.AgentItem, error) {
 	q := store.AgentQuery{
 		AccountID: actor.AccountID, Limit: p.Limit, UpdatedSince: p.UpdatedSince,
-		AfterCreatedAt: p.AfterCreatedAt, AfterID: p.AfterID, Version: p.Version,
+		AfterCreatedAt: p.AfterCreatedAt, AfterID: p.AfterID,
 	}
 	if actor.restricted() {
 		q.OnlyKeyID = actor.Key.ID
 	}
-	items, err := s.store.ListAgentItems(ctx, q)
+	items, err := s.listItems(ctx, q, p.Version)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}

@@ -7,10 +7,10 @@ import (
 	"path"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
-	"github.com/agentapi/agentapi/internal/store"
 )
 
 // auth is what the authentication step learned about a request.
@@ -19,7 +19,7 @@ type auth struct {
 	now time.Time
 	// listVersion is the account's agent-list version, read with the rate
 	// limit decision of a GET /v1/ai-agents (watchList).
-	listVersion store.ListVersion
+	listVersion agents.ListVersion
 }
 
 // errAddressNotAllowed refuses a valid key used from outside its IP
@@ -146,7 +146,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key reaches the handlers through the request's recorder, which
 	// its context already holds (authFrom): no second copy of the request.
-	rec.auth, rec.authed = auth{key: key, now: now, listVersion: store.ListVersion{Value: watched.Value, OK: watched.OK}}, true
+	rec.auth, rec.authed = auth{key: key, now: now, listVersion: agents.ListVersion{Value: watched.Value, OK: watched.OK}}, true
 	s.mux.ServeHTTP(w, r)
 	rec.route = r.Pattern
 }

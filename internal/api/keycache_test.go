@@ -38,19 +38,30 @@ func sharedStores(t *testing.T, engine string) (served, other *store.Store) {
 	return open(), open()
 }
 
+// newCountedFixture is newFixture with its Authenticator, whose key cache
+// counts its work.
+func newCountedFixture(t *testing.T, engine string) (*fixture, *keys.Authenticator) {
+	st := storetest.Open(t, engine)
+	authn, err := keys.NewAuthenticator(st, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureOn(t, st, func(c *Config) { c.Authenticator = authn }), authn
+}
+
 // TestKeysAreNotReadPerRequest fails if the request path stops using the
 // key cache: many requests with one key read it from the database once.
 func TestKeysAreNotReadPerRequest(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, engine string) {
-		f := newFixture(t, engine)
+		f, authn := newCountedFixture(t, engine)
 		key := f.key(allAgentScopes...)
 		f.get("/v1/me", key).wantStatus(t, 200)
-		before := f.st.KeyCacheStats()
+		before := authn.CacheStats()
 		for range 30 {
 			f.get("/v1/me", key).wantStatus(t, 200)
 			f.get("/v1/ai-agents", key).wantStatus(t, 200)
 		}
-		after := f.st.KeyCacheStats()
+		after := authn.CacheStats()
 		if reads := after.Misses - before.Misses; reads != 0 {
 			t.Fatalf("60 requests with a known key read it %d times from the database, want 0", reads)
 		}
@@ -209,7 +220,7 @@ func BenchmarkRequestLogLine(b *testing.B) {
 // the key from the store once (docs/api.md: no oracle in timing), and an
 // admitted request reads nothing.
 func TestEveryRefusalCostsOneStoreRead(t *testing.T) {
-	f := newFixture(t, "sqlite")
+	f, authn := newCountedFixture(t, "sqlite")
 	ctx := context.Background()
 	good := f.keyIn(f.account, f.owner, nil, allAgentScopes...)
 	revoked := f.keyIn(f.account, f.owner, nil, allAgentScopes...)
@@ -233,9 +244,9 @@ func TestEveryRefusalCostsOneStoreRead(t *testing.T) {
 	reads := func(cred string, want int) {
 		t.Helper()
 		f.get("/v1/me", cred) // the first one after a change may read to refill
-		before := f.st.KeyCacheStats().Reads
+		before := authn.CacheStats().Reads
 		r := f.get("/v1/me", cred)
-		if got := f.st.KeyCacheStats().Reads - before; got != uint64(want) {
+		if got := authn.CacheStats().Reads - before; got != uint64(want) {
 			t.Fatalf("status %d: %d store reads, want %d", r.Code, got, want)
 		}
 	}

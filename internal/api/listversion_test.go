@@ -24,15 +24,17 @@ type listInstance struct {
 	f        *fixture
 	st       *store.Store
 	versions *ratelimit.Versions
+	lists    *agents.ListCache
 }
 
 func newListInstance(t *testing.T, dsn string, redisOpts *redis.Options) *listInstance {
 	t.Helper()
 	m := storetest.OpenMirrored(t, dsn, redisOpts)
-	in := &listInstance{st: m.Store, versions: m.Versions}
+	in := &listInstance{st: m.Store, versions: m.Versions, lists: agents.NewListCache()}
 	in.f = newFixtureOn(t, m.Store, func(c *Config) {
 		c.Limiter = m.Limiter
 		c.ListVersions = m.Versions
+		c.ListCache = in.lists
 	})
 	return in
 }
@@ -106,7 +108,7 @@ func TestAgentListFromMemoryAcrossInstances(t *testing.T) {
 		check(trial, "after the change")
 	}
 	for i, in := range []*listInstance{a, b} {
-		s := in.st.ListCacheStats()
+		s := in.lists.Stats()
 		// Two of every instance's four reads per trial find the page
 		// unchanged since its previous read.
 		if s.Hits < trials/2 {
@@ -139,7 +141,7 @@ func wantListedOnEach(t *testing.T, step, key string, want map[string]listedAgen
 
 // TestAgentListStaleAtMostABoundWhenTheVersionCannotBeSet: a writer that
 // cannot reach Redis keeps its change (and counts the failure); another
-// instance may serve the page it holds for at most store.ListStaleBound,
+// instance may serve the page it holds for at most agents.ListStaleBound,
 // then reads the change.
 func TestAgentListStaleAtMostABoundWhenTheVersionCannotBeSet(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
@@ -169,7 +171,7 @@ func TestAgentListStaleAtMostABoundWhenTheVersionCannotBeSet(t *testing.T) {
 		t.Fatalf("%d failures counted, want 1", writer.versions.Failures())
 	}
 	for a.names(t, key)[id] != "after/true" {
-		if time.Since(changed) > store.ListStaleBound+500*time.Millisecond {
+		if time.Since(changed) > agents.ListStaleBound+500*time.Millisecond {
 			t.Fatalf("the page was still stale %v after the change", time.Since(changed))
 		}
 		time.Sleep(20 * time.Millisecond)

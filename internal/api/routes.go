@@ -12,7 +12,7 @@ import (
 // else under /v1 is 404 not_found, after authentication and rate limiting.
 func (s *Server) routes(mux *http.ServeMux) {
 	read, write, query := domain.ScopeAgentsRead, domain.ScopeAgentsWrite, domain.ScopeAgentsQuery
-	agentSvc := agents.New(s.store, s.now)
+	agentSvc := agents.New(s.store, s.now).WithListCache(s.lists)
 	var model questions.Model // a nil *llm.Client must stay a nil Model: no model configured
 	if s.llm != nil {
 		model = s.llm

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/apidocs"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
@@ -71,10 +72,14 @@ type Config struct {
 	// nil: not recorded.
 	Usage UsageRecorder
 	// ListVersions names each account's agent-list version in Redis, read
-	// with the rate-limit decision of GET /v1/ai-agents so that the store
-	// may answer the page from memory (store.SetListNotifier, which must
-	// be given the same Versions); nil: pages are read from the store.
+	// with the rate-limit decision of GET /v1/ai-agents so that the list
+	// cache may answer the page from memory (store.SetListNotifier, which
+	// must be given the same Versions); nil: pages are held only on SQLite.
 	ListVersions *ratelimit.Versions
+	// Authenticator and ListCache hold keys and agent-list pages in memory
+	// (their counters are serve's metrics); nil: new ones.
+	Authenticator *keys.Authenticator
+	ListCache     *agents.ListCache
 	// MaxModelCalls and MaxModelCallsPerAccount cap the questions in
 	// progress on this instance and per account; zero: the defaults.
 	MaxModelCalls, MaxModelCallsPerAccount int
@@ -102,6 +107,7 @@ type Server struct {
 	keepAlive    time.Duration
 	metrics      *metrics.Metrics
 	authn        *keys.Authenticator
+	lists        *agents.ListCache
 	usage        UsageRecorder
 	models       *modelCalls
 	bodies       *semaphore.Weighted // Config.MaxBodyMemory
@@ -155,15 +161,18 @@ func (cfg *Config) check() error {
 // newServer wires the /v1 API from cfg, its optional settings defaulted,
 // with its routes.
 func newServer(cfg Config) (*Server, error) {
-	authn, err := keys.NewAuthenticator(cfg.Store, cfg.Log, cfg.Metrics, cfg.Background)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
+	authn := cfg.Authenticator
+	if authn == nil {
+		var err error
+		if authn, err = keys.NewAuthenticator(cfg.Store, cfg.Log, cfg.Metrics, cfg.Background); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
 	}
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
-		authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
+		authn: authn, lists: cmp.Or(cfg.ListCache, agents.NewListCache()), usage: cfg.Usage, listVersions: cfg.ListVersions,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
 	}

@@ -114,13 +114,13 @@ func TestAdmitHeldKeyCostsNoStoreRoundTrip(t *testing.T) {
 	c := w.newKey(t)
 	in := w.instances[0]
 	w.warm(t, c.Credential)
-	before := in.st.KeyCacheStats()
+	before := in.authn.CacheStats()
 	for range 100 {
 		if err := in.admit(c.Credential); err != nil {
 			t.Fatal(err)
 		}
 	}
-	after := in.st.KeyCacheStats()
+	after := in.authn.CacheStats()
 	if after.Checks != before.Checks || after.Reads != before.Reads || after.Misses != before.Misses {
 		t.Fatalf("store work for 100 requests on a held key: %+v -> %+v, want none", before, after)
 	}

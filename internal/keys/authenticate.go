@@ -26,6 +26,7 @@ type Authenticator struct {
 	background *sync.WaitGroup
 	// expired remembers keys whose use after expiry is already in the audit trail.
 	expired sync.Map
+	cache   *keyCache
 }
 
 // NewAuthenticator returns an Authenticator reading keys from st. log
@@ -43,7 +44,7 @@ func NewAuthenticator(st *store.Store, log *slog.Logger, m *metrics.Metrics, bac
 	if background == nil {
 		background = &sync.WaitGroup{}
 	}
-	return &Authenticator{store: st, log: log, metrics: m, background: background}, nil
+	return &Authenticator{store: st, log: log, metrics: m, background: background, cache: newKeyCache(keyCacheMax)}, nil
 }
 
 // Refused is the refusal of a credential. Every refusal gets the same
@@ -73,7 +74,7 @@ func (e *Refused) Unwrap() error {
 // Timing tells no reason from another: a malformed token (failed checksum)
 // is refused before any lookup; an unknown prefix costs the hash comparison
 // a known one does; and every refusal of a found key costs the database
-// read an unknown prefix makes (store.EqualiseRefusal). Only admitted
+// read an unknown prefix makes (equaliseRefusal). Only admitted
 // requests are spared it.
 func (a *Authenticator) Authenticate(ctx context.Context, token string, now time.Time) (domain.APIKey, error) {
 	cred, err := credential.Parse(token)
@@ -163,7 +164,7 @@ func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now tim
 		return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, &Refused{Reason: "malformed"}
 	}
 	r := &admission{a: a, token: token, cred: cred, now: now, lim: el, gate: gate, watch: watch}
-	r.l, r.held = a.store.HeldKey(cred.Prefix)
+	r.l, r.held = a.heldKey(cred.Prefix)
 	if r.held && el.Down() {
 		// Redis away: nothing can vouch for the held key, so the store is
 		// asked, as without a mirror.
@@ -201,7 +202,7 @@ type admission struct {
 	watch func(domain.APIKey) string
 	// l is the key as last read; held: from memory, not yet read from the
 	// store during this request. An attempt with held false reads it.
-	l    store.KeyLookup
+	l    keyLookup
 	held bool
 	// attempt counts the passes through run; past staleRetries the
 	// decision is made without comparing epochs.
@@ -275,7 +276,7 @@ func (r *admission) vouch(ctx context.Context) (domain.APIKey, error) {
 // went back to exactly that epoch: ok is false and the next attempt reads
 // the key again.
 func (r *admission) epoch() (epoch int64, ok bool) {
-	epoch = r.l.Epoch()
+	epoch = r.l.epoch
 	if epoch < r.a.store.SeenKeyEpoch() && r.attempt <= staleRetries {
 		r.held = false
 		return 0, false
@@ -335,25 +336,25 @@ func (r *admission) confirm(ctx context.Context, res ratelimit.Result) (domain.A
 // Admit confirms against the store before giving it.
 var errFromMemory = errors.New("refused from memory")
 
-// lookup reads the key from the store (LookupKey), refusing an unknown
-// prefix as Authenticate does.
-func (a *Authenticator) lookup(ctx context.Context, prefix, token string) (store.KeyLookup, error) {
+// lookup reads the key (lookupKey), refusing an unknown prefix as
+// Authenticate does.
+func (a *Authenticator) lookup(ctx context.Context, prefix, token string) (keyLookup, error) {
 	start := time.Now()
-	l, err := a.store.LookupKey(ctx, prefix)
+	l, err := a.lookupKey(ctx, prefix)
 	a.metrics.Store("key_by_prefix", time.Since(start))
 	if errors.Is(err, domain.ErrNotFound) {
 		credential.Equal(credential.DummyHash[:], token)
-		return store.KeyLookup{}, &Refused{Reason: "unknown"}
+		return keyLookup{}, &Refused{Reason: "unknown"}
 	}
 	if err != nil {
-		return store.KeyLookup{}, fmt.Errorf("look up key: %w", err)
+		return keyLookup{}, fmt.Errorf("look up key: %w", err)
 	}
 	return l, nil
 }
 
 // check applies Authenticate's rules to a looked-up key. fromMemory: a
 // refusal is errFromMemory, for the caller to confirm.
-func (a *Authenticator) check(ctx context.Context, l store.KeyLookup, token string, cred credential.Credential, now time.Time, fromMemory bool) (domain.APIKey, error) {
+func (a *Authenticator) check(ctx context.Context, l keyLookup, token string, cred credential.Credential, now time.Time, fromMemory bool) (domain.APIKey, error) {
 	k := l.Key
 	reason := refusal(k, l.AccountActive, token, cred, now)
 	if reason == "" {
@@ -365,7 +366,7 @@ func (a *Authenticator) check(ctx context.Context, l store.KeyLookup, token stri
 	if reason == "expired" {
 		a.expiredInUse(ctx, k, now)
 	}
-	if err := a.store.EqualiseRefusal(ctx, l); err != nil {
+	if err := a.equaliseRefusal(ctx, l); err != nil {
 		return domain.APIKey{}, fmt.Errorf("look up key: %w", err)
 	}
 	refused := &Refused{Reason: reason}

@@ -129,7 +129,7 @@ func TestAuthenticateRefusalCostsAnUnknownPrefixRead(t *testing.T) {
 	if _, err := a.Authenticate(ctx, c.Credential, w.now); err != nil { // now held in memory
 		t.Fatal(err)
 	}
-	reads := func() uint64 { return w.st.KeyCacheStats().Reads }
+	reads := func() uint64 { return a.CacheStats().Reads }
 	before := reads()
 	if _, err := a.Authenticate(ctx, c.Credential, w.now); err != nil {
 		t.Fatal(err)

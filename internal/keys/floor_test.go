@@ -35,7 +35,7 @@ func TestRedisBackToTheHeldEpoch(t *testing.T) {
 		k := w.newKey(t)
 		w.warm(t, k.Credential)
 		own := w.instances[0]
-		l, ok := own.st.HeldKey(k.Key.Prefix)
+		l, ok := own.authn.HeldKey(k.Key.Prefix)
 		if !ok {
 			t.Fatal("the key is not held after a request")
 		}
@@ -49,7 +49,7 @@ func TestRedisBackToTheHeldEpoch(t *testing.T) {
 		// instance 2, which has not read the store since, is the bound.
 		k = w.newKey(t)
 		w.warm(t, k.Credential)
-		l, _ = w.instances[1].st.HeldKey(k.Key.Prefix)
+		l, _ = w.instances[1].authn.HeldKey(k.Key.Prefix)
 		if err := keys.New(w.writer.st, nil).Revoke(ctx, keys.Actor{User: &w.owner}, w.account.ID, k.Key.ID); err != nil {
 			t.Fatal(err)
 		}

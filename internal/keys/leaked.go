@@ -46,7 +46,7 @@ func (s *Service) RevokeLeaked(ctx context.Context, token, url string) (Leak, er
 	}
 	// The key as it stands after this call began (the key cache checks
 	// the key epoch first), as authentication reads it.
-	k, _, err := s.store.KeyByPrefix(ctx, cred.Prefix)
+	k, _, err := s.store.ReadKeyByPrefix(ctx, cred.Prefix)
 	if errors.Is(err, domain.ErrNotFound) {
 		credential.Equal(credential.DummyHash[:], token) // as authentication does
 		return Leak{}, nil

@@ -102,8 +102,8 @@ func TestRevokeLeaked(t *testing.T) {
 			}
 			// The key epoch moved on: the lookup above left the key in this
 			// store's cache, active, and the next lookup must not serve it.
-			if got, _, err := st.KeyByPrefix(ctx, leaked.Key.Prefix); err != nil || got.RevokedAt == nil {
-				t.Fatalf("KeyByPrefix after the leak report: %+v, %v", got, err)
+			if got, _, err := st.ReadKeyByPrefix(ctx, leaked.Key.Prefix); err != nil || got.RevokedAt == nil {
+				t.Fatalf("ReadKeyByPrefix after the leak report: %+v, %v", got, err)
 			}
 
 			// Replayed: ours, nothing revoked, no second event.

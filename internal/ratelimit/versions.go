@@ -19,7 +19,7 @@ import (
 // after the commit and before it answers; an instance reads the version in
 // the request's rate-limit decision (AllowAt's watch) and answers a page
 // from memory only when it read that page under the same version, less
-// than store.ListStaleBound ago: the bound on a stale page when a writer
+// than agents.ListStaleBound ago: the bound on a stale page when a writer
 // could not set the version (Redis away) or Redis went back to an older
 // copy.
 //
@@ -62,7 +62,7 @@ func (v *Versions) Key(account string) string { return v.prefix + account }
 
 // AgentsChanged sets a new version for account, within RaiseTimeout
 // whatever ctx allows (the change it reports is committed). A failure is
-// logged and counted; pages then stay servable for at most store.ListStaleBound.
+// logged and counted; pages then stay servable for at most agents.ListStaleBound.
 func (v *Versions) AgentsChanged(ctx context.Context, account string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
 	defer cancel()

@@ -94,9 +94,6 @@ type AgentQuery struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
-	// Version is the account's list version read before the call
-	// (ListAgentItems may then answer from memory: listversion.go).
-	Version ListVersion
 }
 
 // ListAgents returns up to q.Limit agents ordered by (created_at, id). A
@@ -129,14 +126,8 @@ type AgentItem struct {
 const agentItemColumns = `id, name, enabled, created_at`
 
 // ListAgentItems is ListAgents reading only what a list item shows, for
-// GET /ai-agents: same filters, same order, same keyset. On SQLite a page
-// may come from the list cache (listcache.go): the items are then shared,
-// and callers must not modify them.
+// GET /ai-agents: same filters, same order, same keyset.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
-	return s.cachedListAgentItems(ctx, q, func() ([]AgentItem, error) { return s.readAgentItems(ctx, q) })
-}
-
-func (s *Store) readAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
 	if err != nil {

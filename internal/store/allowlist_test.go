@@ -26,7 +26,7 @@ func TestKeyAllowedIPs(t *testing.T) {
 		if err := s1.CreateKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := s2.KeyByPrefix(ctx, k.Prefix)
+		got, _, err := s2.ReadKeyByPrefix(ctx, k.Prefix)
 		if err != nil || !slices.Equal(got.AllowedIPs.Strings(), []string{"127.0.0.2", "10.0.0.0/8", "::1"}) {
 			t.Fatalf("read back: %q %v", got.AllowedIPs.Strings(), err)
 		}
@@ -40,7 +40,7 @@ func TestKeyAllowedIPs(t *testing.T) {
 		if err := s1.SetKeyAllowedIPs(ctx, a.ID, k.ID, narrowed, ev); err != nil {
 			t.Fatal(err)
 		}
-		got, _, err = s2.KeyByPrefix(ctx, k.Prefix)
+		got, _, err = s2.ReadKeyByPrefix(ctx, k.Prefix)
 		if err != nil || !slices.Equal(got.AllowedIPs.Strings(), []string{"192.0.2.1"}) {
 			t.Fatalf("the other store still holds %q (%v)", got.AllowedIPs.Strings(), err)
 		}
@@ -52,7 +52,7 @@ func TestKeyAllowedIPs(t *testing.T) {
 			Action: domain.AuditAllowedIPsChanged, CreatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
-		if got, _, _ := s2.KeyByPrefix(ctx, k.Prefix); len(got.AllowedIPs) != 0 {
+		if got, _, _ := s2.ReadKeyByPrefix(ctx, k.Prefix); len(got.AllowedIPs) != 0 {
 			t.Fatalf("cleared list reads %q", got.AllowedIPs.Strings())
 		}
 	})

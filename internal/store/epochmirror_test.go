@@ -87,29 +87,3 @@ func TestEpochNotifierFailureKeepsTheChange(t *testing.T) {
 		}
 	})
 }
-
-// TestHeldKeyNeedsNoStore: a key read once is held with its epoch, and
-// HeldKey answers without the store (closed here).
-func TestHeldKeyNeedsNoStore(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		acct := newAccount(t, s)
-		k := newKey(t, s, acct.ID)
-		l, err := s.LookupKey(ctx, k.Prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		epoch, err := s.KeyEpoch(ctx)
-		if err != nil || l.Epoch() != epoch {
-			t.Fatalf("lookup under %d, store at %d (%v)", l.Epoch(), epoch, err)
-		}
-		s.Close()
-		h, ok := s.HeldKey(k.Prefix)
-		if !ok || h.Key.ID != k.ID || h.Epoch() != epoch {
-			t.Fatalf("held %v %v under %d", ok, h.Key.ID, h.Epoch())
-		}
-		if _, ok := s.HeldKey("zzzzzzzzzzzz"); ok {
-			t.Fatal("an unknown prefix is held")
-		}
-	})
-}

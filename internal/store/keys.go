@@ -131,14 +131,13 @@ func insertKeyAgents(ctx context.Context, tx *Tx, keyID string, agentIDs []strin
 	return nil
 }
 
-// readKeyByPrefix reads the key with that prefix and whether its account is
-// active from the database (KeyByPrefix holds what it returns).
-// ErrNotFound when no key has the prefix.
-func (s *Store) readKeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
+// ReadKeyByPrefix is the authentication hot path's read: the key with that
+// prefix and whether its account is active, from the database (keys'
+// key cache holds what it returns). ErrNotFound when no key has the prefix.
+func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
 	if !storable(prefix) {
 		return domain.APIKey{}, false, domain.ErrNotFound
 	}
-	s.keyCache.reads.Add(1)
 	ctx, cancel := s.authRead(ctx)
 	defer cancel()
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)

@@ -43,7 +43,7 @@ type Tx struct {
 }
 
 // changedAgents notes that tx changes what the account's agent list shows:
-// once it commits, the list caches drop its pages (listversion.go).
+// once it commits, the store counts it and tells the ListNotifier (epoch.go).
 func (tx *Tx) changedAgents(accountID string) {
 	if !slices.Contains(tx.agents, accountID) {
 		tx.agents = append(tx.agents, accountID)

@@ -41,16 +41,11 @@ type Store struct {
 	w, r *sql.DB
 	// keyByPrefix is the authentication hot path's statement, prepared once.
 	keyByPrefix *sql.Stmt
-	// keyCache holds keys between requests; watch (SQLite) or epochStmt
-	// (PostgreSQL) tells it when they may have changed (keycache.go).
-	keyCache  *keyCache
-	listCache *listCache // used on SQLite only (listcache.go)
-	// versionCache holds pages asked for under a version, once
-	// listNotifier announces every change of agents (listversion.go).
-	versionCache *versionCache
-	listNotifier ListNotifier
-	watch        *sqliteWatch
-	epochStmt    *sql.Stmt
+	// checker runs the checks of the key epoch, through watch (SQLite) or
+	// epochStmt (PostgreSQL), and the hooks told of commits (epoch.go).
+	checker   checker
+	watch     *sqliteWatch
+	epochStmt *sql.Stmt
 	// stmts holds prepared reads by query text (queryRead).
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt
@@ -115,8 +110,7 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, keyCache: newKeyCache(keyCacheMax), listCache: newListCache(listCacheMaxItems),
-		versionCache: newVersionCache(listCacheMaxItems)}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, checker: checker{sem: make(chan struct{}, 1)}}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -164,8 +158,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	wdb.SetConnMaxLifetime(0)
 	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		keyCache: newKeyCache(keyCacheMax), watch: &sqliteWatch{db: wdb}, listCache: newListCache(listCacheMaxItems),
-		versionCache: newVersionCache(listCacheMaxItems)}
+		checker: checker{sem: make(chan struct{}, 1)}, watch: &sqliteWatch{db: wdb}}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()
@@ -292,9 +285,9 @@ func (s *Store) Close() error {
 	if s.watch != nil {
 		// Wait (briefly) for a running check to leave the watch's connection.
 		select {
-		case s.keyCache.sem <- struct{}{}:
+		case s.checker.sem <- struct{}{}:
 			errs = append(errs, s.watch.close())
-			<-s.keyCache.sem // later checks fail on the closed pool
+			<-s.checker.sem // later checks fail on the closed pool
 		case <-time.After(5 * time.Second):
 			errs = append(errs, s.watch.db.Close())
 		}

@@ -411,7 +411,7 @@ func TestKeys(t *testing.T) {
 		k := newKey(t, s, acct.ID, ag2.ID, ag1.ID)
 		plain := newKey(t, s, acct.ID)
 
-		got, active, err := s.KeyByPrefix(ctx, k.Prefix)
+		got, active, err := s.ReadKeyByPrefix(ctx, k.Prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,16 +425,16 @@ func TestKeys(t *testing.T) {
 			got.CreatedBy != "usr_1" || got.RevokedBy != "" || got.RotatedFrom != "" {
 			t.Fatalf("got %+v", got)
 		}
-		if p, _, _ := s.KeyByPrefix(ctx, plain.Prefix); p.Restricted() {
+		if p, _, _ := s.ReadKeyByPrefix(ctx, plain.Prefix); p.Restricted() {
 			t.Fatalf("unrestricted key came back restricted: %v", p.AgentIDs)
 		}
-		_, _, err = s.KeyByPrefix(ctx, "pfx_unknown")
+		_, _, err = s.ReadKeyByPrefix(ctx, "pfx_unknown")
 		wantNotFound(t, "unknown prefix", err)
 
 		if err := s.SetAccountActive(ctx, acct.ID, false); err != nil {
 			t.Fatal(err)
 		}
-		if _, active, _ := s.KeyByPrefix(ctx, k.Prefix); active {
+		if _, active, _ := s.ReadKeyByPrefix(ctx, k.Prefix); active {
 			t.Fatal("deactivated account reported active")
 		}
 
@@ -500,7 +500,7 @@ func TestRevokeKey(t *testing.T) {
 		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_3", later, event(acct.ID, k.ID, "revoked", later)); err != nil {
 			t.Fatalf("revoking a revoked key: %v", err)
 		}
-		got, _, err := s.KeyByPrefix(ctx, k.Prefix)
+		got, _, err := s.ReadKeyByPrefix(ctx, k.Prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1055,7 +1055,7 @@ func BenchmarkKeyByPrefix(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
+					if _, _, err := s.ReadKeyByPrefix(ctx, "pfx_bench"); err != nil {
 						b.Error(err)
 						return
 					}

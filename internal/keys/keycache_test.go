@@ -1,4 +1,4 @@
-package store_test
+package keys_test
 
 import (
 	"context"
@@ -9,13 +9,37 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
+// cachedStore is a store seen through an Authenticator's key cache: what
+// one serve instance (or the CLI's process) looks keys up through.
+type cachedStore struct {
+	*store.Store
+	a *keys.Authenticator
+}
+
+func newCachedStore(t testing.TB, s *store.Store) cachedStore {
+	a, err := keys.NewAuthenticator(s, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cachedStore{Store: s, a: a}
+}
+
+func (c cachedStore) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
+	return c.a.KeyByPrefix(ctx, prefix)
+}
+
+func (c cachedStore) KeyCacheStats() keys.CacheStats { return c.a.CacheStats() }
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
 // twoStores opens two stores on one fresh database: two processes (or two
 // instances) sharing it, as far as each store can tell.
-func twoStores(t *testing.T, engine string) (*store.Store, *store.Store) {
+func twoStores(t *testing.T, engine string) (cachedStore, cachedStore) {
 	t.Helper()
 	var dsn string
 	if engine == store.EngineSQLite {
@@ -23,7 +47,7 @@ func twoStores(t *testing.T, engine string) (*store.Store, *store.Store) {
 	} else {
 		dsn = storetest.PostgresURL(t)
 	}
-	open := func() *store.Store {
+	open := func() cachedStore {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		s, err := store.Open(ctx, dsn)
@@ -31,7 +55,7 @@ func twoStores(t *testing.T, engine string) (*store.Store, *store.Store) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		return s
+		return newCachedStore(t, s)
 	}
 	return open(), open()
 }
@@ -42,13 +66,62 @@ func forEachEngineName(t *testing.T, fn func(t *testing.T, engine string)) {
 	}
 }
 
+func forEachEngine(t *testing.T, fn func(t *testing.T, s cachedStore)) {
+	t.Helper()
+	for _, e := range storetest.Engines() {
+		t.Run(e, func(t *testing.T) { fn(t, newCachedStore(t, storetest.Open(t, e))) })
+	}
+}
+
+func cacheAccount(t testing.TB, s cachedStore) domain.Account {
+	t.Helper()
+	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Acme", Active: true, CreatedAt: t0}
+	if err := s.CreateAccount(context.Background(), a); err != nil {
+		t.Fatalf("create account: %v", err)
+	}
+	return a
+}
+
+func cacheAgent(t *testing.T, s cachedStore, accountID, name string, at time.Time) domain.Agent {
+	t.Helper()
+	a := domain.Agent{
+		ID: domain.NewID(domain.PrefixAgent, at), AccountID: accountID, Name: name,
+		Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at,
+	}
+	if err := s.CreateAgent(context.Background(), a); err != nil {
+		t.Fatalf("create agent %q: %v", name, err)
+	}
+	return a
+}
+
+func cacheKey(t *testing.T, s cachedStore, accountID string) domain.APIKey {
+	t.Helper()
+	id := domain.NewID(domain.PrefixKey, t0)
+	k := domain.APIKey{
+		ID: id, AccountID: accountID, Name: "k", Description: "d", Prefix: "pfx_" + id[len(id)-12:],
+		Env: domain.EnvLive, Hash: []byte{1, 2, 3, 0, 255}, Scopes: []domain.Scope{domain.ScopeAgentsRead, domain.ScopeAgentsQuery},
+		RateLimitPerMinute: 120, CreatedAt: t0, CreatedBy: "usr_1",
+	}
+	if err := s.CreateKey(context.Background(), k, keyEvent(accountID, k.ID, "created", t0)); err != nil {
+		t.Fatalf("create key: %v", err)
+	}
+	return k
+}
+
+func keyEvent(accountID, keyID string, action domain.AuditAction, at time.Time) domain.AuditEvent {
+	return domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, at), AccountID: accountID, KeyID: keyID,
+		Action: action, ActorID: "usr_1", Actor: "a@example.com", CreatedAt: at,
+	}
+}
+
 // TestKeyCacheServesRepeatsFromMemory fails if KeyByPrefix stops using the
 // cache: repeated lookups of one key read it from the database once.
 func TestKeyCacheServesRepeatsFromMemory(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.Store) {
+	forEachEngine(t, func(t *testing.T, s cachedStore) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
-		k := newKey(t, s, acct.ID)
+		acct := cacheAccount(t, s)
+		k := cacheKey(t, s, acct.ID)
 		before := s.KeyCacheStats()
 		for range 50 {
 			got, active, err := s.KeyByPrefix(ctx, k.Prefix)
@@ -61,7 +134,7 @@ func TestKeyCacheServesRepeatsFromMemory(t *testing.T) {
 			t.Fatalf("50 lookups: %d database reads, %d from memory; want 1 and 49", misses, hits)
 		}
 		// Writes that change no key leave the cache alone.
-		newAgent(t, s, acct.ID, "unrelated", t0)
+		cacheAgent(t, s, acct.ID, "unrelated", t0)
 		if err := s.TouchKeys(ctx, map[string]time.Time{k.ID: t0.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
@@ -84,12 +157,12 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 		a, b := twoStores(t, engine)
 		for _, writer := range []struct {
 			name string
-			s    *store.Store
+			s    cachedStore
 		}{{"other store", b}, {"same store", a}} {
 			t.Run(writer.name, func(t *testing.T) {
 				w := writer.s
-				acct := newAccount(t, w)
-				k := newKey(t, w, acct.ID)
+				acct := cacheAccount(t, w)
+				k := cacheKey(t, w, acct.ID)
 				lookup := func() (domain.APIKey, bool) {
 					t.Helper()
 					got, active, err := a.KeyByPrefix(ctx, k.Prefix)
@@ -103,7 +176,7 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 				}
 				lookup() // now held in memory
 
-				if err := w.SetKeyRateLimit(ctx, k.ID, 7, event(acct.ID, k.ID, "rate_limit_changed", t0)); err != nil {
+				if err := w.SetKeyRateLimit(ctx, k.ID, 7, keyEvent(acct.ID, k.ID, "rate_limit_changed", t0)); err != nil {
 					t.Fatal(err)
 				}
 				if got, _ := lookup(); got.RateLimitPerMinute != 7 {
@@ -121,7 +194,7 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 				if _, active := lookup(); !active {
 					t.Fatal("after activation: account still inactive")
 				}
-				if err := w.RevokeKey(ctx, acct.ID, k.ID, "usr_1", t0, event(acct.ID, k.ID, "revoked", t0)); err != nil {
+				if err := w.RevokeKey(ctx, acct.ID, k.ID, "usr_1", t0, keyEvent(acct.ID, k.ID, "revoked", t0)); err != nil {
 					t.Fatal(err)
 				}
 				if got, _ := lookup(); got.RevokedAt == nil {
@@ -140,8 +213,8 @@ func TestKeyCacheRevocationUnderLoad(t *testing.T) {
 		ctx := context.Background()
 		a, b := twoStores(t, engine)
 		for round := range 5 {
-			acct := newAccount(t, b)
-			k := newKey(t, b, acct.ID)
+			acct := cacheAccount(t, b)
+			k := cacheKey(t, b, acct.ID)
 			var (
 				revoked atomic.Bool
 				stop    atomic.Bool
@@ -167,7 +240,7 @@ func TestKeyCacheRevocationUnderLoad(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 			at := t0.Add(time.Duration(round) * time.Second)
-			if err := b.RevokeKey(ctx, acct.ID, k.ID, "usr_1", at, event(acct.ID, k.ID, "revoked", at)); err != nil {
+			if err := b.RevokeKey(ctx, acct.ID, k.ID, "usr_1", at, keyEvent(acct.ID, k.ID, "revoked", at)); err != nil {
 				t.Fatal(err)
 			}
 			revoked.Store(true)
@@ -186,13 +259,13 @@ func TestKeyCacheRevocationUnderLoad(t *testing.T) {
 func BenchmarkKeyAuthPath(b *testing.B) {
 	for _, e := range storetest.Engines() {
 		b.Run(e, func(b *testing.B) {
-			s := storetest.Open(b, e)
+			s := newCachedStore(b, storetest.Open(b, e))
 			ctx := context.Background()
-			acct := newAccount(b, s)
+			acct := cacheAccount(b, s)
 			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
 				Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
 				RateLimitPerMinute: 1, CreatedAt: t0}
-			if err := s.CreateKey(ctx, k, event(acct.ID, k.ID, "created", t0)); err != nil {
+			if err := s.CreateKey(ctx, k, keyEvent(acct.ID, k.ID, "created", t0)); err != nil {
 				b.Fatal(err)
 			}
 			b.Run("read", func(b *testing.B) {
@@ -204,7 +277,7 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 			})
 			b.Run("epoch check", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := s.KeyEpoch(ctx); err != nil {
+					if _, err := s.CurrentKeyEpoch(ctx); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -240,8 +313,8 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 func TestKeyByPrefixAfterClose(t *testing.T) {
 	forEachEngineName(t, func(t *testing.T, engine string) {
 		a, _ := twoStores(t, engine)
-		acct := newAccount(t, a)
-		k := newKey(t, a, acct.ID)
+		acct := cacheAccount(t, a)
+		k := cacheKey(t, a, acct.ID)
 		if _, _, err := a.KeyByPrefix(context.Background(), k.Prefix); err != nil {
 			t.Fatal(err)
 		}
@@ -255,6 +328,32 @@ func TestKeyByPrefixAfterClose(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("KeyByPrefix on a closed store blocked")
+		}
+	})
+}
+
+// TestHeldKeyNeedsNoStore: a key read once is held with its epoch, and
+// HeldKey answers without the store (closed here).
+func TestHeldKeyNeedsNoStore(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s cachedStore) {
+		ctx := context.Background()
+		acct := cacheAccount(t, s)
+		k := cacheKey(t, s, acct.ID)
+		if _, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := s.a.HeldKey(k.Prefix)
+		epoch, err := s.CurrentKeyEpoch(ctx)
+		if err != nil || l.Epoch() != epoch {
+			t.Fatalf("lookup under %d, store at %d (%v)", l.Epoch(), epoch, err)
+		}
+		s.Close()
+		h, ok := s.a.HeldKey(k.Prefix)
+		if !ok || h.Key.ID != k.ID || h.Epoch() != epoch {
+			t.Fatalf("held %v %v under %d", ok, h.Key.ID, h.Epoch())
+		}
+		if _, ok := s.a.HeldKey("zzzzzzzzzzzz"); ok {
+			t.Fatal("an unknown prefix is held")
 		}
 	})
 }

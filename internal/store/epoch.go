@@ -9,22 +9,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/agentapi/agentapi/internal/domain"
 )
 
-// The key cache keeps keys read by KeyByPrefix in memory, so that the
-// authentication hot path does not read the key on every request, while
-// KeyByPrefix keeps its promise: what it returns is the key as it stands at
-// some moment after the call began. Revocation, a rate-limit change and an
-// account's (de)activation therefore still apply on the very next request,
-// whichever process or instance made them.
+// The key epoch and the change signal are what callers that hold what
+// they read (keys' key cache, agents' list cache) ask the store before
+// using it: a check that started after their call began says whether
+// anything they hold may have changed.
 //
-// How: every write that can make a held key wrong bumps key_epoch in its own
-// transaction (bumpKeyEpoch). Each KeyByPrefix first learns the current
-// epoch through a check that started after the call began, and uses held
-// keys only when they were read under that same epoch. The check is what
-// must be cheap:
+// Every write that can make a held key wrong bumps key_epoch in its own
+// transaction (bumpKeyEpoch). The check that reads it must be cheap:
 //
 //   - SQLite: PRAGMA data_version on one dedicated connection, which changes
 //     exactly when another connection (of this process or any other) has
@@ -36,10 +29,10 @@ import (
 //
 // Concurrent callers share checks: a caller waits for a check that started
 // after it arrived, and does not start one of its own if such a check has
-// already completed. Under load this turns many checks into few.
-type keyCache struct {
-	max int
-
+// already completed. Under load this turns many checks into few. The
+// sharing lives here, with the one connection SQLite's check owns, because
+// it is also what lets that connection serve one check at a time.
+type checker struct {
 	// sem admits one check at a time; checkSeq numbers the checks started,
 	// doneSeq and doneMark (guarded by sem) are those of the last check
 	// that succeeded. hungGen counts the checks that gave up on a store
@@ -48,61 +41,48 @@ type keyCache struct {
 	sem      chan struct{}
 	checkSeq atomic.Uint64
 	doneSeq  uint64
-	doneMark mark
+	doneMark Mark
 	hungGen  atomic.Uint64
 	hungErr  error
-
-	mu      sync.RWMutex
-	epoch   int64 // the epoch under which every entry was read
-	entries map[string]cachedKey
-
-	hits, misses, checks, reads atomic.Uint64
+	checks   atomic.Uint64
 
 	// seen is the highest key epoch this store has learned of: from its
 	// checks (lookups, the mirror's repair) and its own writes (noteSeen).
 	seen atomic.Int64
 
-	// notifier raises the epoch's mirror after a bump (epochmirror.go).
+	// notifier raises the epoch's mirror after a bump; lists announces
+	// every change of agents (SetEpochNotifier, SetListNotifier).
 	notifier EpochNotifier
+	lists    ListNotifier
+	// agentWrites counts the commits through this store that changed agents.
+	agentWrites atomic.Uint64
 }
 
-type cachedKey struct {
-	key           domain.APIKey
-	accountActive bool
+// Mark is what one check learned: the key epoch and, on SQLite, a token
+// that changes whenever anything commits to the database; ChangeOK is
+// false where there is no such token.
+type Mark struct {
+	Epoch    int64
+	Change   ChangeToken
+	ChangeOK bool
 }
 
-// keyCacheMax bounds the memory the cache holds (about 520 bytes a key,
-// twice that in RSS with the garbage collector's headroom); past it an
-// arbitrary entry makes room, which costs its key one store read when it
-// comes back. An instance with more keys in use than this is served as
-// before the cache for the rest: a read per request.
-const keyCacheMax = 20_000
-
-func newKeyCache(max int) *keyCache {
-	return &keyCache{max: max, sem: make(chan struct{}, 1), epoch: -1, entries: map[string]cachedKey{}}
-}
-
-// mark is what one check learned: the key epoch and, on SQLite, a token
-// that changes whenever anything commits to the database (the list cache's
-// validity, listcache.go); changeOK is false where there is no such token.
-type mark struct {
-	epoch    int64
-	change   changeToken
-	changeOK bool
-}
-
-// changeToken is a SQLite data_version together with the number of the
+// ChangeToken is a SQLite data_version together with the number of the
 // watch's connection it was read on (data_version is per connection).
-type changeToken struct{ conn, dataVersion int64 }
+type ChangeToken struct{ Conn, DataVersion int64 }
 
-// currentMark returns what a check that started after this call began
-// found, running one when no such check has completed.
-func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) (mark, error)) (mark, error) {
+// Check returns what a check that started after this call began found,
+// running one when no such check has completed.
+func (s *Store) Check(ctx context.Context) (Mark, error) {
+	return s.checker.current(ctx, s.check)
+}
+
+func (c *checker) current(ctx context.Context, check func(context.Context) (Mark, error)) (Mark, error) {
 	ticket, gen := c.checkSeq.Load(), c.hungGen.Load()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return mark{}, ctx.Err()
+		return Mark{}, ctx.Err()
 	}
 	defer func() { <-c.sem }()
 	// A check numbered above ticket was started after the Load above, so
@@ -115,7 +95,7 @@ func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) 
 	// behind it waiting AuthReadTimeout in turn. A call that arrives after
 	// it runs a check of its own.
 	if c.hungGen.Load() > gen {
-		return mark{}, c.hungErr
+		return Mark{}, c.hungErr
 	}
 	n := c.checkSeq.Add(1)
 	c.checks.Add(1)
@@ -128,15 +108,19 @@ func (c *keyCache) currentMark(ctx context.Context, check func(context.Context) 
 			c.hungErr = err
 			c.hungGen.Add(1)
 		}
-		return mark{}, err
+		return Mark{}, fmt.Errorf("key epoch: %w", err)
 	}
 	c.doneSeq, c.doneMark = n, m
-	c.noteSeen(m.epoch)
+	c.noteSeen(m.Epoch)
 	return m, nil
 }
 
+// Checks counts the checks run since the store opened (shared by
+// concurrent callers).
+func (s *Store) Checks() uint64 { return s.checker.checks.Load() }
+
 // noteSeen raises seen to epoch.
-func (c *keyCache) noteSeen(epoch int64) {
+func (c *checker) noteSeen(epoch int64) {
 	for {
 		cur := c.seen.Load()
 		if epoch <= cur || c.seen.CompareAndSwap(cur, epoch) {
@@ -145,128 +129,30 @@ func (c *keyCache) noteSeen(epoch int64) {
 	}
 }
 
-func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
-	c.mu.RLock()
-	e, ok := c.entries[prefix]
-	ok = ok && c.epoch == epoch
-	c.mu.RUnlock()
-	return e, ok
+// SeenKeyEpoch is the highest key epoch this store has learned of, from
+// its checks (lookups, CurrentKeyEpoch: the mirror's repair) and its own
+// commits. A key held under a lower epoch is stale whatever the mirror
+// says: a Redis that went back to exactly the held epoch (a replica
+// promoted with an older copy) is not believed.
+func (s *Store) SeenKeyEpoch() int64 { return s.checker.seen.Load() }
+
+// CurrentKeyEpoch reads the store's key epoch (a check that started after
+// the call began, shared with concurrent lookups).
+func (s *Store) CurrentKeyEpoch(ctx context.Context) (int64, error) {
+	m, err := s.Check(ctx)
+	return m.Epoch, err
 }
-
-// put holds e, read after a check saw epoch. Entries of an older epoch are
-// dropped all at once; an entry read under an older epoch than the cache's
-// is not kept (a revocation may have committed since it was read).
-func (c *keyCache) put(epoch int64, prefix string, e cachedKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case epoch < c.epoch:
-		return
-	case epoch > c.epoch:
-		clear(c.entries)
-		c.epoch = epoch
-	}
-	if _, held := c.entries[prefix]; !held && len(c.entries) >= c.max {
-		for p := range c.entries { // map order is randomised: an arbitrary victim
-			delete(c.entries, p)
-			break
-		}
-	}
-	c.entries[prefix] = e
-}
-
-// KeyCacheStats counts the key cache's work since the store opened.
-type KeyCacheStats struct {
-	Hits   uint64 // KeyByPrefix answered from memory
-	Misses uint64 // KeyByPrefix read the key from the database
-	Checks uint64 // epoch checks run (shared by concurrent callers)
-	Reads  uint64 // keys read from the database, by lookups or EqualiseRefusal
-}
-
-// KeyCacheStats reports the key cache's counters (for metrics and for tests
-// that must fail if the cache is bypassed).
-func (s *Store) KeyCacheStats() KeyCacheStats {
-	c := s.keyCache
-	return KeyCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Checks: c.checks.Load(), Reads: c.reads.Load()}
-}
-
-// KeyByPrefix is the authentication hot path: the key with that prefix and
-// whether its account is active, as they stand at some moment after the
-// call began. ErrNotFound when no key has the prefix.
-func (s *Store) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
-	l, err := s.LookupKey(ctx, prefix)
-	return l.Key, l.AccountActive, err
-}
-
-// KeyLookup is what LookupKey found: the key and whether its account is
-// active. Where it came from stays the store's business; a refusal of it
-// is given its price by EqualiseRefusal.
-type KeyLookup struct {
-	Key           domain.APIKey
-	AccountActive bool
-	fromMemory    bool
-	epoch         int64
-}
-
-// Epoch is the key epoch under which the lookup's key was read.
-func (l KeyLookup) Epoch() int64 { return l.epoch }
-
-// LookupKey is KeyByPrefix for authentication: a key it returns that is
-// then refused goes through EqualiseRefusal.
-func (s *Store) LookupKey(ctx context.Context, prefix string) (KeyLookup, error) {
-	c := s.keyCache
-	m, err := c.currentMark(ctx, s.check)
-	if err != nil {
-		return KeyLookup{}, fmt.Errorf("key epoch: %w", err)
-	}
-	epoch := m.epoch
-	if e, ok := c.get(epoch, prefix); ok {
-		c.hits.Add(1)
-		return KeyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, nil
-	}
-	c.misses.Add(1)
-	k, active, err := s.readKeyByPrefix(ctx, prefix)
-	if err != nil {
-		return KeyLookup{}, err
-	}
-	// Keyed by the stored prefix, not the caller's string, which may be a
-	// slice of a whole request header.
-	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
-	return KeyLookup{Key: k, AccountActive: active, epoch: epoch}, nil
-}
-
-// EqualiseRefusal gives the refusal of a key found by LookupKey the cost of
-// a lookup of an unknown prefix, which always reads the database and finds
-// nothing: a key answered from memory is followed by that same read, for
-// absentPrefix. Reading the refused key's own row instead costs more
-// (scanning and decoding it), enough for a median to tell a known prefix
-// from an unknown one: BenchmarkAuthRefusalTiming in internal/api prints
-// the medians of both.
-func (s *Store) EqualiseRefusal(ctx context.Context, l KeyLookup) error {
-	if !l.fromMemory {
-		return nil // it read the database already
-	}
-	if _, _, err := s.readKeyByPrefix(ctx, absentPrefix); err != nil && !errors.Is(err, domain.ErrNotFound) {
-		return fmt.Errorf("read absent key: %w", err)
-	}
-	return nil
-}
-
-// absentPrefix has a prefix's length and a character no prefix has
-// (credential.Parse accepts only 0-9 and a-z), so no key is ever found by
-// it: reading it costs what reading an unknown prefix costs.
-const absentPrefix = "------------"
 
 // check reads the current key epoch and, on SQLite, the change token.
-func (s *Store) check(ctx context.Context) (mark, error) {
+func (s *Store) check(ctx context.Context) (Mark, error) {
 	if s.engine == EnginePostgres {
 		ctx, cancel := s.authRead(ctx)
 		defer cancel()
 		var epoch int64
 		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
-			return mark{}, fmt.Errorf("read key epoch: %w", hung(ctx, err))
+			return Mark{}, fmt.Errorf("read key epoch: %w", hung(ctx, err))
 		}
-		return mark{epoch: epoch}, nil
+		return Mark{Epoch: epoch}, nil
 	}
 	return s.watch.check(ctx)
 }
@@ -276,7 +162,7 @@ func (s *Store) check(ctx context.Context) (mark, error) {
 // its connections (a stopped process, a hung host) then costs a request a
 // 500 after this long, rather than the request's whole bound; a healthy
 // one answers these reads in milliseconds. Checks queued behind one that
-// gave up fail with it (keyCache.currentMark), so a hung server costs no
+// gave up fail with it (Store.Check), so a hung server costs no
 // request more than about this long. SQLite, a local file, does not hang
 // so; its waits are bounded by busy_timeout, and its hot path allocates
 // no timer.
@@ -323,18 +209,18 @@ func bumpKeyEpoch(ctx context.Context, tx *Tx) error {
 
 // sqliteWatch is the SQLite epoch check: one dedicated read-only connection
 // whose PRAGMA data_version changes when any other connection commits.
-// Its methods run one at a time (keyCache.currentEpoch serialises them).
+// Its methods run one at a time (Store.Check serialises them).
 //
 // It uses the driver's own connection and statements (sql.Conn.Raw):
 // through database/sql most of the pragma's cost was database/sql's
 // bookkeeping and the driver's cancellation goroutine rather than SQLite's
-// work. BenchmarkKeyAuthPath in internal/store/keycache_test.go shows the
+// work. BenchmarkKeyAuthPath in internal/keys/keycache_test.go shows the
 // check ("epoch check") against the read it saves ("read").
 type sqliteWatch struct {
 	db *sql.DB
 
 	conn        *sql.Conn
-	connNo      int64 // numbers conn, for changeToken
+	connNo      int64 // numbers conn, for ChangeToken
 	dvStmt      driver.StmtQueryContext
 	epochStmt   driver.StmtQueryContext
 	row         []driver.Value
@@ -346,10 +232,10 @@ type sqliteWatch struct {
 // check returns the key epoch and the change token: the connection's
 // data_version, which moves with every commit by any other connection, and
 // this connection never writes.
-func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
+func (w *sqliteWatch) check(ctx context.Context) (Mark, error) {
 	if w.conn == nil {
 		if err := w.connect(ctx); err != nil {
-			return mark{}, err
+			return Mark{}, err
 		}
 	}
 	err := w.conn.Raw(func(any) error {
@@ -371,13 +257,9 @@ func (w *sqliteWatch) check(ctx context.Context) (mark, error) {
 	})
 	if err != nil {
 		w.reset()
-		return mark{}, err
+		return Mark{}, err
 	}
-	return w.mark(), nil
-}
-
-func (w *sqliteWatch) mark() mark {
-	return mark{epoch: w.epochNow, change: changeToken{conn: w.connNo, dataVersion: w.dataVersion}, changeOK: true}
+	return Mark{Epoch: w.epochNow, Change: ChangeToken{Conn: w.connNo, DataVersion: w.dataVersion}, ChangeOK: true}, nil
 }
 
 // readInt runs a statement returning one integer. It passes no cancellable
@@ -465,4 +347,111 @@ func (w *sqliteWatch) reset() {
 func (w *sqliteWatch) close() error {
 	w.reset()
 	return w.db.Close()
+}
+
+// EpochNotifier is told the key epoch after every commit that bumped it,
+// before the write returns: it raises the epoch's mirror in Redis
+// (ratelimit.Mirror), so that instances holding keys in memory learn of
+// the change on their very next request (docs/production.md). It is the
+// one place where every writer (serve's API and console, the operator
+// commands) raises the mirror; none of them does it on its own.
+type EpochNotifier interface {
+	RaiseEpoch(ctx context.Context, epoch int64) error
+}
+
+// SetEpochNotifier makes every write that bumps the key epoch tell n after
+// its commit. Call it before the store is used. On PostgreSQL it also
+// makes the store Mirrored.
+func (s *Store) SetEpochNotifier(n EpochNotifier) { s.checker.notifier = n }
+
+// Mirrored reports that keys held in memory may be used without asking
+// the store, provided the caller checks the epoch they are held under
+// against the mirror (keys.Authenticator does, in the rate-limit
+// decision): PostgreSQL with an EpochNotifier. On SQLite the store's own
+// check (PRAGMA data_version) costs less than any round trip and stays.
+func (s *Store) Mirrored() bool {
+	return s.checker.notifier != nil && s.engine == EnginePostgres
+}
+
+// RaiseMirror tells the EpochNotifier epoch (a mirror found behind the
+// store: Redis lost it or went back to an older copy).
+func (s *Store) RaiseMirror(ctx context.Context, epoch int64) error {
+	if s.checker.notifier == nil {
+		return nil
+	}
+	return s.checker.notifier.RaiseEpoch(ctx, epoch)
+}
+
+// afterBump tells the notifier epoch, which a transaction that committed
+// set (inTx). Its failure does not undo the commit: the report in ctx
+// (WithEpochReport) receives it, and every instance's repair raises the
+// mirror within a second (ratelimit.StaleBound).
+func (s *Store) afterBump(ctx context.Context, epoch int64) {
+	s.checker.noteSeen(epoch)
+	if s.checker.notifier == nil {
+		return
+	}
+	if err := s.checker.notifier.RaiseEpoch(ctx, epoch); err != nil {
+		if r, _ := ctx.Value(epochReportKey{}).(*EpochReport); r != nil {
+			r.set(err)
+		}
+	}
+}
+
+// EpochReport receives the failure to raise the mirror after a commit,
+// for a writer that must say so (the console shows a warning).
+type EpochReport struct {
+	mu  sync.Mutex
+	err error
+}
+
+type epochReportKey struct{}
+
+// WithEpochReport returns ctx carrying a report that the writes made
+// under it fill when they could not raise the mirror.
+func WithEpochReport(ctx context.Context) (context.Context, *EpochReport) {
+	r := &EpochReport{}
+	return context.WithValue(ctx, epochReportKey{}, r), r
+}
+
+func (r *EpochReport) set(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+// Err is the last failure to raise the mirror, nil when none.
+func (r *EpochReport) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// ListNotifier is told, after every commit that changed an account's
+// agents, which account it was (ratelimit.Versions sets a new version).
+type ListNotifier interface {
+	AgentsChanged(ctx context.Context, accountID string) error
+}
+
+// SetListNotifier makes every write of agents tell n the account after its
+// commit, which lets agents' list cache answer pages asked for under a
+// version (AgentWrites). Call it before the store is used.
+func (s *Store) SetListNotifier(n ListNotifier) { s.checker.lists = n }
+
+// AgentWrites counts the commits through this store that changed an
+// account's agents, each counted once it committed; announced reports that
+// a ListNotifier tells every other instance of them too.
+func (s *Store) AgentWrites() (n uint64, announced bool) {
+	return s.checker.agentWrites.Load(), s.checker.lists != nil
+}
+
+// agentsChanged counts a commit that changed the account's agents and
+// tells the ListNotifier. The notifier's failure does not undo the
+// commit; it logs it, and pages held elsewhere expire within
+// agents.ListStaleBound.
+func (s *Store) agentsChanged(ctx context.Context, accountID string) {
+	s.checker.agentWrites.Add(1)
+	if s.checker.lists != nil {
+		_ = s.checker.lists.AgentsChanged(ctx, accountID)
+	}
 }

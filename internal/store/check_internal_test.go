@@ -12,48 +12,10 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
-func TestKeyCacheEpochs(t *testing.T) {
-	c := newKeyCache(10)
-	e := func(id string) cachedKey { return cachedKey{key: domain.APIKey{ID: id}} }
-	c.put(1, "a", e("a1"))
-	if got, ok := c.get(1, "a"); !ok || got.key.ID != "a1" {
-		t.Fatalf("get after put: %v %v", got, ok)
-	}
-	if _, ok := c.get(2, "a"); ok {
-		t.Fatal("an entry of epoch 1 served under epoch 2")
-	}
-	c.put(2, "b", e("b2"))
-	if _, ok := c.get(2, "a"); ok {
-		t.Fatal("a newer epoch kept an older entry")
-	}
-	// Read under epoch 1, put after the cache moved to 2: a revocation may
-	// have committed in between, so it must not be kept.
-	c.put(1, "a", e("a1-late"))
-	if _, ok := c.get(2, "a"); ok {
-		t.Fatal("a late put of an older epoch was kept")
-	}
-	if got, ok := c.get(2, "b"); !ok || got.key.ID != "b2" {
-		t.Fatalf("b: %v %v", got, ok)
-	}
-}
-
-func TestKeyCacheIsBounded(t *testing.T) {
-	c := newKeyCache(3)
-	for _, p := range []string{"a", "b", "c", "d", "e"} {
-		c.put(1, p, cachedKey{key: domain.APIKey{ID: p}})
-	}
-	if n := len(c.entries); n != 3 {
-		t.Fatalf("%d entries, want at most 3", n)
-	}
-	if _, ok := c.get(1, "e"); !ok {
-		t.Fatal("the newest entry was evicted")
-	}
-}
-
-// TestKeyCacheSharesOnlyLaterChecks: concurrent callers share checks, but
+// TestChecksShareOnlyLaterChecks: concurrent callers share checks, but
 // each gets the result of a check that started after it arrived.
-func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
-	c := newKeyCache(10)
+func TestChecksShareOnlyLaterChecks(t *testing.T) {
+	c := &checker{sem: make(chan struct{}, 1)}
 	var started atomic.Int64
 	check := epochCheck(func(context.Context) (int64, error) {
 		n := started.Add(1)
@@ -68,8 +30,8 @@ func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
 			defer wg.Done()
 			for range 5 {
 				before := started.Load()
-				m, err := c.currentMark(context.Background(), check)
-				got := m.epoch
+				m, err := c.current(context.Background(), check)
+				got := m.Epoch
 				if err != nil {
 					t.Error(err)
 					return
@@ -87,29 +49,29 @@ func TestKeyCacheSharesOnlyLaterChecks(t *testing.T) {
 }
 
 // epochCheck makes a check of one returning only an epoch.
-func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (mark, error) {
-	return func(ctx context.Context) (mark, error) {
+func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (Mark, error) {
+	return func(ctx context.Context) (Mark, error) {
 		e, err := f(ctx)
-		return mark{epoch: e}, err
+		return Mark{Epoch: e}, err
 	}
 }
 
-// TestKeyCacheFailedCheckIsNotShared: a failed check (say, its caller's
+// TestFailedCheckIsNotShared: a failed check (say, its caller's
 // context ended) is not handed to others; the next caller checks again.
-func TestKeyCacheFailedCheckIsNotShared(t *testing.T) {
-	c := newKeyCache(10)
+func TestFailedCheckIsNotShared(t *testing.T) {
+	c := &checker{sem: make(chan struct{}, 1)}
 	boom := errors.New("boom")
-	if _, err := c.currentMark(context.Background(), epochCheck(func(context.Context) (int64, error) { return 0, boom })); !errors.Is(err, boom) {
+	if _, err := c.current(context.Background(), epochCheck(func(context.Context) (int64, error) { return 0, boom })); !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
 	}
-	got, err := c.currentMark(context.Background(), epochCheck(func(context.Context) (int64, error) { return 7, nil }))
-	if err != nil || got.epoch != 7 {
-		t.Fatalf("after a failure: %d %v", got.epoch, err)
+	got, err := c.current(context.Background(), epochCheck(func(context.Context) (int64, error) { return 7, nil }))
+	if err != nil || got.Epoch != 7 {
+		t.Fatalf("after a failure: %d %v", got.Epoch, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.sem <- struct{}{} // a check in progress
-	if _, err := c.currentMark(ctx, epochCheck(func(context.Context) (int64, error) { return 8, nil })); !errors.Is(err, context.Canceled) {
+	if _, err := c.current(ctx, epochCheck(func(context.Context) (int64, error) { return 8, nil })); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiting with an ended context: %v", err)
 	}
 	<-c.sem
@@ -170,7 +132,7 @@ func TestSQLiteWatchSeesOtherConnections(t *testing.T) {
 
 // TestSQLiteWatchAcrossCheckpoints: a checkpoint that restarts the WAL
 // rewrites the header too, and a revocation committed into the restarted
-// WAL is seen by the next lookup.
+// WAL is seen by the next check (keys' cache then reads the key again).
 func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	s, other := twoSQLiteStores(t)
@@ -188,23 +150,30 @@ func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
 		if err := other.CreateKey(ctx, k, ev("created")); err != nil {
 			t.Fatal(err)
 		}
+		epoch := func() int64 {
+			t.Helper()
+			e, err := s.keyEpoch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		e0 := epoch()
 		for range 3 {
-			if got, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil || got.RevokedAt != nil {
-				t.Fatalf("round %d: %v %v", round, got.RevokedAt, err)
+			if e := epoch(); e != e0 {
+				t.Fatalf("round %d: epoch moved from %d to %d with nothing committed", round, e0, e)
 			}
 		}
 		var busy, logged, done int
 		if err := other.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil {
-			t.Fatal(err)
-		}
+		epoch()
 		if err := other.RevokeKey(ctx, a.ID, k.ID, "usr_1", now, ev("revoked")); err != nil {
 			t.Fatal(err)
 		}
-		if got, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil || got.RevokedAt == nil {
-			t.Fatalf("round %d: after a checkpoint and a revocation: revoked_at %v, err %v", round, got.RevokedAt, err)
+		if e := epoch(); e != e0+1 {
+			t.Fatalf("round %d: after a checkpoint and a revocation: epoch %d, want %d", round, e, e0+1)
 		}
 	}
 }

@@ -1,0 +1,172 @@
+package keys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentapi/agentapi/internal/domain"
+)
+
+// The key cache keeps keys the Authenticator read in memory, so that the
+// authentication hot path does not read the key on every request, while a
+// lookup keeps the promise of a read: what it returns is the key as it
+// stands at some moment after the call began. Revocation, a rate-limit
+// change and an account's (de)activation therefore still apply on the very
+// next request, whichever process or instance made them.
+//
+// How: every write that can make a held key wrong bumps the store's key
+// epoch in its own transaction. Each lookup first learns the current epoch
+// through a check that started after the call began (store.Check, shared
+// by concurrent callers), and uses held keys only when they were read
+// under that same epoch.
+type keyCache struct {
+	max int
+
+	mu      sync.RWMutex
+	epoch   int64 // the epoch under which every entry was read
+	entries map[string]cachedKey
+
+	hits, misses, reads atomic.Uint64
+}
+
+type cachedKey struct {
+	key           domain.APIKey
+	accountActive bool
+}
+
+// keyCacheMax bounds the memory the cache holds (about 520 bytes a key,
+// twice that in RSS with the garbage collector's headroom); past it an
+// arbitrary entry makes room, which costs its key one store read when it
+// comes back. An instance with more keys in use than this is served as
+// before the cache for the rest: a read per request.
+const keyCacheMax = 20_000
+
+func newKeyCache(max int) *keyCache {
+	return &keyCache{max: max, epoch: -1, entries: map[string]cachedKey{}}
+}
+
+func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[prefix]
+	ok = ok && c.epoch == epoch
+	c.mu.RUnlock()
+	return e, ok
+}
+
+// put holds e, read after a check saw epoch. Entries of an older epoch are
+// dropped all at once; an entry read under an older epoch than the cache's
+// is not kept (a revocation may have committed since it was read).
+func (c *keyCache) put(epoch int64, prefix string, e cachedKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case epoch < c.epoch:
+		return
+	case epoch > c.epoch:
+		clear(c.entries)
+		c.epoch = epoch
+	}
+	if _, held := c.entries[prefix]; !held && len(c.entries) >= c.max {
+		for p := range c.entries { // map order is randomised: an arbitrary victim
+			delete(c.entries, p)
+			break
+		}
+	}
+	c.entries[prefix] = e
+}
+
+// CacheStats counts the key cache's work since the Authenticator was made.
+type CacheStats struct {
+	Hits   uint64 // lookups answered from memory
+	Misses uint64 // lookups that read the key from the database
+	Checks uint64 // the store's epoch checks (shared by concurrent callers)
+	Reads  uint64 // keys read from the database, by lookups or equaliseRefusal
+}
+
+// CacheStats reports the key cache's counters (for metrics and for tests
+// that must fail if the cache is bypassed).
+func (a *Authenticator) CacheStats() CacheStats {
+	c := a.cache
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Checks: a.store.Checks(), Reads: c.reads.Load()}
+}
+
+// keyLookup is what lookupKey found: the key and whether its account is
+// active, whether it came from memory, and the epoch it was read under.
+type keyLookup struct {
+	Key           domain.APIKey
+	AccountActive bool
+	fromMemory    bool
+	epoch         int64
+}
+
+// lookupKey is the key with that prefix and whether its account is active,
+// as they stand at some moment after the call began; a key it returns that
+// is then refused goes through equaliseRefusal. ErrNotFound when no key
+// has the prefix.
+func (a *Authenticator) lookupKey(ctx context.Context, prefix string) (keyLookup, error) {
+	c := a.cache
+	m, err := a.store.Check(ctx)
+	if err != nil {
+		return keyLookup{}, err
+	}
+	epoch := m.Epoch
+	if e, ok := c.get(epoch, prefix); ok {
+		c.hits.Add(1)
+		return keyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, nil
+	}
+	c.misses.Add(1)
+	k, active, err := a.readKey(ctx, prefix)
+	if err != nil {
+		return keyLookup{}, err
+	}
+	// Keyed by the stored prefix, not the caller's string, which may be a
+	// slice of a whole request header.
+	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
+	return keyLookup{Key: k, AccountActive: active, epoch: epoch}, nil
+}
+
+func (a *Authenticator) readKey(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
+	a.cache.reads.Add(1)
+	return a.store.ReadKeyByPrefix(ctx, prefix)
+}
+
+// heldKey returns the key with that prefix if it is held in memory, with
+// the epoch it is held under, without asking the store: only a caller that
+// then finds that epoch current in the mirror may use it (store.Mirrored).
+func (a *Authenticator) heldKey(prefix string) (keyLookup, bool) {
+	c := a.cache
+	c.mu.RLock()
+	e, ok := c.entries[prefix]
+	epoch := c.epoch
+	c.mu.RUnlock()
+	if !ok {
+		return keyLookup{}, false
+	}
+	c.hits.Add(1)
+	return keyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, true
+}
+
+// equaliseRefusal gives the refusal of a key found by lookupKey the cost of
+// a lookup of an unknown prefix, which always reads the database and finds
+// nothing: a key answered from memory is followed by that same read, for
+// absentPrefix. Reading the refused key's own row instead costs more
+// (scanning and decoding it), enough for a median to tell a known prefix
+// from an unknown one: BenchmarkAuthRefusalTiming in internal/api prints
+// the medians of both.
+func (a *Authenticator) equaliseRefusal(ctx context.Context, l keyLookup) error {
+	if !l.fromMemory {
+		return nil // it read the database already
+	}
+	if _, _, err := a.readKey(ctx, absentPrefix); err != nil && !errors.Is(err, domain.ErrNotFound) {
+		return fmt.Errorf("read absent key: %w", err)
+	}
+	return nil
+}
+
+// absentPrefix has a prefix's length and a character no prefix has
+// (credential.Parse accepts only 0-9 and a-z), so no key is ever found by
+// it: reading it costs what reading an unknown prefix costs.
+const absentPrefix = "------------"
