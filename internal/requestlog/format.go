@@ -132,12 +132,6 @@ type Decoder struct {
 	method, route, path, code, client strTable
 }
 
-func newDecoder(blob []byte, sec int64) *Decoder {
-	d := new(Decoder)
-	d.Reset(blob, sec)
-	return d
-}
-
 // reset makes d read blob, of second sec, from its start: one decoder
 // serves every batch a page reads, most of which hold one log when an
 // account's requests are sparse (BenchmarkLogsPage).
@@ -295,15 +289,6 @@ func (b *Buffer) Prepend(older *Buffer) {
 	b.n += older.n
 }
 
-// Logs unpacks b's logs, batch by batch, each in the order added.
-func (b *Buffer) Logs() []Log {
-	out := make([]Log, 0, b.n)
-	for _, bt := range b.batches {
-		out, _ = Unpack(out, bt.blob, bt.sec, bt.accountID, bt.keyID) // packed here: readable
-	}
-	return out
-}
-
 // Batch is one packed batch as the store writes it: a row of
 // request_log_batches.
 type Batch struct {
@@ -333,8 +318,9 @@ func Pack(logs []Log) *Buffer {
 
 // Unpack appends to out the logs of a batch of second sec, account and key.
 func Unpack(out []Log, blob []byte, sec int64, accountID, keyID string) ([]Log, error) {
-	d := newDecoder(blob, sec)
+	var d Decoder
 	var p Packed
+	d.Reset(blob, sec)
 	for d.Next(&p) {
 		out = append(out, p.Log(accountID, keyID))
 	}

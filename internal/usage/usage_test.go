@@ -29,7 +29,9 @@ func (f *fakeStore) WritePackedUsage(_ context.Context, packed *requestlog.Buffe
 	if f.counts == nil {
 		f.counts = map[string]int64{}
 	}
-	f.logs = append(f.logs, packed.Logs()...)
+	for _, b := range packed.Batches() {
+		f.logs, _ = requestlog.Unpack(f.logs, b.Blob, b.Sec, b.AccountID, b.KeyID)
+	}
 	for _, c := range counts {
 		f.counts[c.KeyID+"/"+c.Class+"/"+c.Minute.Format("15:04")] += c.Count
 	}
