@@ -152,7 +152,8 @@ func defaultHTTPClient() *http.Client {
 	// Every question goes to the same host; the default of 2 idle
 	// connections would make busy periods dial again and again.
 	t.MaxIdleConnsPerHost = 32
-	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &http.Client{Transport: t, CheckRedirect: noRedirect}
 }
 
 type chatRequest struct {

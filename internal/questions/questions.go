@@ -135,9 +135,11 @@ func checkQuestion(q string) error {
 	case strings.TrimSpace(q) == "":
 		return domain.FieldErr(domain.CodeInvalidValue, "question", "question must not be blank.")
 	case problem == domain.TextTooLong:
-		return domain.FieldErr(domain.CodeInvalidValue, "question", fmt.Sprintf("question must be at most %d characters.", domain.MaxQuestionLength))
+		return domain.FieldErr(domain.CodeInvalidValue, "question",
+			fmt.Sprintf("question must be at most %d characters.", domain.MaxQuestionLength))
 	case problem == domain.TextControl:
-		return domain.FieldErr(domain.CodeInvalidValue, "question", "question must not contain control characters other than line breaks and tabs.")
+		return domain.FieldErr(domain.CodeInvalidValue, "question",
+			"question must not contain control characters other than line breaks and tabs.")
 	}
 	return nil
 }
