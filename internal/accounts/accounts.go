@@ -121,7 +121,7 @@ func CheckEmail(s string) (string, error) {
 	t := strings.TrimSpace(s)
 	a, err := mail.ParseAddress(t)
 	if !utf8.ValidString(s) || err != nil || a.Name != "" || a.Address != t || len(t) > MaxEmailLength {
-		return "", fieldErr(domain.CodeInvalidValue, "email", fmt.Sprintf("%q is not an email address", strings.ToValidUTF8(t, "\uFFFD")))
+		return "", domain.FieldErr(domain.CodeInvalidValue, "email", fmt.Sprintf("%q is not an email address", strings.ToValidUTF8(t, "\uFFFD")))
 	}
 	return domain.NormalizeEmail(t), nil
 }
@@ -151,7 +151,7 @@ func (s *Service) CreateUser(ctx context.Context, u NewUser) (domain.User, error
 func (s *Service) createUser(ctx context.Context, u NewUser, evs func(domain.User) []domain.AuditEvent) (domain.User, error) {
 	role, ok := domain.ParseRole(u.Role)
 	if !ok {
-		return domain.User{}, fieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
+		return domain.User{}, domain.FieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
 	}
 	email, err := CheckEmail(u.Email)
 	if err != nil {
@@ -183,9 +183,9 @@ func (s *Service) createUser(ctx context.Context, u NewUser, evs func(domain.Use
 	err = s.store.CreateUser(ctx, user, events...)
 	var dup *domain.DuplicateError
 	if errors.As(err, &dup) {
-		msg := fmt.Sprintf("a user with email %s already exists (%s)", email, dup.ExistingID)
-		return domain.User{}, &domain.Error{Code: domain.CodeDuplicateValue, Message: msg, ExistingID: dup.ExistingID,
-			Fields: []domain.FieldError{{Field: "email", Code: domain.CodeDuplicateValue, Message: msg}}}
+		e := domain.FieldErr(domain.CodeDuplicateValue, "email", fmt.Sprintf("a user with email %s already exists (%s)", email, dup.ExistingID))
+		e.ExistingID = dup.ExistingID
+		return domain.User{}, e
 	}
 	if err != nil {
 		return domain.User{}, fmt.Errorf("create user: %w", err)
@@ -231,11 +231,6 @@ func (s *Service) event(by *domain.User, what string, u domain.User, action doma
 		ev.ActorID, ev.Actor = by.ID, by.Email
 	}
 	return ev
-}
-
-// fieldErr is a domain error on one form field.
-func fieldErr(code domain.Code, field, msg string) error {
-	return &domain.Error{Code: code, Message: msg, Fields: []domain.FieldError{{Field: field, Code: code, Message: msg}}}
 }
 
 // checkOwner lets an active Owner of the account (or the CLI: by nil)
@@ -289,7 +284,7 @@ func (s *Service) update(ctx context.Context, by *domain.User, accountID, userID
 	case errors.Is(err, domain.ErrNotFound):
 		return before, noUser(accountID, userID)
 	case errors.Is(err, store.ErrLastOwner):
-		return before, fieldErr(domain.CodeInconsistentState, field,
+		return before, domain.FieldErr(domain.CodeInconsistentState, field,
 			"an account keeps at least one active Owner: make another user Owner first")
 	case err != nil:
 		return before, fmt.Errorf("update user: %w", err)
@@ -303,7 +298,7 @@ func (s *Service) update(ctx context.Context, by *domain.User, accountID, userID
 func (s *Service) SetRole(ctx context.Context, by *domain.User, accountID, userID, role string) (domain.User, error) {
 	r, ok := domain.ParseRole(role)
 	if !ok {
-		return domain.User{}, fieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
+		return domain.User{}, domain.FieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
 	}
 	if err := MayChange(by, accountID, userID, "change the role of"); err != nil {
 		return domain.User{}, err

@@ -7,10 +7,11 @@ import (
 
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/metrics"
 )
 
 func notFoundRoute(r *http.Request) error {
-	if m := knownMethod(r.Method); m != "" {
+	if m := metrics.KnownMethod(r.Method); m != "" {
 		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, credential.RedactText(r.URL.Path))
 	}
 	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", credential.RedactText(r.URL.Path))

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -99,9 +100,7 @@ func canonicalPrefix(p netip.Prefix) netip.Prefix {
 }
 
 func allowListErr(format string, args ...any) *Error {
-	e := Errorf(CodeInvalidValue, format, args...)
-	e.Fields = []FieldError{{Field: "allowed_ips", Code: CodeInvalidValue, Message: e.Message}}
-	return e
+	return FieldErr(CodeInvalidValue, "allowed_ips", fmt.Sprintf(format, args...))
 }
 
 // Strings is the list as shown and stored: a single address without its

@@ -65,6 +65,11 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// FieldErr is an error about one field, which the envelope's errors name.
+func FieldErr(code Code, field, msg string) *Error {
+	return &Error{Code: code, Message: msg, Fields: []FieldError{{Field: field, Code: code, Message: msg}}}
+}
+
 // ErrorCode returns the contract code carried by err, or server_error.
 func ErrorCode(err error) Code {
 	var e *Error

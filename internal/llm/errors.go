@@ -25,27 +25,6 @@ const (
 	KindEmpty                     // well-formed, but no choice or no text in it
 )
 
-// String names the kind in a form fit for a metric label.
-func (k Kind) String() string {
-	switch k {
-	case KindTransport:
-		return "transport"
-	case KindTimeout:
-		return "timeout"
-	case KindCanceled:
-		return "canceled"
-	case KindStatus:
-		return "status"
-	case KindMalformed:
-		return "malformed"
-	case KindTooLarge:
-		return "too_large"
-	case KindEmpty:
-		return "empty"
-	}
-	return "unknown"
-}
-
 // Sentinels, one per Kind, for errors.Is.
 var (
 	ErrTransport = errors.New("llm: provider unreachable")
@@ -57,24 +36,9 @@ var (
 	ErrEmpty     = errors.New("llm: no answer in response")
 )
 
-func (k Kind) sentinel() error {
-	switch k {
-	case KindTransport:
-		return ErrTransport
-	case KindTimeout:
-		return ErrTimeout
-	case KindCanceled:
-		return ErrCanceled
-	case KindStatus:
-		return ErrStatus
-	case KindMalformed:
-		return ErrMalformed
-	case KindTooLarge:
-		return ErrTooLarge
-	case KindEmpty:
-		return ErrEmpty
-	}
-	return nil
+var sentinels = [...]error{
+	KindTransport: ErrTransport, KindTimeout: ErrTimeout, KindCanceled: ErrCanceled, KindStatus: ErrStatus,
+	KindMalformed: ErrMalformed, KindTooLarge: ErrTooLarge, KindEmpty: ErrEmpty,
 }
 
 // Error is every failure Complete returns. Its text is composed here from
@@ -91,7 +55,9 @@ type Error struct {
 func (e *Error) Error() string { return e.msg }
 
 // Is makes errors.Is(err, ErrTimeout) and friends work.
-func (e *Error) Is(target error) bool { return target != nil && target == e.Kind.sentinel() }
+func (e *Error) Is(target error) bool {
+	return target != nil && e.Kind > 0 && int(e.Kind) < len(sentinels) && target == sentinels[e.Kind]
+}
 
 // Unwrap exposes the cause, so errors.Is(err, context.Canceled) holds when
 // the caller went away.

@@ -147,22 +147,13 @@ func New(cfg Config) (*Client, error) {
 // endpoint that redirects is misconfigured, and following would turn POST
 // into GET or resend the key elsewhere.
 func defaultHTTPClient() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ExpectContinueTimeout: time.Second,
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConns:          100,
-			// Every question goes to the same host; the default of 2 idle
-			// connections would make busy periods dial again and again.
-			MaxIdleConnsPerHost: 32,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	// Every question goes to the same host; the default of 2 idle
+	// connections would make busy periods dial again and again.
+	t.MaxIdleConnsPerHost = 32
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &http.Client{Transport: t, CheckRedirect: noRedirect}
 }
 
 type chatRequest struct {

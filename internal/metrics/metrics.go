@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"time"
@@ -76,18 +77,21 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	method, code := methodLabel(method), strconv.Itoa(status)
+	method, code := cmp.Or(KnownMethod(method), "OTHER"), strconv.Itoa(status)
 	m.requests.WithLabelValues(route, method, code).Inc()
 	m.latency.WithLabelValues(route, method, code).Observe(d.Seconds())
 }
 
-func methodLabel(method string) string {
-	switch method {
+// KnownMethod is m when it is one of HTTP's registered methods, else "":
+// neither a metric label nor a response repeats a method it does not know,
+// which may be a credential sent in its place.
+func KnownMethod(m string) string {
+	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
-		return method
+		return m
 	}
-	return "OTHER"
+	return ""
 }
 
 // RateLimited counts a 429 from the named limiter ("key" or "address").

@@ -32,9 +32,10 @@ const Timeout = llm.DefaultTimeout
 // caller who went away: the counters must still see it.
 const recordTimeout = 10 * time.Second
 
-// Model answers a conversation; *llm.Client is one.
+// Model answers a conversation, whole or streamed; *llm.Client is one.
 type Model interface {
 	Complete(ctx context.Context, msgs []llm.Message) (string, error)
+	Stream(ctx context.Context, msgs []llm.Message, onDelta func(string) error) (string, error)
 }
 
 // Service asks agents questions and records the outcome.
@@ -52,17 +53,6 @@ func New(st *store.Store, model Model, now func() time.Time) *Service {
 		now = time.Now
 	}
 	return &Service{store: st, model: model, now: now}
-}
-
-// Ask asks the agent question, in the conversation *conversationID or in a
-// new one when it is nil (an empty id names no conversation: not_found),
-// and returns the recorded, answered question.
-func (s *Service) Ask(ctx context.Context, accountID, agentID, question string, conversationID *string) (domain.Question, error) {
-	p, err := s.Prepare(ctx, accountID, agentID, question, conversationID)
-	if err != nil {
-		return domain.Question{}, err
-	}
-	return p.Answer(ctx)
 }
 
 // Pending is a question that passed every check and is about to be asked:
@@ -141,17 +131,15 @@ func (s *Service) Prepare(ctx context.Context, accountID, agentID, question stri
 // blank, at most MaxQuestionLength code points, no control characters but
 // line breaks and tabs.
 func checkQuestion(q string) error {
-	field := func(msg string) error {
-		return &domain.Error{Code: domain.CodeInvalidValue, Message: msg,
-			Fields: []domain.FieldError{{Field: "question", Code: domain.CodeInvalidValue, Message: msg}}}
-	}
-	switch {
+	switch problem := domain.CheckText(q, domain.MaxQuestionLength); {
 	case strings.TrimSpace(q) == "":
-		return field("question must not be blank.")
-	case domain.CheckText(q, domain.MaxQuestionLength) == domain.TextTooLong:
-		return field(fmt.Sprintf("question must be at most %d characters.", domain.MaxQuestionLength))
-	case domain.CheckText(q, domain.MaxQuestionLength) == domain.TextControl:
-		return field("question must not contain control characters other than line breaks and tabs.")
+		return domain.FieldErr(domain.CodeInvalidValue, "question", "question must not be blank.")
+	case problem == domain.TextTooLong:
+		return domain.FieldErr(domain.CodeInvalidValue, "question",
+			fmt.Sprintf("question must be at most %d characters.", domain.MaxQuestionLength))
+	case problem == domain.TextControl:
+		return domain.FieldErr(domain.CodeInvalidValue, "question",
+			"question must not contain control characters other than line breaks and tabs.")
 	}
 	return nil
 }
@@ -164,30 +152,14 @@ func (p *Pending) Answer(ctx context.Context) (domain.Question, error) {
 	return p.finish(ctx, p.svc.model.Complete)
 }
 
-// Streamer is a Model that can also stream its answer; *llm.Client is one.
-type Streamer interface {
-	Stream(ctx context.Context, msgs []llm.Message, onDelta func(string) error) (string, error)
-}
-
 // AnswerStream is Answer for a streamed question: it passes the answer's
-// text to onDelta piece by piece as the model produces it (a model that
-// cannot stream gives it in one piece), under the same bounds, and records
-// the outcome the same way. onDelta failing (the caller went away) ends the
-// model call, and the question is recorded as failed.
+// text to onDelta piece by piece as the model produces it, under the same
+// bounds, and records the outcome the same way. onDelta failing (the
+// caller went away) ends the model call, and the question is recorded as
+// failed.
 func (p *Pending) AnswerStream(ctx context.Context, onDelta func(string) error) (domain.Question, error) {
-	if st, ok := p.svc.model.(Streamer); ok {
-		return p.finish(ctx, func(ctx context.Context, msgs []llm.Message) (string, error) {
-			return st.Stream(ctx, msgs, onDelta)
-		})
-	}
 	return p.finish(ctx, func(ctx context.Context, msgs []llm.Message) (string, error) {
-		answer, err := p.svc.model.Complete(ctx, msgs)
-		if err == nil {
-			if err = onDelta(answer); err != nil {
-				answer = ""
-			}
-		}
-		return answer, err
+		return p.svc.model.Stream(ctx, msgs, onDelta)
 	})
 }
 

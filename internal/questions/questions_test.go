@@ -26,6 +26,23 @@ func (m *model) Complete(ctx context.Context, msgs []llm.Message) (string, error
 	return m.answer(ctx, msgs)
 }
 
+func (m *model) Stream(ctx context.Context, msgs []llm.Message, onDelta func(string) error) (string, error) {
+	answer, err := m.Complete(ctx, msgs)
+	if err == nil {
+		err = onDelta(answer)
+	}
+	return answer, err
+}
+
+// ask is a question answered whole, as POST …/questions without "stream".
+func ask(ctx context.Context, svc *questions.Service, accountID, agentID, question string, conv *string) (domain.Question, error) {
+	p, err := svc.Prepare(ctx, accountID, agentID, question, conv)
+	if err != nil {
+		return domain.Question{}, err
+	}
+	return p.Answer(ctx)
+}
+
 type world struct {
 	st              *store.Store
 	clock           *testenv.Clock
@@ -80,7 +97,7 @@ func eachEngine(t *testing.T, f func(t *testing.T, w *world)) {
 func TestRefusals(t *testing.T) {
 	eachEngine(t, func(t *testing.T, w *world) {
 		ctx := context.Background()
-		ans, err := w.svc.Ask(ctx, w.acct.ID, w.agent.ID, "2+2?", nil)
+		ans, err := ask(ctx, w.svc, w.acct.ID, w.agent.ID, "2+2?", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +125,7 @@ func TestRefusals(t *testing.T) {
 			{"another agent's conversation", w.svc, w.acct.ID, other.ID, "q", &ans.ConversationID, domain.CodeNotFound, "No conversation"},
 		} {
 			asked := len(w.m.asked)
-			_, err := tc.svc.Ask(ctx, tc.acct, tc.ag, tc.question, tc.conv)
+			_, err := ask(ctx, tc.svc, tc.acct, tc.ag, tc.question, tc.conv)
 			if domain.ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("%s: %v, want %s saying %q", tc.what, err, tc.code, tc.says)
 			}
@@ -136,7 +153,7 @@ func setupAgent(t *testing.T, w *world, name string) domain.Agent {
 func TestConversationAndRecord(t *testing.T) {
 	eachEngine(t, func(t *testing.T, w *world) {
 		ctx := context.Background()
-		first, err := w.svc.Ask(ctx, w.acct.ID, w.agent.ID, "2+2?", nil)
+		first, err := ask(ctx, w.svc, w.acct.ID, w.agent.ID, "2+2?", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +162,7 @@ func TestConversationAndRecord(t *testing.T) {
 		}
 		w.clock.Advance(time.Second)
 		w.m.answer = func(context.Context, []llm.Message) (string, error) { return "6", nil }
-		second, err := w.svc.Ask(ctx, w.acct.ID, w.agent.ID, "And 3+3?", &first.ConversationID)
+		second, err := ask(ctx, w.svc, w.acct.ID, w.agent.ID, "And 3+3?", &first.ConversationID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +209,7 @@ func TestFailuresAreRecordedAndSayNothingOfTheProvider(t *testing.T) {
 			w.m.answer = tc.answer
 			ctx, cancel := tc.ctx()
 			leave = cancel
-			_, err := w.svc.Ask(ctx, w.acct.ID, w.agent.ID, "q", nil)
+			_, err := ask(ctx, w.svc, w.acct.ID, w.agent.ID, "q", nil)
 			cancel()
 			var de *domain.Error
 			if err == nil || errors.As(err, &de) || domain.ErrorCode(err) != domain.CodeServerError {

@@ -107,7 +107,7 @@ func TestRedisThatStopsMidStream(t *testing.T) {
 		t.Fatal("no fallback while Redis was not answering")
 	}
 	f.Restore()
-	for deadline := time.Now().Add(5 * time.Second); l.skipRedis(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); l.Down(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("did not return to Redis after it answered again")
 		}

@@ -57,18 +57,6 @@ func NewMemory(now func() time.Time) *Memory {
 // Close stops the idle sweeper.
 func (m *Memory) Close() { m.once.Do(func() { close(m.stop) }) }
 
-// Len is how many keys are tracked.
-func (m *Memory) Len() int {
-	n := 0
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.Lock()
-		n += len(s.keys)
-		s.mu.Unlock()
-	}
-	return n
-}
-
 // Allow never fails.
 func (m *Memory) Allow(_ context.Context, key string, limit int) (Result, error) {
 	nowMS := m.now().UnixMilli()

@@ -44,12 +44,10 @@ const RepairEvery = StaleBound / 2
 // MirrorKey names the mirror of the store identified by storeID (bytes
 // that every instance sharing the database reads alike, such as a server
 // secret): databases sharing one Redis never share a mirror.
-func MirrorKey(storeID []byte) string {
-	if len(storeID) > 8 {
-		storeID = storeID[:8]
-	}
-	return "agentapi:key-epoch:" + hex.EncodeToString(storeID)
-}
+func MirrorKey(storeID []byte) string { return "agentapi:key-epoch:" + storeTag(storeID) }
+
+// storeTag names the store identified by storeID in Redis keys.
+func storeTag(storeID []byte) string { return hex.EncodeToString(storeID[:min(len(storeID), 8)]) }
 
 // NewMirror returns the mirror named key (MirrorKey) on client; log
 // receives raises that failed (nil: discarded).

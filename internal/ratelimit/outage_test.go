@@ -74,7 +74,7 @@ func TestRedisReturnAddsFallbackAdmissions(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for _, l := range ls {
-			for l.skipRedis() {
+			for l.Down() {
 				if time.Now().After(deadline) {
 					t.Fatal("an instance did not return to Redis")
 				}

@@ -47,9 +47,7 @@ import (
 // Both keys expire when idle; a list that outlived its meta is stale and is
 // dropped, and one that expired first held only runs that had left the
 // window (its expiry is renewed whenever a run is added to it).
-var allowScript = redis.NewScript(allowSource)
-
-const allowSource = `
+var allowScript = redis.NewScript(`
 local window = tonumber(ARGV[1])
 local clock
 local mirror
@@ -68,14 +66,10 @@ local function decide(runsKey, metaKey, limit, now)
     now = clock
   end
   local total, head, tail, tc, runs = 0, -1, -1, 0, 0
-  local meta = redis.call('GET', metaKey)
-  if meta then
-    local a, b, c, d, e = string.match(meta, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
-    if a then
-      total, head, tail, tc, runs = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
-    else
-      redis.call('DEL', runsKey)
-    end
+  -- GET answers false for an absent key: no match, as for a stale form.
+  local a, b, c, d, e = string.match(redis.call('GET', metaKey) or '', '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+  if a then
+    total, head, tail, tc, runs = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
   else
     redis.call('DEL', runsKey)
   end
@@ -174,7 +168,7 @@ for i = 1, (#KEYS - 1) / 3 do
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, total, oldest, freeAt, now, watched
 end
 return out
-`
+`)
 
 // mergeScript adds admissions an instance made in process, while Redis was
 // away, to the keys' windows, keeping each window's form (allowScript):
@@ -188,9 +182,7 @@ return out
 // runs, oldest first, as "age:count" joined by commas (age in ms, ≥ 0).
 // Returns per key the admissions its window then counts, or -1 when its
 // keys hold something else (Redis logs why).
-var mergeScript = redis.NewScript(mergeSource)
-
-const mergeSource = `
+var mergeScript = redis.NewScript(`
 local window = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 if now == 0 then
@@ -200,19 +192,16 @@ end
 local edge = now - window
 local function merge(runsKey, metaKey, added)
   local old = {}
-  local meta = redis.call('GET', metaKey)
-  if meta then
-    local _, _, tail, tc, runs = string.match(meta, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
-    if tail then
-      if tonumber(runs) > 0 then
-        for _, e in ipairs(redis.call('LRANGE', runsKey, 0, -1)) do
-          local ms, c = string.match(e, '^(%d+):(%d+)$')
-          old[#old + 1] = {tonumber(ms), tonumber(c)}
-        end
+  local _, _, tail, tc, runs = string.match(redis.call('GET', metaKey) or '', '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+  if tail then
+    if tonumber(runs) > 0 then
+      for _, e in ipairs(redis.call('LRANGE', runsKey, 0, -1)) do
+        local ms, c = string.match(e, '^(%d+):(%d+)$')
+        old[#old + 1] = {tonumber(ms), tonumber(c)}
       end
-      if tonumber(tail) >= 0 and tonumber(tc) > 0 then
-        old[#old + 1] = {tonumber(tail), tonumber(tc)}
-      end
+    end
+    if tonumber(tail) >= 0 and tonumber(tc) > 0 then
+      old[#old + 1] = {tonumber(tail), tonumber(tc)}
     end
   end
   local new = {}
@@ -273,7 +262,7 @@ for i = 1, #KEYS / 2 do
   res[i] = total
 end
 return res
-`
+`)
 
 // Redis is the limiter shared by every instance. When Redis fails it
 // decides with an in-process fallback at the full ceiling: degraded (each
@@ -342,10 +331,9 @@ type allowCall struct {
 	keys  []string
 	limit int
 	nowMS int64 // 0: Redis's clock
-	// epoch is the key epoch to compare with the mirror (AllowAt), when
-	// checkEpoch.
-	epoch      int64
-	checkEpoch bool
+	// epoch is the key epoch to compare with the mirror (AllowAt), -1
+	// for none.
+	epoch int64
 	// watch is the key whose value the script reads (AllowAt), "" for none.
 	watch string
 	vals  []int64
@@ -442,7 +430,11 @@ type EpochLimiter interface {
 
 // Down reports that Redis is marked unavailable and decisions go to the
 // fallback until the probe sees it again.
-func (r *Redis) Down() bool { return r.skipRedis() }
+func (r *Redis) Down() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.down
+}
 
 // Allow decides in Redis, or in the fallback while Redis is unavailable.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
@@ -458,31 +450,7 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 // one answer from the worker frees it for reuse, so the caller stays for
 // that answer; ctx is consulted once it arrives.
 func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error) {
-	if r.skipRedis() {
-		r.fallbacks.Add(1)
-		res, err := r.fallback.Allow(ctx, key, limit)
-		return res, Verdict{}, err
-	}
-	c := callPool.Get().(*allowCall)
-	c.keys[0], c.keys[1] = windowKeys(key)
-	c.limit, c.nowMS, c.epoch, c.checkEpoch, c.watch = limit, 0, epoch, epoch >= 0, watch
-	if r.testNowMS != nil {
-		c.nowMS = r.testNowMS()
-	}
-	r.sendMu.RLock()
-	if r.closed {
-		r.sendMu.RUnlock()
-		callPool.Put(c)
-		r.fallbacks.Add(1)
-		res, err := r.fallback.Allow(ctx, key, limit)
-		return res, Verdict{}, err
-	}
-	r.calls <- c
-	r.sendMu.RUnlock()
-	<-c.done
-	vals, err := c.vals, c.err
-	c.vals, c.err = nil, nil
-	callPool.Put(c)
+	vals, err := r.ask(key, limit, epoch, watch)
 	if err != nil {
 		// The worker marked Redis down when it failed (errClosed,
 		// errDown: it was not asked; errWindow: Redis answered, only this
@@ -503,6 +471,34 @@ func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64,
 		v.Watched = Watched{Value: vals[5], OK: true}
 	}
 	return scriptResult(vals, limit), v, nil
+}
+
+// ask has a worker decide in Redis and returns the script's values;
+// errDown or errClosed, without asking, while Redis is marked down or the
+// limiter closed.
+func (r *Redis) ask(key string, limit int, epoch int64, watch string) ([]int64, error) {
+	if r.Down() {
+		return nil, errDown
+	}
+	c := callPool.Get().(*allowCall)
+	c.keys[0], c.keys[1] = windowKeys(key)
+	c.limit, c.nowMS, c.epoch, c.watch = limit, 0, epoch, watch
+	if r.testNowMS != nil {
+		c.nowMS = r.testNowMS()
+	}
+	r.sendMu.RLock()
+	if r.closed {
+		r.sendMu.RUnlock()
+		callPool.Put(c)
+		return nil, errClosed
+	}
+	r.calls <- c
+	r.sendMu.RUnlock()
+	<-c.done
+	vals, err := c.vals, c.err
+	c.vals, c.err = nil, nil
+	callPool.Put(c)
+	return vals, err
 }
 
 // scriptResult reads one decision's values from the script.
@@ -527,7 +523,7 @@ func (r *Redis) work() {
 			r.drain()
 			return
 		}
-		if r.skipRedis() {
+		if r.Down() {
 			// Redis failed while this batch waited (the batch before it
 			// found it gone): its calls go to the fallback now rather
 			// than wait out a time-out of their own.
@@ -576,20 +572,16 @@ func (r *Redis) drain() {
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
 	keys, args = append(keys[:0], r.mirrorKey), append(args[:0], windowMS)
 	for _, c := range batch {
-		epoch := int64(-1)
-		if c.checkEpoch {
-			epoch = c.epoch
-		}
 		if c.watch != "" {
 			keys = append(keys, c.keys[0], c.keys[1], c.watch)
-			args = append(args, c.limit, c.nowMS, epoch, 1)
+			args = append(args, c.limit, c.nowMS, c.epoch, 1)
 		} else {
 			// The meta key stands in for the watch key: not read.
 			keys = append(keys, c.keys[0], c.keys[1], c.keys[1])
-			args = append(args, c.limit, c.nowMS, epoch, 0)
+			args = append(args, c.limit, c.nowMS, c.epoch, 0)
 		}
 	}
-	vals, err := r.send(keys, args)
+	vals, err := r.run(allowScript, r.timeout, keys, args)
 	if err == nil && len(vals) != decisionValues*len(batch) {
 		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
 	}
@@ -614,22 +606,12 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 // decisionValues is how many integers allowScript returns per decision.
 const decisionValues = 6
 
-// send runs the decision script (allowScript).
-func (r *Redis) send(keys []string, args []any) ([]int64, error) {
-	return r.run(allowScript, allowSource, r.timeout, keys, args)
-}
-
-// run runs a script by hash within timeout; when Redis does not know it (a
-// restart, a flush), it sends it again with its source, which also loads
-// it for the calls after.
-func (r *Redis) run(script *redis.Script, source string, timeout time.Duration, keys []string, args []any) ([]int64, error) {
+// run runs a script by hash within timeout (Script.Run: by its source when
+// Redis does not know it, after a restart or a flush).
+func (r *Redis) run(script *redis.Script, timeout time.Duration, keys []string, args []any) ([]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	vals, err := r.client.EvalSha(ctx, script.Hash(), keys, args...).Int64Slice()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		vals, err = r.client.Eval(ctx, source, keys, args...).Int64Slice()
-	}
-	return vals, err
+	return script.Run(ctx, r.client, keys, args...).Int64Slice()
 }
 
 // Bounds of one merge call (syncFallback): keys, and runs in all (a key's
@@ -662,7 +644,7 @@ func (r *Redis) syncFallback() error {
 			runs += len(p.runs)
 			end++
 		}
-		if _, err := r.run(mergeScript, mergeSource, mergeTimeout, keys, args); err != nil {
+		if _, err := r.run(mergeScript, mergeTimeout, keys, args); err != nil {
 			for _, p := range pending[start:] {
 				var n int64
 				for _, e := range p.runs {
@@ -694,15 +676,8 @@ func mergeRunsArg(nowMS int64, runs []entry) string {
 	return b.String()
 }
 
-func (r *Redis) skipRedis() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.down
-}
-
-// markDown sends decisions to the fallback and starts the probe, which
-// alone tries Redis again: no request waits on a dead Redis (only the ones
-// that found it dead did).
+// markDown sends decisions to the fallback and wakes the probe, which alone
+// tries Redis again.
 func (r *Redis) markDown(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -750,13 +725,14 @@ func (r *Redis) pingUntilUp() bool {
 	t := time.NewTicker(r.pause)
 	defer t.Stop()
 	runs, meta := windowKeys(probeKey)
+	keys, args := []string{r.mirrorKey, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
 	for {
 		select {
 		case <-r.quit:
 			return false
 		case <-t.C:
 		}
-		if _, err := r.send([]string{r.mirrorKey, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}); err != nil {
+		if _, err := r.run(allowScript, r.timeout, keys, args); err != nil {
 			continue
 		}
 		// Redis decides again: first it learns what this instance

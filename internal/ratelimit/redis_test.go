@@ -394,7 +394,7 @@ func TestRedisMatchesMemory(t *testing.T) {
 			limits[k] = 1 + rng.IntN(80)
 		}
 		runs, meta := windowKeys(k)
-		batch = append(batch, decision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load()}})
+		batch = append(batch, decision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load(), epoch: -1}})
 		if len(batch) >= size {
 			flush()
 			size = 1 + rng.IntN(8)
@@ -457,7 +457,7 @@ func TestRedisBadWindowFailsOnlyItsCall(t *testing.T) {
 	var calls []*allowCall
 	for _, k := range []string{good1, bad, good2} {
 		runs, meta := windowKeys(k)
-		calls = append(calls, &allowCall{keys: []string{runs, meta}, limit: 5})
+		calls = append(calls, &allowCall{keys: []string{runs, meta}, limit: 5, epoch: -1})
 	}
 	l.decide(calls, nil, nil)
 	for i, call := range calls {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -47,13 +46,10 @@ const versionTTL = 24 * time.Hour
 // (as MirrorKey's) on client; log receives bumps that failed (nil:
 // discarded).
 func NewVersions(client redis.UniversalClient, storeID []byte, log *slog.Logger) *Versions {
-	if len(storeID) > 8 {
-		storeID = storeID[:8]
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Versions{client: client, prefix: "agentapi:agents-version:" + hex.EncodeToString(storeID) + ":",
+	return &Versions{client: client, prefix: "agentapi:agents-version:" + storeTag(storeID) + ":",
 		log: log, timeout: RaiseTimeout}
 }
 

@@ -87,31 +87,34 @@ func appendStr(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// logEncoder packs logs of one batch.
-type logEncoder struct {
+// batchKey is what the logs of one batch share.
+type batchKey struct {
+	accountID, keyID string
+	sec              int64
+}
+
+// logBatch packs the logs of one batch.
+type logBatch struct {
+	batchKey
 	blob                              []byte
 	n                                 int // logs packed
 	classes                           int // bits of their classes
 	method, route, path, code, client strTable
 }
 
-func newLogEncoder() *logEncoder {
-	return &logEncoder{blob: append(make([]byte, 0, 256), logBatchFormat)}
-}
-
-// add packs l, whose time is atMS, within the batch's second sec.
-func (e *logEncoder) add(l *Log, atMS, sec int64) {
-	b := appendStr(e.blob, l.ID)
-	b = binary.AppendUvarint(b, uint64(atMS-sec*1000))
+// add packs l, whose time is atMS, within the batch's second.
+func (bt *logBatch) add(l *Log, atMS int64) {
+	b := appendStr(bt.blob, l.ID)
+	b = binary.AppendUvarint(b, uint64(atMS-bt.sec*1000))
 	b = binary.AppendUvarint(b, uint64(max(l.Status, 0)))
 	b = binary.AppendUvarint(b, uint64(max(l.Duration.Microseconds(), 0)))
-	b = e.method.append(b, l.Method)
-	b = e.route.append(b, l.Route)
-	b = e.path.append(b, l.Path)
-	b = e.code.append(b, l.ErrorCode)
-	e.blob = e.client.append(b, l.Client)
-	e.n++
-	e.classes |= ClassBit(ClassOf(l.Status))
+	b = bt.method.append(b, l.Method)
+	b = bt.route.append(b, l.Route)
+	b = bt.path.append(b, l.Path)
+	b = bt.code.append(b, l.ErrorCode)
+	bt.blob = bt.client.append(b, l.Client)
+	bt.n++
+	bt.classes |= ClassBit(ClassOf(l.Status))
 }
 
 // Packed is a log as read from a blob: id still the blob's bytes, so a
@@ -130,12 +133,6 @@ type Decoder struct {
 	sec                               int64
 	err                               error
 	method, route, path, code, client strTable
-}
-
-func newDecoder(blob []byte, sec int64) *Decoder {
-	d := new(Decoder)
-	d.Reset(blob, sec)
-	return d
 }
 
 // reset makes d read blob, of second sec, from its start: one decoder
@@ -218,17 +215,6 @@ func (p *Packed) Log(accountID, keyID string) Log {
 		Duration: time.Duration(p.durationUS) * time.Microsecond, Client: p.client}
 }
 
-// batchKey is what the logs of one batch share.
-type batchKey struct {
-	accountID, keyID string
-	sec              int64
-}
-
-type logBatch struct {
-	batchKey
-	*logEncoder
-}
-
 // Buffer holds request logs packed as the store keeps them, ready for
 // WritePackedUsage: a recorder that buffers a second of requests holds
 // them as bytes, which the garbage collector does not scan, rather than as
@@ -252,13 +238,13 @@ func (b *Buffer) Add(l *Log) {
 			if b.open == nil {
 				b.open = map[batchKey]*logBatch{}
 			}
-			bt = &logBatch{batchKey: k, logEncoder: newLogEncoder()}
+			bt = &logBatch{batchKey: k, blob: append(make([]byte, 0, 256), logBatchFormat)}
 			b.open[k] = bt
 			b.batches = append(b.batches, bt)
 		}
 		b.last = bt
 	}
-	bt.add(l, ms, k.sec)
+	bt.add(l, ms)
 	b.n++
 	if bt.n == maxLogsPerBatch {
 		delete(b.open, k)
@@ -295,15 +281,6 @@ func (b *Buffer) Prepend(older *Buffer) {
 	b.n += older.n
 }
 
-// Logs unpacks b's logs, batch by batch, each in the order added.
-func (b *Buffer) Logs() []Log {
-	out := make([]Log, 0, b.n)
-	for _, bt := range b.batches {
-		out, _ = Unpack(out, bt.blob, bt.sec, bt.accountID, bt.keyID) // packed here: readable
-	}
-	return out
-}
-
 // Batch is one packed batch as the store writes it: a row of
 // request_log_batches.
 type Batch struct {
@@ -333,8 +310,9 @@ func Pack(logs []Log) *Buffer {
 
 // Unpack appends to out the logs of a batch of second sec, account and key.
 func Unpack(out []Log, blob []byte, sec int64, accountID, keyID string) ([]Log, error) {
-	d := newDecoder(blob, sec)
+	var d Decoder
 	var p Packed
+	d.Reset(blob, sec)
 	for d.Next(&p) {
 		out = append(out, p.Log(accountID, keyID))
 	}

@@ -76,7 +76,8 @@ func TestPackLogsSplits(t *testing.T) {
 func TestLogBatchDamaged(t *testing.T) {
 	b := Pack([]Log{{ID: "req_1", AccountID: "a", KeyID: "k", At: time.UnixMilli(5_000), Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: 200}}).batches[0].blob
 	for _, bad := range [][]byte{nil, {}, {2}, b[:len(b)-1], append(append([]byte{}, b...), 0x80), append([]byte{1, 5, 'x'}, b[1:]...)} {
-		d := newDecoder(bad, 5)
+		var d Decoder
+		d.Reset(bad, 5)
 		var p Packed
 		for d.Next(&p) {
 		}
@@ -90,7 +91,8 @@ func TestLogBatchDamaged(t *testing.T) {
 func FuzzLogBatch(f *testing.F) {
 	f.Add([]byte{1, 3, 'a', 'b', 'c', 5, 200, 1, 9, 0, 3, 'G', 'E', 'T', 1, 0, 0, 0, 0, 0, 0, 0, 0}, "GET", "/v1/me", 404)
 	f.Fuzz(func(t *testing.T, blob []byte, s1, s2 string, status int) {
-		d := newDecoder(blob, 1)
+		var d Decoder
+		d.Reset(blob, 1)
 		var p Packed
 		for n := 0; d.Next(&p); n++ {
 			if n > len(blob) {
@@ -121,8 +123,11 @@ func TestLogBuffer(t *testing.T) {
 		b.Add(&Log{ID: id, AccountID: "acc", KeyID: key, At: at, Status: 200})
 	}
 	ids := func(b *Buffer) (out []string) {
-		for _, l := range b.Logs() {
-			out = append(out, l.ID)
+		for _, bt := range b.Batches() {
+			logs, _ := Unpack(nil, bt.Blob, bt.Sec, bt.AccountID, bt.KeyID)
+			for _, l := range logs {
+				out = append(out, l.ID)
+			}
 		}
 		return out
 	}

@@ -57,7 +57,7 @@ func (pg *Page) Full() bool { return len(pg.out) > pg.f.Limit }
 // endSecond adds the current second's logs to the page.
 func (pg *Page) endSecond() {
 	pg.truncated = pg.truncated || pg.second.dropped
-	pg.out = append(pg.out, pg.second.sorted()...)
+	pg.out = append(pg.out, NewestFirst(pg.second.h)...) // a log written twice once
 	pg.second = newestOf{n: pg.f.Limit + 1 - len(pg.out)}
 }
 
@@ -116,9 +116,6 @@ func (k *newestOf) offer(p *Packed, accountID, keyID string) {
 	}
 	heap.Push(&k.h, p.Log(accountID, keyID))
 }
-
-// sorted is what k kept, newest first, a log written twice once.
-func (k *newestOf) sorted() []Log { return NewestFirst(k.h) }
 
 // logHeap is a heap of logs, the oldest at its root.
 type logHeap []Log

@@ -164,13 +164,6 @@ func (r *Recorder) addCount(k countKey, n int64) {
 // buffer was full (the store away for long).
 func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
 
-// Pending is how many logs wait to be written.
-func (r *Recorder) Pending() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.logs.Len()
-}
-
 // Run flushes every interval and sweeps every SweepEvery until ctx ends; it
 // does not flush on exit (the caller calls Flush after the server drained).
 func (r *Recorder) Run(ctx context.Context) {
