@@ -37,17 +37,10 @@ func (h requestIDHandler) WithGroup(name string) slog.Handler {
 	return requestIDHandler{h.Handler.WithGroup(name)}
 }
 
-// knownMethod is m when it is one of HTTP's registered methods, else "":
-// a response never repeats a method it does not know, which may be a
-// credential sent in its place.
-func knownMethod(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
-		return m
-	}
-	return ""
-}
+// knownMethods are HTTP's registered methods: a response never repeats a
+// method it does not know, which may be a credential sent in its place.
+var knownMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace}
 
 // logRequest writes the request's log line. The attributes are typed (no
 // reflection, no fmt), and the record goes straight to the handler: through

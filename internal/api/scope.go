@@ -4,14 +4,15 @@ import (
 	"errors"
 	"github.com/agentapi/agentapi/internal/credential"
 	"net/http"
+	"slices"
 
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
 func notFoundRoute(r *http.Request) error {
-	if m := knownMethod(r.Method); m != "" {
-		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", m, credential.RedactText(r.URL.Path))
+	if slices.Contains(knownMethods, r.Method) {
+		return domain.Errorf(domain.CodeNotFound, "No endpoint %s %s.", r.Method, credential.RedactText(r.URL.Path))
 	}
 	return domain.Errorf(domain.CodeNotFound, "No endpoint takes this method at %s.", credential.RedactText(r.URL.Path))
 }
