@@ -47,21 +47,29 @@ func drive(ctx context.Context, client *http.Client, conns int, d time.Duration,
 
 func sendUntilDone(ctx context.Context, client *http.Client, t target, n *atomic.Int64) error {
 	for ctx.Err() == nil {
-		resp, err := client.Do(t.request(ctx))
-		if err != nil {
+		if _, err := get(ctx, client, t); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %d %.200s", t.url, resp.StatusCode, body)
-		}
 		n.Add(1)
 	}
 	return nil
+}
+
+// get sends t once and returns the body of its answer, which must be 200.
+func get(ctx context.Context, client *http.Client, t target) ([]byte, error) {
+	resp, err := client.Do(t.request(ctx))
+	if err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %d %.200s", t.url, resp.StatusCode, body)
+	}
+	return body, nil
 }
 
 // deferredEvery is how often serve writes what requests left behind

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -65,11 +64,9 @@ func (p *proc) stop() {
 // startFloor runs the floor (this program, -floor) answering as many bytes
 // as serve's me.
 func startFloor(ctx context.Context, tmp string, me target) (*proc, error) {
-	resp, err := http.DefaultClient.Do(me.request(ctx))
+	body, err := get(ctx, http.DefaultClient, me)
 	if err != nil {
 		return nil, err
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	return startProc(ctx, filepath.Join(tmp, "floor.log"), os.Args[0], "-floor-bytes", fmt.Sprint(len(body)))
 }

@@ -212,7 +212,11 @@ func walk(ctx context.Context, base string, lister http.Header) (string, int, er
 				Next *string `json:"next"`
 			} `json:"meta"`
 		}
-		if err := getJSON(ctx, client, t, &page); err != nil {
+		body, err := get(ctx, client, t)
+		if err != nil {
+			return "", pages, err
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
 			return "", pages, err
 		}
 		pages++
@@ -221,19 +225,6 @@ func walk(ctx context.Context, base string, lister http.Header) (string, int, er
 		}
 		next = *page.Meta.Next
 	}
-}
-
-func getJSON(ctx context.Context, client *http.Client, t target, v any) error {
-	resp, err := client.Do(t.request(ctx))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("GET %s: %d %.200s", t.url, resp.StatusCode, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // report prints an engine's table: CPU µs a request by process, the total

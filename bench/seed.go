@@ -43,18 +43,13 @@ func seed(ctx context.Context, dsn string, z sizes) (seeded, error) {
 	defer st.Close()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var s seeded
-	me, err := newAccount(ctx, st, "Bench me", now)
-	if err != nil {
-		return s, err
+	var accts [3]account
+	for i, name := range []string{"Bench me", "Bench list", "Bench logs"} {
+		if accts[i], err = newAccount(ctx, st, name, now); err != nil {
+			return s, err
+		}
 	}
-	list, err := newAccount(ctx, st, "Bench list", now)
-	if err != nil {
-		return s, err
-	}
-	logged, err := newAccount(ctx, st, "Bench logs", now)
-	if err != nil {
-		return s, err
-	}
+	me, list, logged := accts[asMe], accts[asLister], accts[asLogger]
 	cookie, err := newSession(ctx, st, logged.user, now)
 	if err != nil {
 		return s, err

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -19,11 +20,9 @@ const (
 // agentItem is an agent in a list: exactly the contract's four fields.
 type agentItem = wire.AgentItem
 
-// agentRecord is an agent in a single-agent response (docs/api.md, Resources).
-type agentRecord = wire.Agent
-
-func toRecord(a domain.Agent) agentRecord {
-	return agentRecord{
+// toRecord is an agent in a single-agent response (docs/api.md, Resources).
+func toRecord(a domain.Agent) wire.Agent {
+	return wire.Agent{
 		ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
 		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt),
 	}
@@ -31,11 +30,6 @@ func toRecord(a domain.Agent) agentRecord {
 
 type single struct {
 	Data any `json:"data"`
-}
-
-type collection struct {
-	Data any  `json:"data"`
-	Meta meta `json:"meta"`
 }
 
 type meta = wire.Meta
@@ -71,7 +65,7 @@ func parseLimit(s string, given bool) int {
 // t and z that RFC 3339 allows. So the form is checked here first, and Go
 // parses the date and time (the calendar: no February 30th).
 func parseTimestamp(s string) (time.Time, bool) {
-	if !rfc3339Form(s) {
+	if !rfc3339Form.MatchString(s) {
 		return time.Time{}, false
 	}
 	b := []byte(s)
@@ -86,48 +80,10 @@ func parseTimestamp(s string) (time.Time, bool) {
 	return t.UTC(), true
 }
 
-// rfc3339Form reports whether s has RFC 3339's date-time form (section
-// 5.6): full-date "T" partial-time time-offset, a fraction of one digit or
-// more after a dot, and an offset of Z or ±hh:mm with hh ≤ 23 and mm ≤ 59.
-func rfc3339Form(s string) bool {
-	if len(s) < 20 || !digits(s, 0, 4) || s[4] != '-' || !digits(s, 5, 2) || s[7] != '-' || !digits(s, 8, 2) ||
-		(s[10] != 'T' && s[10] != 't') || !digits(s, 11, 2) || s[13] != ':' || !digits(s, 14, 2) || s[16] != ':' || !digits(s, 17, 2) {
-		return false
-	}
-	i := 19
-	if s[i] == '.' {
-		j := i + 1
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		if j == i+1 {
-			return false
-		}
-		i = j
-	}
-	return rfc3339Offset(s, i)
-}
-
-// rfc3339Offset reports whether s[i:] is a time offset: Z or ±hh:mm.
-func rfc3339Offset(s string, i int) bool {
-	switch rest := s[i:]; {
-	case rest == "Z" || rest == "z":
-		return true
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(s, i+1, 2) && rest[3] == ':' && digits(s, i+4, 2):
-		return rest[1:3] <= "23" && rest[4:6] <= "59"
-	}
-	return false
-}
-
-// digits reports whether s holds n ASCII digits from i.
-func digits(s string, i, n int) bool {
-	for j := i; j < i+n; j++ {
-		if j >= len(s) || s[j] < '0' || s[j] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// rfc3339Form is RFC 3339's date-time form (section 5.6): full-date "T"
+// partial-time time-offset, a fraction of one digit or more after a dot,
+// and an offset of Z or ±hh:mm with hh ≤ 23 and mm ≤ 59. (\d is ASCII.)
+var rfc3339Form = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d)$`)
 
 // ceilMilli rounds up to the store's millisecond precision, so that
 // updated_at >= updated_since never admits a record from before it.
@@ -225,7 +181,7 @@ func agentFields(w http.ResponseWriter, r *http.Request, nameRequired bool) (age
 	if name, ok := p.name(obj, "name", nameRequired); ok {
 		f.Name = &name
 	}
-	if instructions, ok := p.text(obj, "instructions", MaxInstructionsLength, false); ok {
+	if instructions, ok := p.text(obj, "instructions", domain.MaxInstructionsLength, false); ok {
 		f.Instructions = &instructions
 	}
 	return f, p.err()
@@ -254,17 +210,22 @@ func noQuery(r *http.Request) error {
 	return p.err()
 }
 
+// writeAgent answers 200 with ag, or returns err.
+func writeAgent(w http.ResponseWriter, ag domain.Agent, err error) error {
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
+	return nil
+}
+
 func handleGetAgent(svc *agents.Service) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := noQuery(r); err != nil {
 			return err
 		}
 		ag, err := svc.Get(r.Context(), agentActor(r), r.PathValue("agent_id"))
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-		return nil
+		return writeAgent(w, ag, err)
 	}
 }
 
@@ -278,11 +239,7 @@ func handleSetEnabled(svc *agents.Service) handlerFunc {
 			return err
 		}
 		ag, err := svc.SetEnabled(r.Context(), agentActor(r), r.PathValue("agent_id"), enabled)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-		return nil
+		return writeAgent(w, ag, err)
 	}
 }
 
@@ -293,10 +250,6 @@ func handleUpdateAgent(svc *agents.Service) handlerFunc {
 			return err
 		}
 		ag, err := svc.Update(r.Context(), agentActor(r), r.PathValue("agent_id"), f)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, single{Data: toRecord(ag)})
-		return nil
+		return writeAgent(w, ag, err)
 	}
 }

@@ -134,7 +134,7 @@ func TestValidation(t *testing.T) {
 	f := newFixture(t, "sqlite")
 	key := f.key(allAgentScopes...)
 	id := f.createAgent(key, "Existing")
-	long := strings.Repeat("é", MaxAgentNameLength)
+	long := strings.Repeat("é", domain.MaxAgentNameLength)
 	cases := []struct {
 		name, method, path, ctype, body string
 		status                          int

@@ -79,9 +79,7 @@ func (s *Server) serve(h handlerFunc) http.Handler {
 	})
 }
 
-// writeError is the only way an error reaches a client. A *domain.Error is
-// sent as it is; anything else is an internal cause: logged with the request
-// id, and answered with a bare server_error that names the request id.
+// writeError is the only way an error reaches a client, as asDomain shows it.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	de := asDomain(r, log, err)
 	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {

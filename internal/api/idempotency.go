@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -30,15 +31,8 @@ const (
 
 // validIdempotencyKey: 1 to 255 printable ASCII characters.
 func validIdempotencyKey(k string) bool {
-	if len(k) == 0 || len(k) > maxIdempotencyKey {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
-			return false
-		}
-	}
-	return true
+	unprintable := func(c rune) bool { return c < 0x20 || c > 0x7e }
+	return len(k) > 0 && len(k) <= maxIdempotencyKey && strings.IndexFunc(k, unprintable) < 0
 }
 
 // idempotencyHash identifies a request: its method, path and body bytes.
@@ -118,19 +112,16 @@ func writeReplay(w http.ResponseWriter, saved store.IdemResponse) {
 // saved when savable, the key released otherwise. A plain response is held
 // until it is saved, so that a client that has it finds it saved; a
 // streamed one goes out as it comes and is saved from what the stream
-// handler records (AnswerRecorder).
+// handler records (recordAnswer).
 func (s *Server) runIdempotent(w http.ResponseWriter, r *http.Request, next http.Handler, res store.IdemReservation) {
 	rec := &idemRecorder{w: w}
-	ctx := WithAnswerRecorder(r.Context(), func(status int, body []byte) {
-		rec.streamed = &store.IdemResponse{Status: status, Body: bytes.Clone(body), Streamed: true}
-	})
 	ended := false
 	defer func() {
 		if !ended { // next panicked: let a retry run
 			s.endIdempotent(r, res, store.IdemResponse{})
 		}
 	}()
-	next.ServeHTTP(rec, r.WithContext(ctx))
+	next.ServeHTTP(rec, r)
 	ended = true
 	s.endIdempotent(r, res, rec.outcome())
 	rec.finish()
@@ -189,10 +180,7 @@ func (rec *idemRecorder) Write(p []byte) (int, error) {
 
 // Flush switches to passing through: what was held goes out first.
 func (rec *idemRecorder) Flush() {
-	if !rec.through {
-		rec.through = true
-		rec.send()
-	}
+	rec.finish()
 	_ = http.NewResponseController(rec.w).Flush()
 }
 
@@ -215,14 +203,12 @@ func (rec *idemRecorder) outcome() store.IdemResponse {
 	return store.IdemResponse{Status: status, Location: rec.w.Header().Get("Location"), Body: bytes.Clone(rec.body.Bytes())}
 }
 
-// finish sends what is still held.
+// finish sends what is still held, and passes the rest through.
 func (rec *idemRecorder) finish() {
-	if !rec.through {
-		rec.send()
+	if rec.through {
+		return
 	}
-}
-
-func (rec *idemRecorder) send() {
+	rec.through = true
 	if rec.status != 0 {
 		rec.w.WriteHeader(rec.status)
 	}

@@ -359,12 +359,12 @@ func unescape(s []byte) (rune, int) {
 	if s[1] != 'u' {
 		return rune("\"\\/\b\f\n\r\t"[strings.IndexByte(`"\/bfnrt`, s[1])]), 2
 	}
-	v, _ := hex4(s[2:])
+	v := hex4(s[2:])
 	if !utf16.IsSurrogate(v) {
 		return v, 6
 	}
 	if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-		if w, _ := hex4(s[8:]); utf16.DecodeRune(v, w) != utf8.RuneError {
+		if w := hex4(s[8:]); utf16.DecodeRune(v, w) != utf8.RuneError {
 			return utf16.DecodeRune(v, w), 12
 		}
 	}

@@ -9,6 +9,13 @@ import (
 	"github.com/agentapi/agentapi/internal/store"
 )
 
+// collection is the envelope of a list, as encoding/json writes it: what
+// appendAgentPage must match.
+type collection struct {
+	Data any  `json:"data"`
+	Meta meta `json:"meta"`
+}
+
 // encodeStd is what writeJSON sends for v: encoding/json's bytes.
 func encodeStd(t testing.TB, v any) []byte {
 	t.Helper()

@@ -73,11 +73,8 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 // observe gives every response an X-Request-Id, turns a panic into a 500
 // server_error naming that id (the stack goes only to the log), and writes
 // one JSON log line per request. The line carries no query string and no
-// credential: only the key's public prefix.
-//
-// Every request is bounded (timeoutOf): nothing it does may outlive its
-// bound, even when a store or model stops answering without closing the
-// connection. The bound is set here, with the request's one context value.
+// credential: only the key's public prefix. Every request is bounded here
+// (timeoutOf), with the request's one context value.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

@@ -25,9 +25,6 @@ var openAPIETag = func() string {
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }()
 
-// openAPIRoute names the route in metrics and the request log.
-const openAPIRoute = "GET /v1/openapi.json"
-
 // handleOpenAPI serves the embedded document. It needs no key and is not
 // rate limited (the server routes it before authentication): it is public,
 // the same for everyone, and clients fetch it to learn how to authenticate.
@@ -35,7 +32,7 @@ const openAPIRoute = "GET /v1/openapi.json"
 func handleOpenAPI() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
-			rec.route = openAPIRoute
+			rec.route = "GET /v1/openapi.json" // in metrics and the request log
 		}
 		h := w.Header()
 		h.Set("ETag", openAPIETag)

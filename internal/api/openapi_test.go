@@ -615,14 +615,14 @@ func TestOpenAPIMatchesCode(t *testing.T) {
 	}{
 		{[]string{"components", "schemas", "CollectionMeta", "properties", "limit", "maximum"}, MaxPageSize},
 		{[]string{"paths", "/ai-agents", "get", "responses", "200", "content", "application/json", "schema", "properties", "data", "maxItems"}, MaxPageSize},
-		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "name", "maxLength"}, MaxAgentNameLength},
-		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "name", "maxLength"}, MaxAgentNameLength},
-		{[]string{"components", "schemas", "AgentRecord", "properties", "name", "maxLength"}, MaxAgentNameLength},
-		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "instructions", "maxLength"}, MaxInstructionsLength},
-		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "instructions", "maxLength"}, MaxInstructionsLength},
-		{[]string{"components", "schemas", "AgentRecord", "properties", "instructions", "maxLength"}, MaxInstructionsLength},
-		{[]string{"components", "schemas", "AskRequest", "properties", "question", "maxLength"}, MaxQuestionLength},
-		{[]string{"components", "schemas", "Answer", "properties", "question", "maxLength"}, MaxQuestionLength},
+		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "name", "maxLength"}, domain.MaxAgentNameLength},
+		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "name", "maxLength"}, domain.MaxAgentNameLength},
+		{[]string{"components", "schemas", "AgentRecord", "properties", "name", "maxLength"}, domain.MaxAgentNameLength},
+		{[]string{"components", "schemas", "CreateAgentRequest", "properties", "instructions", "maxLength"}, domain.MaxInstructionsLength},
+		{[]string{"components", "schemas", "UpdateAgentRequest", "properties", "instructions", "maxLength"}, domain.MaxInstructionsLength},
+		{[]string{"components", "schemas", "AgentRecord", "properties", "instructions", "maxLength"}, domain.MaxInstructionsLength},
+		{[]string{"components", "schemas", "AskRequest", "properties", "question", "maxLength"}, domain.MaxQuestionLength},
+		{[]string{"components", "schemas", "Answer", "properties", "question", "maxLength"}, domain.MaxQuestionLength},
 	} {
 		if got := at(c.path...); got != c.want {
 			t.Errorf("%s: %v, the code says %v", strings.Join(c.path, "."), got, c.want)

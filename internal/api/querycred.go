@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -19,21 +20,12 @@ func hasQueryCredential(raw string) bool {
 			piece, raw = raw, ""
 		}
 		name, _, _ := strings.Cut(piece, "=")
-		if n, err := unescapeLoose(name); err == nil {
+		if n, err := url.QueryUnescape(name); err == nil {
 			name = n
 		}
-		for _, c := range queryCredentialNames {
-			if strings.EqualFold(name, c) {
-				return true
-			}
+		if slices.ContainsFunc(queryCredentialNames, func(c string) bool { return strings.EqualFold(name, c) }) {
+			return true
 		}
 	}
 	return false
-}
-
-func unescapeLoose(s string) (string, error) {
-	if !strings.ContainsAny(s, "%+") {
-		return s, nil
-	}
-	return url.QueryUnescape(s)
 }

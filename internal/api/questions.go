@@ -12,8 +12,6 @@ import (
 	"github.com/agentapi/agentapi/internal/wire"
 )
 
-type statsObject = wire.Stats
-
 func handleAgentStats(svc *agents.Service) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if err := noQuery(r); err != nil {
@@ -23,7 +21,7 @@ func handleAgentStats(svc *agents.Service) handlerFunc {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, single{Data: statsObject{
+		writeJSON(w, http.StatusOK, single{Data: wire.Stats{
 			AgentID: st.AgentID, QuestionsTotal: st.QuestionsTotal, AnsweredTotal: st.AnsweredTotal,
 			FailedTotal: st.FailedTotal, LastQuestionAt: formatTimePtr(st.LastQuestionAt),
 			AverageAnswerMS: st.AverageAnswerMS, ConversationsTotal: st.ConversationsTotal,
@@ -31,8 +29,6 @@ func handleAgentStats(svc *agents.Service) handlerFunc {
 		return nil
 	}
 }
-
-type answerObject = wire.Answer
 
 // maxIDJSON bounds the JSON text of an id that is decoded; a longer one
 // is no id of ours.
@@ -50,8 +46,8 @@ func (p *problems) optionalString(obj map[string]json.RawMessage, field string) 
 	return p.str(raw, field)
 }
 
-func toAnswerObject(q domain.Question) answerObject {
-	return answerObject{
+func toAnswerObject(q domain.Question) wire.Answer {
+	return wire.Answer{
 		ID: q.ID, ConversationID: q.ConversationID, Question: q.Question, Answer: q.Answer,
 		CreatedAt: formatTime(q.CreatedAt), AnswerMS: q.AnswerMS,
 	}
@@ -69,7 +65,7 @@ func decodeAsk(w http.ResponseWriter, r *http.Request) (askInput, error) {
 	var in askInput
 	p.query(r)
 	obj := p.object(w, r, "question", "conversation_id", "stream")
-	in.question, _ = p.text(obj, "question", MaxQuestionLength, true)
+	in.question, _ = p.text(obj, "question", domain.MaxQuestionLength, true)
 	if id, given := p.optionalString(obj, "conversation_id"); given {
 		in.conv = &id
 	}

@@ -84,7 +84,7 @@ func TestQuestions(t *testing.T) {
 		f.send("POST", "/v1/ai-agents/"+other+"/questions", asker, `{"question":"x","conversation_id":`+quote(conv)+`}`).wantError(t, 404, domain.CodeNotFound)
 		f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{}`).wantError(t, 400, domain.CodeMissingField, "question:missing_field")
 		f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{"question":" "}`).wantError(t, 400, domain.CodeInvalidValue, "question:invalid_value")
-		f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{"question":`+quote(strings.Repeat("q", MaxQuestionLength+1))+`}`).wantError(t, 400, domain.CodeInvalidValue, "question:invalid_value")
+		f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{"question":`+quote(strings.Repeat("q", domain.MaxQuestionLength+1))+`}`).wantError(t, 400, domain.CodeInvalidValue, "question:invalid_value")
 		f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{"question":true}`).wantError(t, 400, domain.CodeDatatypeMismatch, "question:datatype_mismatch")
 		f.send("POST", "/v1/ai-agents/agt_none/questions", asker, `{"question":"x"}`).wantError(t, 404, domain.CodeNotFound)
 
@@ -211,7 +211,7 @@ func TestGetAndPatchAgent(t *testing.T) {
 		f.send("PATCH", "/v1/ai-agents/"+id, key, `{"enabled":false}`).wantError(t, 400, domain.CodeInvalidField, "enabled:invalid_field")
 		f.send("PATCH", "/v1/ai-agents/"+id, key, `{"name":""}`).wantError(t, 400, domain.CodeInvalidValue, "name:invalid_value")
 		f.send("PATCH", "/v1/ai-agents/"+id, key, `{"instructions":7}`).wantError(t, 400, domain.CodeDatatypeMismatch, "instructions:datatype_mismatch")
-		f.send("PATCH", "/v1/ai-agents/"+id, key, `{"instructions":`+quote(strings.Repeat("i", MaxInstructionsLength+1))+`}`).wantError(t, 400, domain.CodeInvalidValue, "instructions:invalid_value")
+		f.send("PATCH", "/v1/ai-agents/"+id, key, `{"instructions":`+quote(strings.Repeat("i", domain.MaxInstructionsLength+1))+`}`).wantError(t, 400, domain.CodeInvalidValue, "instructions:invalid_value")
 		f.send("PATCH", "/v1/ai-agents/agt_none", key, `{"name":"x"}`).wantError(t, 404, domain.CodeNotFound)
 		// Lists keep exactly the contract's four fields.
 		for _, it := range f.get("/v1/ai-agents", key).body["data"].([]any) {

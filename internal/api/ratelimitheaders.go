@@ -19,22 +19,16 @@ func (s *Server) refuseAnonymous(w http.ResponseWriter, r *http.Request, refusal
 	}
 }
 
-// clientAddr is the request's client address, as observe resolved it.
-func (s *Server) clientAddr(r *http.Request) string {
-	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
-		return rec.client
-	}
-	return s.clients.Addr(r)
-}
-
 // limitAnonymous counts a request that identifies no key against its client
 // address's limit and sets that limiter's headers. Past the limit it
 // answers 429 itself when refuse is set, and reports false; it also
 // answers, and reports false, when the limiter fails.
 func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse bool) bool {
-	// IPv6 counts per /64 (clientaddr.Group): a host is routinely given a
-	// whole /64. The request log keeps the full address.
-	res, err := s.unauth.Allow(r.Context(), "addr:"+clientaddr.Group(s.clientAddr(r)), s.unauthLimit)
+	// The client address as observe resolved it (New puts everything
+	// under observe). IPv6 counts per /64 (clientaddr.Group): a host is
+	// routinely given a whole /64. The request log keeps the full address.
+	addr := r.Context().Value(ctxLogAttrs).(*recorder).client
+	res, err := s.unauth.Allow(r.Context(), "addr:"+clientaddr.Group(addr), s.unauthLimit)
 	if err != nil {
 		writeError(w, r, s.log, fmt.Errorf("rate limit: %w", err))
 		return false
@@ -67,15 +61,10 @@ func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy s
 	h["Ratelimit"] = []string{`"` + policy + `";r=` + remaining + ";t=" + strconv.FormatInt(max(reset-now.Unix(), 0), 10)}
 }
 
-func retrySeconds(res ratelimit.Result) int {
-	secs := int((res.RetryAfter + time.Second - 1) / time.Second)
-	return max(secs, 1)
-}
-
 // writeRateLimited answers 429 for a refused res, with Retry-After, which
 // goes with 429 only.
 func (s *Server) writeRateLimited(w http.ResponseWriter, r *http.Request, res ratelimit.Result) {
-	secs := retrySeconds(res)
+	secs := max(int((res.RetryAfter+time.Second-1)/time.Second), 1)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeError(w, r, s.log, domain.Errorf(domain.CodeRateLimitExceeded,
 		"Rate limit of %d requests per minute exceeded; retry after %d seconds.", res.Limit, secs))

@@ -2,10 +2,10 @@ package api
 
 import (
 	"errors"
-	"github.com/agentapi/agentapi/internal/credential"
 	"net/http"
 
 	"github.com/agentapi/agentapi/internal/agents"
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/metrics"
 )

@@ -90,10 +90,15 @@ func (s *Server) revokeReported(ctx context.Context, svc *keys.Service, entries 
 		leak, ok := seen[e.Token]
 		if !ok {
 			var err error
-			if leak, err = s.revokeLeaked(ctx, svc, e); err != nil {
+			if leak, err = svc.RevokeLeaked(ctx, e.Token, e.URL); err != nil {
 				return nil, err
 			}
 			seen[e.Token] = leak
+			if leak.Revoked { // logged with the key's public prefix only, never the token
+				s.log.WarnContext(ctx, "API key revoked: reported leaked",
+					"request_id", requestID(ctx), "key_prefix", leak.Key.Prefix, "key_id", leak.Key.ID,
+					"account_id", leak.Key.AccountID)
+			}
 		}
 		label := secretscan.FalsePositive
 		if leak.Ours {
@@ -102,19 +107,4 @@ func (s *Server) revokeReported(ctx context.Context, svc *keys.Service, entries 
 		answers = append(answers, secretscan.Answer{TokenHash: secretscan.TokenHash(e.Token), TokenType: e.Type, Label: label})
 	}
 	return answers, nil
-}
-
-// revokeLeaked revokes e's token if it is an active key of ours and logs
-// the revocation with the key's public prefix only, never the token.
-func (s *Server) revokeLeaked(ctx context.Context, svc *keys.Service, e secretscan.Entry) (keys.Leak, error) {
-	leak, err := svc.RevokeLeaked(ctx, e.Token, e.URL)
-	if err != nil {
-		return leak, err
-	}
-	if leak.Revoked {
-		s.log.WarnContext(ctx, "API key revoked: reported leaked",
-			"request_id", requestID(ctx), "key_prefix", leak.Key.Prefix, "key_id", leak.Key.ID,
-			"account_id", leak.Key.AccountID)
-	}
-	return leak, nil
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/questions"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // DefaultStreamKeepAlive is how long a streamed answer may stay silent
@@ -18,27 +19,16 @@ import (
 // answers").
 const DefaultStreamKeepAlive = 15 * time.Second
 
-// answerRecorderKey carries an AnswerRecorder in a request's context.
-type answerRecorderKey struct{}
-
-// AnswerRecorder learns how a streamed question ended, as the response the
-// same question would have had without "stream": status 201 and the body
-// {"data":<answer>} once answer.completed went out, or the error status and
-// envelope the error event carried. It is the idempotency layer's hook: it
-// stores that response, and a replay is written by writeStreamReplay.
-type AnswerRecorder func(status int, body []byte)
-
-// WithAnswerRecorder returns ctx carrying rec, for a streamed question
-// handled under it to call once, when its stream ends with an outcome (not
-// when it is refused before the stream begins: that is a plain JSON
-// response).
-func WithAnswerRecorder(ctx context.Context, rec AnswerRecorder) context.Context {
-	return context.WithValue(ctx, answerRecorderKey{}, rec)
-}
-
-func recordAnswer(ctx context.Context, status int, body []byte) {
-	if rec, ok := ctx.Value(answerRecorderKey{}).(AnswerRecorder); ok && rec != nil {
-		rec(status, body)
+// recordAnswer tells the idempotency layer, when w is its recorder, how a
+// streamed question ended, as the response the same question would have
+// had without "stream": status 201 and the body {"data":<answer>} once
+// answer.completed went out, or the error status and envelope the error
+// event carried. It stores that response, and a replay is written by
+// writeStreamReplay. A refusal before the stream begins is a plain JSON
+// response, recorded as such.
+func recordAnswer(w http.ResponseWriter, status int, body []byte) {
+	if rec, ok := w.(*idemRecorder); ok {
+		rec.streamed = &store.IdemResponse{Status: status, Body: bytes.Clone(body), Streamed: true}
 	}
 }
 
@@ -75,19 +65,13 @@ func (s *sse) event(name string, v any) error {
 	return s.eventRaw(name, data)
 }
 
+// eventRaw writes one event whose data is compact JSON: no line breaks.
 func (s *sse) eventRaw(name string, data []byte) error {
-	var b bytes.Buffer
-	b.Grow(len(name) + len(data) + 16)
-	b.WriteString("event: ")
-	b.WriteString(name)
-	b.WriteString("\ndata: ")
-	b.Write(data) // compact JSON: no line breaks
-	b.WriteString("\n\n")
 	select {
 	case s.active <- struct{}{}:
 	default:
 	}
-	return s.write(b.Bytes())
+	return s.write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n"))
 }
 
 func (s *sse) write(p []byte) error {
@@ -152,7 +136,7 @@ func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *q
 	})
 	if err != nil {
 		status, body := errorEnvelope(r, log, err)
-		recordAnswer(r.Context(), status, body)
+		recordAnswer(w, status, body)
 		_ = s.eventRaw("error", body)
 		return
 	}
@@ -162,7 +146,7 @@ func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *q
 		_ = s.eventRaw("error", body)
 		return
 	}
-	recordAnswer(r.Context(), http.StatusCreated, body)
+	recordAnswer(w, http.StatusCreated, body)
 	_ = s.eventRaw("answer.completed", body)
 }
 
@@ -175,12 +159,12 @@ func errorEnvelope(r *http.Request, log *slog.Logger, err error) (int, []byte) {
 }
 
 // writeStreamReplay answers a replay of a streamed question from the
-// response AnswerRecorder got: a saved 201 becomes question.created, the
+// response recordAnswer got: a saved 201 becomes question.created, the
 // whole answer as one answer.delta, and answer.completed; a saved error
 // becomes the error event. It reports whether body was such a response.
 func writeStreamReplay(w http.ResponseWriter, status int, body []byte) bool {
 	var saved struct {
-		Data answerObject `json:"data"`
+		Data wire.Answer `json:"data"`
 	}
 	if status == http.StatusCreated && json.Unmarshal(body, &saved) != nil {
 		return false

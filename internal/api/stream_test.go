@@ -14,6 +14,7 @@ import (
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/llm/llmtest"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // sseEvent is one server-sent event, or a comment (name "", comment set).
@@ -126,7 +127,7 @@ func TestStreamedAnswer(t *testing.T) {
 	if text.String() != "echo: What is 2+2?" || ev.name != "answer.completed" {
 		t.Fatalf("deltas %q then %+v", text.String(), ev)
 	}
-	var done struct{ Data answerObject }
+	var done struct{ Data wire.Answer }
 	if err := json.Unmarshal([]byte(ev.data), &done); err != nil || done.Data.ID != created.ID || done.Data.ConversationID != created.ConversationID || done.Data.Answer != "echo: What is 2+2?" ||
 		done.Data.Question != "What is 2+2?" {
 		t.Fatalf("completed %s", ev.data)

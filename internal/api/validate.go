@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -67,8 +69,7 @@ func (p *problems) skip(code domain.Code) bool {
 	if len(p.fields) < maxFieldErrors {
 		return false
 	}
-	has := func(f domain.FieldError) bool { return f.Code == code }
-	if slices.ContainsFunc(p.fields, has) || slices.ContainsFunc(p.spilled, has) {
+	if _, ok := p.first(code); ok {
 		p.count++
 		return true
 	}
@@ -250,13 +251,6 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 	return out
 }
 
-// MaxAgentNameLength and friends bound user text (docs/api.md, Limits).
-const (
-	MaxAgentNameLength    = domain.MaxAgentNameLength
-	MaxInstructionsLength = domain.MaxInstructionsLength
-	MaxQuestionLength     = domain.MaxQuestionLength
-)
-
 // name validates a required name attribute: null counts as absent.
 func (p *problems) name(obj map[string]json.RawMessage, field string, required bool) (string, bool) {
 	raw, present := obj[field]
@@ -340,70 +334,28 @@ func (p *problems) str(raw json.RawMessage, field string) (string, bool) {
 	return s, true
 }
 
-// loneSurrogate reports whether the JSON string raw has a \u escape of a
-// surrogate that is not a high one followed at once by a low one.
+// loneSurrogate reports whether the JSON string raw, valid JSON, has a \u
+// escape of a surrogate that is not half of a pair: unescape decodes it
+// as U+FFFD, which an escape of U+FFFD itself is not.
 func loneSurrogate(raw []byte) bool {
 	for i := 0; i < len(raw); i++ {
 		if raw[i] != '\\' {
 			continue
 		}
-		i++ // the escaped character: \\ and \" are skipped whole
-		if i >= len(raw) || raw[i] != 'u' {
-			continue
-		}
-		v, ok := hex4(raw[i+1:])
-		if !ok {
-			return false // not JSON; Unmarshal refused it already
-		}
-		i += 4
-		lone, pair := unpaired(v, raw[i+1:])
-		if lone {
+		r, n := unescape(raw[i:])
+		if r == utf8.RuneError && utf16.IsSurrogate(hex4(raw[i+2:])) {
 			return true
 		}
-		i += pair
+		i += n - 1
 	}
 	return false
 }
 
-// unpaired reports whether the \u escape of v, followed in the JSON
-// string by rest, is a lone surrogate: a low one, or a high one not
-// followed at once by a low one. pair is how many bytes of rest the low
-// half's escape takes when v is the high half of a pair.
-func unpaired(v rune, rest []byte) (lone bool, pair int) {
-	switch {
-	case v >= 0xDC00 && v <= 0xDFFF:
-		return true, 0
-	case v >= 0xD800 && v <= 0xDBFF:
-		if len(rest) < 2 || rest[0] != '\\' || rest[1] != 'u' {
-			return true, 0
-		}
-		if w, ok := hex4(rest[2:]); !ok || w < 0xDC00 || w > 0xDFFF {
-			return true, 0
-		}
-		return false, 6
-	}
-	return false, 0
-}
-
-// hex4 decodes the four hexadecimal digits that b starts with.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var v rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			v = v<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
+// hex4 decodes the four hexadecimal digits that b, valid JSON after \u,
+// starts with.
+func hex4(b []byte) rune {
+	v, _ := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(v)
 }
 
 // boolean validates a required boolean: anything but true or false, null
