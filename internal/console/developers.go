@@ -616,10 +616,8 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	choice := r.PostForm.Get("old_expires")
-	if choice == "" {
-		choice = "manual" // a form of an earlier release, without the question
-	}
+	// "": a form of an earlier release, without the question.
+	choice := cmp.Or(r.PostForm.Get("old_expires"), "manual")
 	var in *time.Duration
 	if d, ok := rotateIn[choice]; ok {
 		in = &d
