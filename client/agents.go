@@ -292,12 +292,8 @@ type Question struct {
 // aiagents:query). Without the account's ai-answers feature it is 403
 // feature_not_enabled; a disabled agent is 409 immutable_state.
 //
-// Each call sends one random Idempotency-Key that all its attempts repeat,
-// so Ask is retried like any call (transport errors and 5xx, a gateway's
-// 502, 503 or 504 included, with backoff; 429 after Retry-After): a retry of
-// a question the server already answered gets that answer back, and the
-// model is asked once. A retry that arrives while the first attempt is
-// still being answered gets 409 inconsistent_state, which is returned.
+// Ask is retried like any call, with one Idempotency-Key for all its
+// attempts, so the model is asked once (see the package's Retries).
 func (c *Client) Ask(ctx context.Context, agentID string, q Question) (Answer, error) {
 	return agentCall[Answer](ctx, c, call{method: http.MethodPost, body: q, idempotent: true}, agentID, "/questions")
 }

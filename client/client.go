@@ -176,7 +176,6 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// secret holds the key.
 type secret struct{ s string }
 
 // errKeyForm never names the key: an error message may well be logged.

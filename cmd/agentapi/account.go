@@ -29,10 +29,7 @@ func accountCreate(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintln(e.stdout, a.ID); err != nil {
-			return fmt.Errorf("account %s was created, but its id could not be written: %w", a.ID, err)
-		}
-		return nil
+		return e.println(a.ID, "account "+a.ID+" was created, but its id could not be written")
 	})
 }
 
@@ -155,8 +152,14 @@ func accountSetActive(verb string) func(context.Context, env, []string) error {
 
 // changed prints what a command changed: the id, then its new state.
 func changed(e env, id string, what ...string) error {
-	if _, err := fmt.Fprintln(e.stdout, id, strings.Join(what, " ")); err != nil {
-		return fmt.Errorf("%s is changed, but saying so failed: %w", id, err)
+	return e.println(id+" "+strings.Join(what, " "), id+" is changed, but saying so failed")
+}
+
+// println prints line on stdout. A command has done its work before it
+// prints, so a failed write is reported as done, the write's error after.
+func (e env) println(line, done string) error {
+	if _, err := fmt.Fprintln(e.stdout, line); err != nil {
+		return fmt.Errorf("%s: %w", done, err)
 	}
 	return nil
 }

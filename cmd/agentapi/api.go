@@ -289,10 +289,9 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 			return err
 		}
 	}
-	if !p.HasMore {
-		return nil
+	if p.HasMore {
+		fmt.Fprintf(e.stderr, "agentapi: more agents: --next %s (or --all)\n", p.Next)
 	}
-	fmt.Fprintf(e.stderr, "agentapi: more agents: --next %s (or --all)\n", p.Next)
 	return nil
 }
 

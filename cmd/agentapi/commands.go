@@ -81,7 +81,6 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 	return fmt.Errorf(`%w: unknown command "%s %s"%s; %s has %s`, errUsage, path, args[0], didYouMean(args[0], c.names(), path+" "), path, strings.Join(c.names(), ", "))
 }
 
-// names are c's subcommands' names.
 func (c command) names() []string {
 	names := make([]string, len(c.subs))
 	for i, sub := range c.subs {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -181,11 +182,9 @@ func (o *onceValue) IsBoolFlag() bool {
 	return ok && b.IsBoolFlag()
 }
 
+// or is the environment variable name, or def when it is unset or empty.
 func (e env) or(name, def string) string {
-	if v := e.getenv(name); v != "" {
-		return v
-	}
-	return def
+	return cmp.Or(e.getenv(name), def)
 }
 
 // parse parses flags, then checks the command line against want (checkArgs).

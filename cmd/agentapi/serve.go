@@ -33,8 +33,8 @@ import (
 	usagerec "github.com/agentapi/agentapi/internal/usage"
 )
 
-// Server timeouts (docs/configuration.md: read-header 10 s, read 30 s,
-// write 60 s, idle 120 s). Write covers a question's 30 s model time-out with room.
+// Server timeouts (docs/configuration.md). Write covers a question's 30 s
+// model time-out with room.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/agentapi/agentapi/internal/accounts"
@@ -26,10 +25,7 @@ func userCreate(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintln(e.stdout, u.ID); err != nil {
-			return fmt.Errorf("user %s was created, but its id could not be written: %w", u.ID, err)
-		}
-		return nil
+		return e.println(u.ID, "user "+u.ID+" was created, but its id could not be written")
 	})
 }
 
@@ -48,10 +44,7 @@ func userResetPassword(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintln(e.stdout, pw); err != nil {
-			return fmt.Errorf("the password of user %s was reset, but the new one could not be written (reset it again): %w", u.ID, err)
-		}
-		return nil
+		return e.println(pw, "the password of user "+u.ID+" was reset, but the new one could not be written (reset it again)")
 	})
 }
 

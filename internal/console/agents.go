@@ -51,13 +51,10 @@ func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
 		return agentsPage{}, err
 	}
 	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
-	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
-		Agents: items, Max: domain.MaxInstructionsLength}
-	return p, nil
+	return agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
+		Agents: items, Max: domain.MaxInstructionsLength}, nil
 }
 
-// showAgents is the agents page, with the creation form as posted and
-// what to fix when e is not nil.
 func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.agentsPage(r, s)
 	if err != nil {

@@ -79,8 +79,6 @@ func overTLS(r *http.Request) bool {
 	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
-// --- sign-in ---
-
 type signInPage struct {
 	Email, Next, LoginCSRF, Error string
 }
@@ -279,15 +277,11 @@ func safeNext(next string) string {
 	return next
 }
 
-// --- password ---
-
 type passwordPage struct {
 	Forced bool
 	formError
 }
 
-// showPassword is the password form, with why the change was refused when
-// e is not nil.
 func (c *Console) showPassword(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	return c.renderForm(w, r, s, e, "password", "Choose a password", &passwordPage{Forced: s.user.MustChangePassword})
 }

@@ -161,8 +161,6 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers", manager(c.handleKeys))
 	mux.Handle("GET /console/developers/keys/new", manager(blank(c.showNewKeyForm)))
 	mux.Handle("POST /console/developers/keys", manager(form(c.handleCreateKey, c.showNewKeyForm)))
-	// Creating or rotating a key answers 303 to this page, which shows the
-	// credential once (reveal.go); a reload shows the key's page instead.
 	mux.Handle("GET /console/developers/keys/{id}/created", manager(c.handleCreated))
 	// The addresses forms post to, opened with GET (a bookmark, a history
 	// entry), land on the page of what they make.
@@ -170,8 +168,6 @@ func (c *Console) routes(mux *http.ServeMux) {
 		return seeOther("/console/developers")
 	}))
 	mux.Handle("GET /console/developers/keys/{id}", manager(c.handleKey))
-	// Rotation asks when the old key stops working, then shows the new
-	// credential once.
 	mux.Handle("GET /console/developers/keys/{id}/rotate", manager(blank(c.showRotateForm)))
 	mux.Handle("POST /console/developers/keys/{id}/rotate", manager(form(c.handleRotateKey, c.showRotateForm)))
 	mux.Handle("GET /console/developers/keys/{id}/edit", manager(blank(c.showEditForm)))
@@ -186,7 +182,6 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))
 	mux.Handle("GET /console/users/{id}", owner(blank(c.showUser)))
 	mux.Handle("POST /console/users/{id}/role", owner(form(c.handleSetRole, c.showUser)))
-	// A new one-time password is the answer to the POST, shown once.
 	mux.Handle("POST /console/users/{id}/password", owner(form(c.handleResetPassword, c.showUser)))
 	mux.Handle("POST /console/users/{id}/reactivate", owner(form(c.handleReactivate, c.showUser)))
 	mux.Handle("GET /console/users/{id}/deactivate", owner(c.handleDeactivateForm))

@@ -70,6 +70,16 @@ func (c *Console) keyRows(ctx context.Context, accountID string, now time.Time, 
 	return rows, nil
 }
 
+// keyLabels names, in one query, the account's keys that id picks out of
+// rows.
+func keyLabels[T any](ctx context.Context, st *store.Store, accountID string, rows []T, id func(T) string) (map[string]store.KeyLabel, error) {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = id(r)
+	}
+	return st.KeyLabels(ctx, accountID, ids)
+}
+
 type keysPage struct {
 	// Leaks: keys revoked as leaked lately, for the banner (leaks.go).
 	Leaks []leakRow
@@ -129,8 +139,6 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	return c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
 }
-
-// --- create ---
 
 type option struct {
 	Value, Label string
@@ -507,8 +515,6 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	return c.reveal(w, r, s, created, nil)
 }
 
-// --- one key, rotation, revocation, editing ---
-
 type keyPage struct {
 	Key     keyRow
 	Lineage []keyRow // the key it replaced and the keys that replace it
@@ -610,10 +616,8 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	u := s.user
 	id := r.PathValue("id")
-	choice := r.PostForm.Get("old_expires")
-	if choice == "" {
-		choice = "manual" // a form of an earlier release, without the question
-	}
+	// "": a form of an earlier release, without the question.
+	choice := cmp.Or(r.PostForm.Get("old_expires"), "manual")
 	var in *time.Duration
 	if d, ok := rotateIn[choice]; ok {
 		in = &d
@@ -808,8 +812,6 @@ func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *ses
 	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+id+"?done=revoked"))
 }
 
-// --- audit trail ---
-
 // auditRow is an event as a list shows it. An event that names another
 // key in its detail ("replaces key_…", "replaced by key_…") shows that
 // key by name, linked: DetailBefore, the key, DetailAfter.
@@ -834,7 +836,6 @@ func actionLabel(a domain.AuditAction) string {
 	return strings.ReplaceAll(string(a), "_", " ")
 }
 
-// keyIDInDetail finds a key id in an event's detail.
 var keyIDInDetail = regexp.MustCompile(`\b` + domain.PrefixKey + `_[0-9a-z]{26}\b`)
 
 // auditRows reads a page of the trail and names the keys it refers to.
@@ -843,11 +844,7 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 	if err != nil {
 		return nil, next, err
 	}
-	related := make([]string, len(items))
-	for i, it := range items {
-		related[i] = keyIDInDetail.FindString(it.Detail)
-	}
-	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, related)
+	labels, err := keyLabels(r.Context(), c.Store, q.AccountID, items, func(it store.AuditItem) string { return keyIDInDetail.FindString(it.Detail) })
 	if err != nil {
 		return nil, next, err
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/keys"
 )
 
 // leakWindow is how long the Developers page names a key revoked as leaked.
@@ -24,11 +26,7 @@ func (c *Console) leakRows(ctx context.Context, accountID string, now time.Time)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(ls))
-	for i, l := range ls {
-		ids[i] = l.Event.KeyID
-	}
-	labels, err := c.Store.KeyLabels(ctx, accountID, ids)
+	labels, err := keyLabels(ctx, c.Store, accountID, ls, func(l keys.LeakedRevocation) string { return l.Event.KeyID })
 	out := make([]leakRow, len(ls))
 	for i, l := range ls {
 		lb := labels[l.Event.KeyID]

@@ -22,7 +22,6 @@ const pageSize = 50
 // console makes.
 var errBadPageLink = &pageError{Status: http.StatusBadRequest, Message: "This page link is not valid. Start again from the first page."}
 
-// listParams are a list request's search and cursor.
 type listParams struct {
 	Search string
 	After  store.Cursor

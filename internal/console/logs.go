@@ -130,12 +130,7 @@ func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams
 	if err != nil {
 		return err
 	}
-	// The page's keys named in one query.
-	ids := make([]string, len(logs))
-	for i, l := range logs {
-		ids[i] = l.KeyID
-	}
-	labels, err := c.Store.KeyLabels(r.Context(), q.AccountID, ids)
+	labels, err := keyLabels(r.Context(), c.Store, q.AccountID, logs, func(l requestlog.Log) string { return l.KeyID })
 	if err != nil {
 		return err
 	}

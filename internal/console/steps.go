@@ -89,7 +89,6 @@ func (c *Console) managerOnly(_ http.ResponseWriter, r *http.Request, s *session
 	return err
 }
 
-// ownerOnly lets Owners on.
 func ownerOnly(_ http.ResponseWriter, _ *http.Request, s *session) error {
 	if s.user.Role != domain.RoleOwner {
 		return errNotFound

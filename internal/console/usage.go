@@ -162,11 +162,7 @@ func (c *Console) busiest(ctx context.Context, accountID string, counts []store.
 	}
 	keys := slices.SortedFunc(maps.Values(byKey), func(a, b *busyKey) int { return cmp.Or(cmp.Compare(b.Total, a.Total), strings.Compare(a.ID, b.ID)) })
 	keys = keys[:min(len(keys), busiestKeys)]
-	ids := make([]string, len(keys))
-	for i, k := range keys {
-		ids[i] = k.ID
-	}
-	labels, err := c.Store.KeyLabels(ctx, accountID, ids)
+	labels, err := keyLabels(ctx, c.Store, accountID, keys, func(k *busyKey) string { return k.ID })
 	for _, k := range keys {
 		k.Label = labels[k.ID]
 		k.ErrorShare = strconv.FormatFloat(100*float64(k.Total-k.Counts[0])/float64(max(k.Total, 1)), 'f', 1, 64) + " %"

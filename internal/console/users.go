@@ -66,8 +66,6 @@ var roleChoices = []option{
 	{Value: string(domain.RoleOwner), Label: "Owner — everything, including users"},
 }
 
-// showUsers is the users page, with the invitation as posted and what to
-// fix when e is not nil.
 func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	p, err := c.usersPage(r, s, domain.NormalizeEmail(r.PostForm.Get("email")), r.PostForm.Get("role"))
 	if err != nil {
@@ -127,7 +125,6 @@ type userPage struct {
 	formError
 }
 
-// showUser is the user's page, with what to fix when e is not nil.
 func (c *Console) showUser(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	u, err := c.accounts.User(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
