@@ -303,9 +303,7 @@ type Redis struct {
 	// testNowMS, set by tests only, replaces Redis's clock.
 	testNowMS func() int64
 
-	// mirrorKey is the key epoch's mirror (UseMirror) the script compares
-	// held epochs with.
-	mirrorKey string
+	mirrorKey string // UseMirror
 
 	fallbacks atomic.Int64
 	mu        sync.Mutex
@@ -330,12 +328,9 @@ func windowKeys(key string) (runs, meta string) {
 type allowCall struct {
 	keys  []string
 	limit int
-	nowMS int64 // 0: Redis's clock
-	// epoch is the key epoch to compare with the mirror (AllowAt), -1
-	// for none.
-	epoch int64
-	// watch is the key whose value the script reads (AllowAt), "" for none.
-	watch string
+	nowMS int64  // 0: Redis's clock
+	epoch int64  // AllowAt's: -1 for none
+	watch string // AllowAt's: "" for none
 	vals  []int64
 	err   error
 	done  chan struct{}
@@ -424,7 +419,6 @@ type Watched struct {
 type EpochLimiter interface {
 	Limiter
 	AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error)
-	// Down reports that decisions are made in the fallback for now.
 	Down() bool
 }
 
@@ -501,7 +495,6 @@ func (r *Redis) ask(key string, limit int, epoch int64, watch string) ([]int64, 
 	return vals, err
 }
 
-// scriptResult reads one decision's values from the script.
 func scriptResult(vals []int64, limit int) Result {
 	allowed, total, oldest, freeAt, now := vals[0] == 1, vals[1], vals[2], vals[3], vals[4]
 	return result(allowed, limit, total, now, oldest, freeAt)
