@@ -1,8 +1,5 @@
-// Package accounts owns accounts and their users: creating an account,
-// switching it on and off and its features, creating and inviting users
-// with the email rule applied in one order, changing their role,
-// deactivating and reactivating them and issuing one-time passwords (each
-// recorded in the audit trail; an account keeps at least one active Owner),
+// Package accounts owns accounts and their users (every change to a user
+// recorded in the audit trail; an account keeps at least one active Owner)
 // and the first start's account and Owner. The operator CLI, the console and
 // serve's first start go through Service; the password hash comes from
 // whatever the caller passes, so the console can keep its capped gate.

@@ -23,7 +23,8 @@ const (
 	SecretLen    = RandomLen + ChecksumLen
 	base62       = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 	prefixChars  = "0123456789abcdefghijklmnopqrstuvwxyz"
-	maxTextBytes = len(Tag) + 1 + 4 + 1 + PrefixLen + 1 + SecretLen
+	envStart     = len(Tag) + 1 // after "agk_"
+	maxTextBytes = envStart + 4 + 1 + PrefixLen + 1 + SecretLen
 )
 
 // ErrMalformed is every parse failure: callers never reveal which check failed.
@@ -108,7 +109,6 @@ func checksumMatches(body, sum string) bool {
 // checksum. It allocates nothing: the result refers into text.
 func Parse(text string) (Credential, error) {
 	// agk_ + env(4) + _ + prefix + _ + secret
-	const envStart = len(Tag) + 1
 	if len(text) != maxTextBytes || text[:envStart] != Tag+"_" || text[envStart+4] != '_' {
 		return Credential{}, ErrMalformed
 	}
@@ -189,7 +189,6 @@ func ParseBearer(header string) (token string, ok bool) {
 // where a prefix would may be a secret's first characters, as in
 // "agk_live_" followed by a secret alone).
 func Redact(text string) string {
-	const envStart = len(Tag) + 1
 	const headLen = envStart + 5 + PrefixLen // tag_, env_, prefix
 	if len(text) <= headLen || !strings.EqualFold(text[:envStart], Tag+"_") || text[envStart+4] != '_' || text[headLen] != '_' {
 		return ""

@@ -89,7 +89,7 @@ func IsCode(err error, code Code) bool {
 // turn it into a contract error with the right message.
 var ErrNotFound = errors.New("not found")
 
-// ErrDuplicate is what stores return (wrapped in *DuplicateError) on a unique violation.
+// DuplicateError is what stores return on a unique violation.
 type DuplicateError struct {
 	// ExistingID is the id of the record already holding the value, when known.
 	ExistingID string

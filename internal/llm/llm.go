@@ -264,7 +264,6 @@ func isJSON(contentType string) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
-// drain reads a little of an unwanted body so its connection can be reused.
 func drain(body io.Reader) {
 	_, _ = io.CopyN(io.Discard, body, maxDrainBytes)
 }

@@ -143,7 +143,6 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// chunk handles one data payload.
 func (r *streamReader) chunk(data []byte) error {
 	var ch streamChunk
 	if err := json.Unmarshal(data, &ch); err != nil {

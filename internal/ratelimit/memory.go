@@ -135,8 +135,6 @@ func (w *window) allow(nowMS int64, limit int) Result {
 	return result(true, limit, w.total, nowMS, w.at(0).ms, 0)
 }
 
-// unsynced is one key's admissions that Redis has not been told of, oldest
-// first.
 type unsynced struct {
 	key  string
 	runs []entry

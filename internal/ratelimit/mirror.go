@@ -46,7 +46,6 @@ const RepairEvery = StaleBound / 2
 // secret): databases sharing one Redis never share a mirror.
 func MirrorKey(storeID []byte) string { return "agentapi:key-epoch:" + storeTag(storeID) }
 
-// storeTag names the store identified by storeID in Redis keys.
 func storeTag(storeID []byte) string { return hex.EncodeToString(storeID[:min(len(storeID), 8)]) }
 
 // NewMirror returns the mirror named key (MirrorKey) on client; log

@@ -14,11 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// allowScript decides a batch of requests, one after another, each
-// atomically, inside Redis and on Redis's own clock so instances with skewed
-// clocks agree. One call carries a whole batch: Redis's cost per call (the
-// command, the script's setup, its reply) is paid once per round trip, not
-// once per request.
+// allowScript decides a batch of requests one after another, as if they
+// had come one by one, in one atomic call (no other instance's decision
+// falls between them), inside Redis and on Redis's own clock so instances
+// with skewed clocks agree. One call carries a whole batch: Redis's cost per
+// call (the command, the script's setup, its reply) is paid once per round
+// trip, not once per request.
 //
 // Each decision's window is the same run-length log as Memory's (runs of
 // admissions in one millisecond, oldest first), kept so that the common
@@ -274,15 +275,11 @@ return res
 // restarted empty then still counts them, so over a window a key is
 // admitted at most its ceiling plus one ceiling per instance.
 //
-// Decisions are batched: concurrent Allow calls are sent to Redis
-// together, one script call per round trip, by a few workers
-// (batchWorkers), each batch holding whatever calls arrived while the
-// previous round trips were in flight. A call alone is sent at once, so
-// nothing waits for company; under load one write, one read and one script
-// call carry many decisions, for this process and for Redis. The script
-// decides a batch's requests one after another, exactly as if they had come
-// one by one; a script call is atomic, so no other instance's decision falls
-// between them.
+// Decisions are batched (allowScript): concurrent Allow calls go to Redis
+// together, one script call per round trip, by batchWorkers workers (work).
+// A call alone is sent at once, so nothing waits for company; under load one
+// write, one read and one script call carry many decisions, for this process
+// and for Redis.
 //
 // The batch's keys hash to different slots: the limiter needs one Redis
 // server (with replicas if wanted), not a Redis Cluster.
@@ -303,9 +300,7 @@ type Redis struct {
 	// testNowMS, set by tests only, replaces Redis's clock.
 	testNowMS func() int64
 
-	// mirrorKey is the key epoch's mirror (UseMirror) the script compares
-	// held epochs with.
-	mirrorKey string
+	mirrorKey string // UseMirror
 
 	fallbacks atomic.Int64
 	mu        sync.Mutex
@@ -330,12 +325,9 @@ func windowKeys(key string) (runs, meta string) {
 type allowCall struct {
 	keys  []string
 	limit int
-	nowMS int64 // 0: Redis's clock
-	// epoch is the key epoch to compare with the mirror (AllowAt), -1
-	// for none.
-	epoch int64
-	// watch is the key whose value the script reads (AllowAt), "" for none.
-	watch string
+	nowMS int64  // 0: Redis's clock
+	epoch int64  // AllowAt's: -1 for none
+	watch string // AllowAt's: "" for none
 	vals  []int64
 	err   error
 	done  chan struct{}
@@ -424,7 +416,6 @@ type Watched struct {
 type EpochLimiter interface {
 	Limiter
 	AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error)
-	// Down reports that decisions are made in the fallback for now.
 	Down() bool
 }
 
@@ -501,7 +492,6 @@ func (r *Redis) ask(key string, limit int, epoch int64, watch string) ([]int64, 
 	return vals, err
 }
 
-// scriptResult reads one decision's values from the script.
 func scriptResult(vals []int64, limit int) Result {
 	allowed, total, oldest, freeAt, now := vals[0] == 1, vals[1], vals[2], vals[3], vals[4]
 	return result(allowed, limit, total, now, oldest, freeAt)

@@ -35,8 +35,8 @@ const (
 // damaged.
 var errBadBatch = errors.New("request log batch: unreadable blob")
 
-// Class bits: a batch's classes column has the bit of each class it holds,
-// so a filter by class or status skips the batches holding none.
+// ClassBit is class's bit in a batch's classes column, so a filter by
+// class or status skips the batches holding none.
 func ClassBit(class string) int {
 	switch class {
 	case Class2xx:
@@ -51,7 +51,6 @@ func ClassBit(class string) int {
 	return 0
 }
 
-// strTable is one field's table of recent values.
 type strTable struct {
 	v    [tableSlots]string
 	n    int // slots filled
@@ -87,13 +86,11 @@ func appendStr(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// batchKey is what the logs of one batch share.
 type batchKey struct {
 	accountID, keyID string
 	sec              int64
 }
 
-// logBatch packs the logs of one batch.
 type logBatch struct {
 	batchKey
 	blob                              []byte
@@ -135,7 +132,7 @@ type Decoder struct {
 	method, route, path, code, client strTable
 }
 
-// reset makes d read blob, of second sec, from its start: one decoder
+// Reset makes d read blob, of second sec, from its start: one decoder
 // serves every batch a page reads, most of which hold one log when an
 // account's requests are sparse (BenchmarkLogsPage).
 func (d *Decoder) Reset(blob []byte, sec int64) {
@@ -150,7 +147,7 @@ func (d *Decoder) Reset(blob []byte, sec int64) {
 	d.b = blob[1:]
 }
 
-// next reads the next log into p; false at the end or on a damaged blob
+// Next reads the next log into p; false at the end or on a damaged blob
 // (then err says so).
 func (d *Decoder) Next(p *Packed) bool {
 	if d.err != nil || len(d.b) == 0 {
@@ -208,7 +205,7 @@ func (d *Decoder) str(t *strTable) string {
 	return t.v[i-1]
 }
 
-// log is p as a Log of the batch's account and key.
+// Log is p as a Log of the batch's account and key.
 func (p *Packed) Log(accountID, keyID string) Log {
 	return Log{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: fromMS(p.at),
 		Method: p.method, Route: p.route, Path: p.path, Status: p.status, ErrorCode: p.code,
@@ -216,10 +213,9 @@ func (p *Packed) Log(accountID, keyID string) Log {
 }
 
 // Buffer holds request logs packed as the store keeps them, ready for
-// WritePackedUsage: a recorder that buffers a second of requests holds
-// them as bytes, which the garbage collector does not scan, rather than as
-// structs of nine strings each (internal/usage). Not safe for concurrent
-// use; the zero value is empty.
+// WritePackedUsage: bytes the garbage collector does not scan (measured at
+// usage.Recorder.Record). Not safe for concurrent use; the zero value is
+// empty.
 type Buffer struct {
 	batches []*logBatch
 	open    map[batchKey]*logBatch // the batches still taking logs

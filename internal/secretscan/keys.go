@@ -128,7 +128,6 @@ func readKeys(path string) (os.FileInfo, map[string]*ecdsa.PublicKey, error) {
 	return fi, set, nil
 }
 
-// current returns the keys, re-reading the file first if it changed.
 func (k *Keys) current() map[string]*ecdsa.PublicKey {
 	k.mu.Lock()
 	defer k.mu.Unlock()

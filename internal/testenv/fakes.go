@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/secretscan"
 )
 
 // Clock is a test's injectable time: it moves only when told to, so tests
@@ -51,7 +53,7 @@ func (s *SyncBuffer) String() string {
 
 // CredentialShape matches an API credential anywhere in a text, by form,
 // whoever minted it.
-var CredentialShape = regexp.MustCompile(`agk_(live|test)_[a-z0-9]{12}_[0-9A-Za-z]{38}`)
+var CredentialShape = regexp.MustCompile(secretscan.CredentialPattern)
 
 // ScanningWriter is a log sink for long runs: it keeps nothing but a count
 // of writes and the prefix of the first credential-shaped text written, so

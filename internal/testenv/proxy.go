@@ -135,11 +135,9 @@ func (p *Proxy) Restore() {
 	}
 }
 
-// SilentListener accepts connections and never answers: a Redis stopped
-// with SIGSTOP, or whose host hangs, as the kernel still completes the
-// connection. It is a Proxy stalled for good, with nowhere to forward to.
-// It returns the "host:port"; the listener and every connection close with
-// the test.
+// SilentListener accepts connections and never answers: a Proxy stalled
+// for good (Stall), with nowhere to forward to. It returns the
+// "host:port"; the listener and every connection close with the test.
 func SilentListener(t testing.TB) string {
 	t.Helper()
 	p := NewProxy(t, "")

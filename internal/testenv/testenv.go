@@ -109,10 +109,9 @@ func pingRedis(opts *redis.Options) error {
 }
 
 // Chromium returns the path of a Chromium (or Chrome) binary:
-// AGENTAPI_TEST_CHROMIUM when set, else the first of chromium,
-// chromium-browser, google-chrome, google-chrome-stable found in PATH.
-// When there is none, the test fails in CI and is skipped elsewhere (see
-// Require).
+// AGENTAPI_TEST_CHROMIUM when set, else the first of chromiumNames found
+// in PATH. When there is none, the test fails in CI and is skipped
+// elsewhere (see Require).
 func Chromium(t testing.TB) string {
 	t.Helper()
 	if p := strings.TrimSpace(os.Getenv(EnvChromium)); p != "" {
