@@ -35,18 +35,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeJSONBytes(w, status, append(body, '\n'))
 }
 
-// writeJSONBytes sends body, an already encoded JSON value. Its header
-// keys are written in canonical form straight into the map, as
-// http.Header documents, rather than through Set; see setRateHeaders.
+// writeJSONBytes sends body, an already encoded JSON value.
 func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
-
-var jsonContentType = []string{"application/json"}
 
 // timeFormat is how every timestamp leaves the service (wire.TimeFormat).
 const timeFormat = wire.TimeFormat

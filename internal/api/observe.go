@@ -79,7 +79,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, id: domain.NewRequestID(start), client: s.clients.Addr(r)}
-		w.Header()["X-Request-Id"] = []string{rec.id} // canonical key: see setRateHeaders
+		w.Header().Set("X-Request-Id", rec.id)
 		ctx, cancel := context.WithDeadline(r.Context(), start.Add(timeoutOf(r)))
 		defer cancel()
 		r = r.WithContext(context.WithValue(ctx, ctxLogAttrs, rec))

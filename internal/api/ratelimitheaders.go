@@ -46,19 +46,14 @@ func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse b
 // with them, the IETF httpapi RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers: q quota, w window, r remaining,
 // t seconds until reset).
-//
-// Every /v1 response carries these five fields, so they are stored under
-// their canonical keys directly, as http.Header documents; Set would
-// canonicalise each key again. With writeJSONBytes and observe doing the
-// same, this cut GET /v1/me's CPU per request by FIGURE (bench/RESULTS.md).
 func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
 	reset := res.Reset.Unix()
 	limit, remaining := strconv.Itoa(res.Limit), strconv.Itoa(res.Remaining)
-	h["X-Ratelimit-Limit"] = []string{limit}
-	h["X-Ratelimit-Remaining"] = []string{remaining}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(reset, 10)}
-	h["Ratelimit-Policy"] = []string{`"` + policy + `";q=` + limit + ";w=60"}
-	h["Ratelimit"] = []string{`"` + policy + `";r=` + remaining + ";t=" + strconv.FormatInt(max(reset-now.Unix(), 0), 10)}
+	h.Set("X-RateLimit-Limit", limit)
+	h.Set("X-RateLimit-Remaining", remaining)
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("RateLimit-Policy", `"`+policy+`";q=`+limit+";w=60")
+	h.Set("RateLimit", `"`+policy+`";r=`+remaining+";t="+strconv.FormatInt(max(reset-now.Unix(), 0), 10))
 }
 
 // writeRateLimited answers 429 for a refused res, with Retry-After, which
