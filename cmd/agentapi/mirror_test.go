@@ -47,7 +47,7 @@ func mirroredInstance(t *testing.T, dsn, redisURL string) func(token string) err
 	t.Cleanup(stop)
 	go m.Repair(rctx, st.CurrentKeyEpoch)
 	return func(token string) error {
-		_, _, err := a.Admit(ctx, token, time.Now(), lim, nil)
+		_, _, _, err := a.AdmitWatching(ctx, token, time.Now(), lim, nil, nil)
 		return err
 	}
 }

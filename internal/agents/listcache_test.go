@@ -224,7 +224,7 @@ func listWrites(t *testing.T, accountID, agentID string) []listWrite {
 func wantDatabasePage(t *testing.T, a, b *listStore, q store.AgentQuery, before []string, step string) {
 	t.Helper()
 	after := itemIDs(t, a, q)
-	uncached, err := b.ListAgents(context.Background(), q)
+	uncached, err := b.Store.ListAgentItems(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,11 +312,11 @@ func TestListCacheKeysEveryQueryField(t *testing.T) {
 	})
 }
 
-// wantListed: the page of q has ListAgents' agents, in its order.
+// wantListed: the page of q has the database's agents, in its order.
 func wantListed(t *testing.T, s *listStore, q store.AgentQuery, step string) {
 	t.Helper()
 	got := itemIDs(t, s, q)
-	want, err := s.ListAgents(context.Background(), q)
+	want, err := s.Store.ListAgentItems(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,19 +113,19 @@ func (a *Authenticator) expiredInUse(ctx context.Context, k domain.APIKey, now t
 }
 
 // LimitFailed is a rate-limit decision that failed for a key that was
-// identified (Admit): the answer is a 500, not a refusal.
+// identified (AdmitWatching): the answer is a 500, not a refusal.
 type LimitFailed struct{ Err error }
 
 func (e *LimitFailed) Error() string { return "rate limit: " + e.Err.Error() }
 func (e *LimitFailed) Unwrap() error { return e.Err }
 
-// staleRetries bounds how often Admit re-reads the store when the mirror
-// disagrees with it; past it the decision is made without the comparison,
-// for the key the store has just vouched for.
+// staleRetries bounds how often AdmitWatching re-reads the store when the
+// mirror disagrees with it; past it the decision is made without the
+// comparison, for the key the store has just vouched for.
 const staleRetries = 2
 
-// Admit authenticates the credential (Authenticate), checks gate of the
-// key and decides its rate limit in lim. On a Mirrored store with a
+// AdmitWatching authenticates the credential (Authenticate), checks gate
+// of the key and decides its rate limit in lim. On a Mirrored store with a
 // limiter that compares epochs (ratelimit.EpochLimiter), a key held in
 // memory is used without asking the store, for as long as the mirror in
 // Redis vouches for the epoch it is held under (admission.decide): while
@@ -141,15 +141,11 @@ const staleRetries = 2
 // gate (nil: none) is what the caller checks of an authenticated key
 // before the limit is decided (the IP allowlist); its error is returned as
 // it is, once the store confirms a key held in memory.
-func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
-	k, res, _, err := a.AdmitWatching(ctx, token, now, lim, gate, nil)
-	return k, res, err
-}
-
-// AdmitWatching is Admit that also reads, in the rate-limit decision's
-// round trip, the Redis key watch names for the admitted key ("" or a nil
-// watch: none), as ratelimit.Versions needs. The value read is OK only when
-// the decision was made in Redis on a Mirrored store.
+//
+// It also reads, in the rate-limit decision's round trip, the Redis key
+// watch names for the admitted key ("" or a nil watch: none), as
+// ratelimit.Versions needs. The value read is OK only when the decision
+// was made in Redis on a Mirrored store.
 func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error, watch func(domain.APIKey) string) (domain.APIKey, ratelimit.Result, ratelimit.Watched, error) {
 	if gate == nil {
 		gate = func(domain.APIKey) error { return nil }
@@ -173,8 +169,9 @@ func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now tim
 	return r.run(ctx)
 }
 
-// admitFromStore is Admit without a mirror to compare with: the store is
-// read for every request (Authenticate), then gate, then lim decides.
+// admitFromStore is AdmitWatching without a mirror to compare with: the
+// store is read for every request (Authenticate), then gate, then lim
+// decides.
 func (a *Authenticator) admitFromStore(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
 	k, err := a.Authenticate(ctx, token, now)
 	if err == nil {
@@ -190,7 +187,7 @@ func (a *Authenticator) admitFromStore(ctx context.Context, token string, now ti
 	return k, res, nil
 }
 
-// admission is one Admit on a Mirrored store with an EpochLimiter.
+// admission is one AdmitWatching on a Mirrored store with an EpochLimiter.
 type admission struct {
 	a     *Authenticator
 	token string
@@ -333,7 +330,7 @@ func (r *admission) confirm(ctx context.Context, res ratelimit.Result) (domain.A
 }
 
 // errFromMemory marks a refusal decided on a key held in memory, which
-// Admit confirms against the store before giving it.
+// AdmitWatching confirms against the store before giving it.
 var errFromMemory = errors.New("refused from memory")
 
 // lookup reads the key (lookupKey), refusing an unknown prefix as

@@ -2,8 +2,10 @@ package keys
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/ratelimit"
 )
 
 // HeldKey is heldKey: the key held in memory for prefix, if any.
@@ -16,4 +18,10 @@ func (l keyLookup) Epoch() int64 { return l.epoch }
 func (a *Authenticator) KeyByPrefix(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
 	l, err := a.lookupKey(ctx, prefix)
 	return l.Key, l.AccountActive, err
+}
+
+// Admit is AdmitWatching without a watch.
+func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
+	k, res, _, err := a.AdmitWatching(ctx, token, now, lim, gate, nil)
+	return k, res, err
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -26,18 +27,14 @@ func (s *Store) ListAccounts(ctx context.Context) ([]AccountSummary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list accounts: %w", err)
 	}
-	defer rows.Close()
-	var out []AccountSummary
-	for rows.Next() {
+	out, err := collect(rows, func(r *sql.Rows) (AccountSummary, error) {
 		var a AccountSummary
 		var created int64
-		if err := rows.Scan(&a.ID, &a.Name, &a.Active, &created, &a.Users, &a.Keys); err != nil {
-			return nil, fmt.Errorf("list accounts: %w", err)
-		}
+		err := r.Scan(&a.ID, &a.Name, &a.Active, &created, &a.Users, &a.Keys)
 		a.CreatedAt = fromMS(created)
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+		return a, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list accounts: %w", err)
 	}
 	return out, nil

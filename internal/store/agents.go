@@ -96,21 +96,6 @@ type AgentQuery struct {
 	Limit          int
 }
 
-// ListAgents returns up to q.Limit agents ordered by (created_at, id). A
-// Limit of 0 or less returns them all.
-func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, error) {
-	query, args := listAgentsSQL(agentColumns, q)
-	rows, err := s.queryRead(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
-}
-
 // AgentItem is an agent as a list shows it: the contract's four list
 // fields. created_at and id are also the keyset cursor.
 type AgentItem struct {
@@ -125,8 +110,9 @@ type AgentItem struct {
 // mutex for every column value, and instructions can be long.
 const agentItemColumns = `id, name, enabled, created_at`
 
-// ListAgentItems is ListAgents reading only what a list item shows, for
-// GET /ai-agents: same filters, same order, same keyset.
+// ListAgentItems returns up to q.Limit agents ordered by (created_at, id),
+// as a list item shows them, for GET /ai-agents. A Limit of 0 or less
+// returns them all.
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
@@ -275,8 +261,8 @@ func refoldAgentNames(ctx context.Context, tx *sql.Tx, _ string) error {
 // it can be neither any name's key nor another agent's.
 func collidedNameKey(key, id string) string { return key + "\x1f" + id }
 
-// listAgentsSQL builds ListAgents' and ListAgentItems' statement, reading
-// cols: every filter is a condition
+// listAgentsSQL builds ListAgentItems' statement (and the tests'
+// ListAgents'), reading cols: every filter is a condition
 // on top of a range scan of agents_page (account_id, created_at, id), which
 // also yields the order, so a page costs its length and never an OFFSET.
 func listAgentsSQL(cols string, q AgentQuery) (string, []any) {

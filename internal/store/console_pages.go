@@ -281,14 +281,9 @@ func (s *Store) byIDs(ctx context.Context, selectFrom, accountID string, ids []s
 		if err != nil {
 			return fmt.Errorf("read by ids: %w", err)
 		}
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan by ids: %w", err)
-			}
-		}
-		err = rows.Err()
-		rows.Close()
+		_, err = collect(rows, func(r *sql.Rows) (struct{}, error) {
+			return struct{}{}, scan(r)
+		})
 		if err != nil {
 			return fmt.Errorf("read by ids: %w", err)
 		}
@@ -402,21 +397,14 @@ func (s *Store) AgentPickerPage(ctx context.Context, accountID, search, after st
 	if err != nil {
 		return nil, "", fmt.Errorf("agent picker: %w", err)
 	}
-	defer rows.Close()
-	var (
-		out  []PickerAgent
-		keys []string
-	)
-	for rows.Next() {
-		var a PickerAgent
+	var keys []string
+	out, err := collect(rows, func(r *sql.Rows) (a PickerAgent, err error) {
 		var key string
-		if err := rows.Scan(&a.ID, &a.Name, &a.Enabled, &key); err != nil {
-			return nil, "", fmt.Errorf("scan agent: %w", err)
-		}
-		out = append(out, a)
+		err = r.Scan(&a.ID, &a.Name, &a.Enabled, &key)
 		keys = append(keys, key)
-	}
-	if err := rows.Err(); err != nil {
+		return a, err
+	})
+	if err != nil {
 		return nil, "", fmt.Errorf("agent picker: %w", err)
 	}
 	next := ""

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/agentapi/agentapi/internal/domain"
 )
 
 // ListAgentsSQL exposes ListAgents' statement to the plan tests.
@@ -71,4 +73,19 @@ func (s *Store) SessionRowExists(ctx context.Context, tokenHash []byte) (bool, e
 	var n int
 	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM console_sessions WHERE token_hash = $1`, tokenHash).Scan(&n)
 	return n > 0, err
+}
+
+// ListAgents is ListAgentItems reading whole agents, for tests that check
+// what is stored.
+func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, error) {
+	query, args := listAgentsSQL(agentColumns, q)
+	rows, err := s.queryRead(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	out, err := collect(rows, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
 }

@@ -76,20 +76,14 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 		if err != nil {
 			return fmt.Errorf("read request_logs: %w", err)
 		}
-		var logs []requestlog.Log
-		for rows.Next() {
-			var l requestlog.Log
+		logs, err := collect(rows, func(r *sql.Rows) (l requestlog.Log, err error) {
 			var at, us int64
-			if err := rows.Scan(&l.ID, &l.AccountID, &l.KeyID, &at, &l.Method, &l.Route, &l.Path, &l.Status, &l.ErrorCode, &us, &l.Client); err != nil {
-				rows.Close()
-				return fmt.Errorf("read request_logs: %w", err)
-			}
+			err = r.Scan(&l.ID, &l.AccountID, &l.KeyID, &at, &l.Method, &l.Route, &l.Path, &l.Status, &l.ErrorCode, &us, &l.Client)
 			l.At, l.Duration = fromMS(at), time.Duration(us)*time.Microsecond
 			last.acct, last.at, last.id = l.AccountID, at, l.ID
-			logs = append(logs, l)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return l, err
+		})
+		if err != nil {
 			return fmt.Errorf("read request_logs: %w", err)
 		}
 		if err := insertLogBatches(ctx, tx, engine, requestlog.Pack(logs).Batches()); err != nil {

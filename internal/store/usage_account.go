@@ -54,14 +54,9 @@ func accountUsage[T any](ctx context.Context, s *Store, query, accountID string,
 	if err != nil {
 		return nil, fmt.Errorf("account usage: %w", err)
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan account usage: %w", err)
-		}
-		out = append(out, v)
+	out, err := collect(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("scan account usage: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
