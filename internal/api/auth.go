@@ -84,7 +84,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// 3. The key itself and 4. its rate limit (refused requests are not
 	// counted), in one step: with Redis on PostgreSQL a key held in memory
-	// is checked and limited in one Redis round trip (keys.Admit).
+	// is checked and limited in one Redis round trip (keys.AdmitWatching).
 	now := s.now().UTC()
 	addr := rec.client
 	var gated domain.APIKey
