@@ -17,10 +17,11 @@ import (
 //   - With a list version (PostgreSQL or SQLite, with Redis): the account's
 //     version as the request read it before asking for the page (the API
 //     reads it in the rate-limit decision, so it costs no round trip), and
-//     the count of agent writes committed through this store
-//     (store.AgentWrites). A writer sets a new, random version after its
-//     commit and before it answers, so a change committed after the page's
-//     read, by any instance, moves the token before its writer answers.
+//     the count of agent writes committed through this store to the
+//     account's share of accounts (store.AgentWrites). A writer sets a new,
+//     random version after its commit and before it answers, so a change
+//     committed after the page's read, by any instance, moves the token
+//     before its writer answers.
 //     Only when a writer could not set the version (Redis away), or Redis
 //     went back to an older copy, can a page be served stale: for at most
 //     ListStaleBound after it was read, the bound docs/production.md states.
@@ -148,8 +149,8 @@ func (c *ListCache) Stats() ListCacheStats {
 
 // token is what a page asked for with v would be read under; ok is false
 // where there is none (the page is then read from the store).
-func (s *Service) token(ctx context.Context, v ListVersion) (listToken, bool) {
-	if writes, announced := s.store.AgentWrites(); v.OK && announced {
+func (s *Service) token(ctx context.Context, accountID string, v ListVersion) (listToken, bool) {
+	if writes, announced := s.store.AgentWrites(accountID); v.OK && announced {
 		return listToken{version: v.Value, writes: writes, versioned: true}, true
 	}
 	if s.store.Engine() != store.EngineSQLite {
@@ -171,7 +172,7 @@ func (s *Service) listItems(ctx context.Context, q store.AgentQuery, v ListVersi
 	if c == nil {
 		return s.store.ListAgentItems(ctx, q)
 	}
-	tok, ok := s.token(ctx, v)
+	tok, ok := s.token(ctx, q.AccountID, v)
 	if !ok {
 		return s.store.ListAgentItems(ctx, q)
 	}

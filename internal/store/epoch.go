@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +55,15 @@ type checker struct {
 	// every change of agents (SetEpochNotifier, SetListNotifier).
 	notifier EpochNotifier
 	lists    ListNotifier
-	// agentWrites counts the commits through this store that changed agents.
-	agentWrites atomic.Uint64
+	// agentWrites counts the commits through this store that changed
+	// agents, in agentWriteShares shares by account (AgentWrites).
+	agentWrites [agentWriteShares]atomic.Uint64
 }
+
+// agentWriteShares is how many counts AgentWrites keeps: an account's
+// write moves the count of its share only, so one busy writer does not
+// make every other account's held list pages read again.
+const agentWriteShares = 64
 
 // Mark is what one check learned: the key epoch and, on SQLite, a token
 // that changes whenever anything commits to the database; ChangeOK is
@@ -438,11 +445,18 @@ type ListNotifier interface {
 // version (AgentWrites). Call it before the store is used.
 func (s *Store) SetListNotifier(n ListNotifier) { s.checker.lists = n }
 
-// AgentWrites counts the commits through this store that changed an
-// account's agents, each counted once it committed; announced reports that
-// a ListNotifier tells every other instance of them too.
-func (s *Store) AgentWrites() (n uint64, announced bool) {
-	return s.checker.agentWrites.Load(), s.checker.lists != nil
+// AgentWrites counts the commits through this store that changed the
+// agents of accountID or of an account sharing its count (agentWriteShares),
+// each counted once it committed; announced reports that a ListNotifier
+// tells every other instance of them too.
+func (s *Store) AgentWrites(accountID string) (n uint64, announced bool) {
+	return s.checker.agentWrites[agentWriteShare(accountID)].Load(), s.checker.lists != nil
+}
+
+func agentWriteShare(accountID string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(accountID))
+	return h.Sum32() % agentWriteShares
 }
 
 // agentsChanged counts a commit that changed the account's agents and
@@ -450,7 +464,7 @@ func (s *Store) AgentWrites() (n uint64, announced bool) {
 // commit; it logs it, and pages held elsewhere expire within
 // agents.ListStaleBound.
 func (s *Store) agentsChanged(ctx context.Context, accountID string) {
-	s.checker.agentWrites.Add(1)
+	s.checker.agentWrites[agentWriteShare(accountID)].Add(1)
 	if s.checker.lists != nil {
 		_ = s.checker.lists.AgentsChanged(ctx, accountID)
 	}
