@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,22 +19,7 @@ import (
 // sharedStores opens the fixture's store and a second store on the same
 // database: what another process (the CLI) or another instance holds.
 func sharedStores(t *testing.T, engine string) (served, other *store.Store) {
-	t.Helper()
-	dsn := filepath.Join(t.TempDir(), "shared.db")
-	if engine == store.EnginePostgres {
-		dsn = storetest.PostgresURL(t)
-	}
-	open := func() *store.Store {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		st, err := store.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	return open(), open()
+	return storetest.OpenTwo(t, engine)
 }
 
 // newCountedFixture is newFixture with its Authenticator, whose key cache

@@ -2,7 +2,6 @@ package keys_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,24 +39,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // twoStores opens two stores on one fresh database: two processes (or two
 // instances) sharing it, as far as each store can tell.
 func twoStores(t *testing.T, engine string) (cachedStore, cachedStore) {
-	t.Helper()
-	var dsn string
-	if engine == store.EngineSQLite {
-		dsn = filepath.Join(t.TempDir(), "shared.db")
-	} else {
-		dsn = storetest.PostgresURL(t)
-	}
-	open := func() cachedStore {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := store.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return newCachedStore(t, s)
-	}
-	return open(), open()
+	a, b := storetest.OpenTwo(t, engine)
+	return newCachedStore(t, a), newCachedStore(t, b)
 }
 
 func forEachEngineName(t *testing.T, fn func(t *testing.T, engine string)) {

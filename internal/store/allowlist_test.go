@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // A key's allowlist is stored with it, read back in canonical form, and a
@@ -15,7 +16,7 @@ import (
 func TestKeyAllowedIPs(t *testing.T) {
 	forEachEngineName(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
-		s1, s2 := twoStores(t, engine)
+		s1, s2 := storetest.OpenTwo(t, engine)
 		a, other := newAccount(t, s1), newAccount(t, s1)
 		list, err := domain.ParseAllowList("127.0.0.2, 10.0.0.0/8 ::1")
 		if err != nil {

@@ -12,29 +12,6 @@ import (
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
-// twoStores opens two stores on one fresh database: two processes (or two
-// instances) sharing it, as far as each store can tell.
-func twoStores(t *testing.T, engine string) (*store.Store, *store.Store) {
-	t.Helper()
-	var dsn string
-	if engine == store.EngineSQLite {
-		dsn = filepath.Join(t.TempDir(), "shared.db")
-	} else {
-		dsn = storetest.PostgresURL(t)
-	}
-	open := func() *store.Store {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := store.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	return open(), open()
-}
-
 func forEachEngineName(t *testing.T, fn func(t *testing.T, engine string)) {
 	for _, e := range storetest.Engines() {
 		t.Run(e, func(t *testing.T) { fn(t, e) })

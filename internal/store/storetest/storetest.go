@@ -39,15 +39,31 @@ func Engines() []string { return []string{store.EngineSQLite, store.EnginePostgr
 // "postgres"), closed when the test ends.
 func Open(t testing.TB, engine string) *store.Store {
 	t.Helper()
-	var dsn string
+	return openDSN(t, engine, freshDSN(t, engine))
+}
+
+// OpenTwo returns two stores on one fresh database of engine: two
+// processes (or two instances) sharing it, as far as each store can tell.
+func OpenTwo(t testing.TB, engine string) (*store.Store, *store.Store) {
+	t.Helper()
+	dsn := freshDSN(t, engine)
+	return openDSN(t, engine, dsn), openDSN(t, engine, dsn)
+}
+
+func freshDSN(t testing.TB, engine string) string {
+	t.Helper()
 	switch engine {
 	case store.EngineSQLite:
-		dsn = filepath.Join(t.TempDir(), "agentapi.db")
+		return filepath.Join(t.TempDir(), "agentapi.db")
 	case store.EnginePostgres:
-		dsn = PostgresURL(t)
-	default:
-		t.Fatalf("storetest: unknown engine %q", engine)
+		return PostgresURL(t)
 	}
+	t.Fatalf("storetest: unknown engine %q", engine)
+	return ""
+}
+
+func openDSN(t testing.TB, engine, dsn string) *store.Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, dsn)
