@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -64,16 +65,8 @@ func Parse(list string) (*Resolver, error) {
 
 // Trusts reports whether a is a trusted proxy.
 func (r *Resolver) Trusts(a netip.Addr) bool {
-	if r == nil {
-		return false
-	}
 	a = a.Unmap()
-	for _, p := range r.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return r != nil && slices.ContainsFunc(r.trusted, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // Addr is the client's address for req, as text (no port).

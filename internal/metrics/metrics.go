@@ -110,8 +110,7 @@ func (m *Metrics) AuthFailure(reason string) {
 
 // Store records the duration of one store operation.
 func (m *Metrics) Store(op string, d time.Duration) {
-	if m == nil {
-		return
+	if m != nil {
+		m.store.WithLabelValues(op).Observe(d.Seconds())
 	}
-	m.store.WithLabelValues(op).Observe(d.Seconds())
 }
