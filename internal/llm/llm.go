@@ -7,6 +7,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,14 +128,11 @@ func New(cfg Config) (*Client, error) {
 		// copes with a trailing slash on the base.
 		endpoint: u.JoinPath("chat", "completions").String(),
 		model:    cfg.Model,
-		timeout:  cfg.Timeout,
+		timeout:  cmp.Or(cfg.Timeout, DefaultTimeout),
 		http:     cfg.HTTPClient,
 	}
 	if cfg.APIKey != "" {
 		c.auth = "Bearer " + cfg.APIKey
-	}
-	if c.timeout == 0 {
-		c.timeout = DefaultTimeout
 	}
 	if c.http == nil {
 		c.http = defaultHTTPClient()

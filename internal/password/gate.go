@@ -1,6 +1,7 @@
 package password
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -26,13 +27,10 @@ type Gate struct {
 // NewGate lets n hashes run at once (2 × GOMAXPROCS when n ≤ 0); one
 // beyond that waits at most wait (DefaultWait when ≤ 0) for a slot.
 func NewGate(n int, wait time.Duration) *Gate {
-	if n <= 0 {
-		n = 2 * runtime.GOMAXPROCS(0)
+	return &Gate{
+		slots: make(chan struct{}, cmp.Or(max(n, 0), 2*runtime.GOMAXPROCS(0))),
+		wait:  cmp.Or(max(wait, 0), DefaultWait),
 	}
-	if wait <= 0 {
-		wait = DefaultWait
-	}
-	return &Gate{slots: make(chan struct{}, n), wait: wait}
 }
 
 // Do runs fn in a slot. It returns ErrBusy if no slot freed within the

@@ -8,6 +8,7 @@
 package usage
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -74,23 +75,18 @@ type Options struct {
 
 // New returns a Recorder writing to st.
 func New(st Store, log *slog.Logger, o Options) *Recorder {
-	if o.Interval <= 0 {
-		o.Interval = time.Second
-	}
-	if o.SweepEvery <= 0 {
-		o.SweepEvery = 10 * time.Minute
-	}
-	if o.MaxLogs <= 0 {
-		o.MaxLogs = DefaultMaxLogs
-	}
-	if o.MaxCounts <= 0 {
-		o.MaxCounts = DefaultMaxCounts
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Recorder{st: st, log: log, interval: o.Interval, sweepEach: o.SweepEvery,
-		maxLogs: o.MaxLogs, maxCounts: o.MaxCounts, logs: new(requestlog.Buffer), counts: map[countKey]int64{}, refused: map[string]int{}}
+	// A negative field, like a zero one, takes its default.
+	return &Recorder{
+		st: st, log: log,
+		interval:  cmp.Or(max(o.Interval, 0), time.Second),
+		sweepEach: cmp.Or(max(o.SweepEvery, 0), 10*time.Minute),
+		maxLogs:   cmp.Or(max(o.MaxLogs, 0), DefaultMaxLogs),
+		maxCounts: cmp.Or(max(o.MaxCounts, 0), DefaultMaxCounts),
+		logs:      new(requestlog.Buffer), counts: map[countKey]int64{}, refused: map[string]int{},
+	}
 }
 
 // Record notes one request. It never touches the store.
