@@ -36,29 +36,21 @@ func Parse(list string) (*Resolver, error) {
 		if item == "" {
 			continue
 		}
-		var p netip.Prefix
-		if strings.Contains(item, "/") {
-			var err error
-			if p, err = netip.ParsePrefix(item); err != nil {
-				return nil, fmt.Errorf("trusted proxy %q is not an IP address or CIDR prefix", item)
-			}
-			if p.Addr().Is4In6() && p.Bits() >= 96 {
-				// ::ffff:10.0.0.0/104 is 10.0.0.0/8: peers are compared
-				// unmapped.
-				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-			} else if p.Addr().Is4In6() {
+		p, err := netip.ParsePrefix(item)
+		if a, aerr := netip.ParseAddr(item); aerr == nil && a.Zone() == "" {
+			p, err = netip.PrefixFrom(a, a.BitLen()), nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q is not an IP address or CIDR prefix", item)
+		}
+		if a := p.Addr(); a.Is4In6() {
+			if p.Bits() < 96 {
 				return nil, fmt.Errorf("trusted proxy %q mixes IPv4-mapped and IPv6 addresses", item)
 			}
-			p = p.Masked()
-		} else {
-			a, err := netip.ParseAddr(item)
-			if err != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("trusted proxy %q is not an IP address or CIDR prefix", item)
-			}
-			a = a.Unmap()
-			p = netip.PrefixFrom(a, a.BitLen())
+			// ::ffff:10.0.0.0/104 is 10.0.0.0/8: peers are compared unmapped.
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 		}
-		r.trusted = append(r.trusted, p)
+		r.trusted = append(r.trusted, p.Masked())
 	}
 	return r, nil
 }

@@ -71,21 +71,15 @@ func parseAllowEntry(s string) (netip.Prefix, error) {
 	if strings.ContainsRune(s, '%') {
 		return netip.Prefix{}, allowListErr("%q: an allowlist entry cannot carry a zone", shown)
 	}
-	var p netip.Prefix
-	if strings.ContainsRune(s, '/') {
-		var err error
-		if p, err = netip.ParsePrefix(s); err != nil {
-			return netip.Prefix{}, allowListErr("%q is not an IP address or CIDR prefix", shown)
-		}
-		if p.Masked() != p {
-			return netip.Prefix{}, allowListErr("%q has bits set after the prefix length; did you mean %s?", shown, canonicalPrefix(p.Masked()))
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return netip.Prefix{}, allowListErr("%q is not an IP address or CIDR prefix", shown)
-		}
-		p = netip.PrefixFrom(a, a.BitLen())
+	p, err := netip.ParsePrefix(s)
+	if a, aerr := netip.ParseAddr(s); aerr == nil {
+		p, err = netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	if err != nil {
+		return netip.Prefix{}, allowListErr("%q is not an IP address or CIDR prefix", shown)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, allowListErr("%q has bits set after the prefix length; did you mean %s?", shown, canonicalPrefix(p.Masked()))
 	}
 	return canonicalPrefix(p), nil
 }
