@@ -3,6 +3,7 @@ package requestlog
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -57,15 +58,6 @@ type strTable struct {
 	next int // the slot the next new value takes
 }
 
-func (t *strTable) slot(s string) int {
-	for i := range t.n {
-		if t.v[i] == s {
-			return i
-		}
-	}
-	return -1
-}
-
 func (t *strTable) add(s string) {
 	t.v[t.next] = s
 	if t.n < tableSlots {
@@ -75,7 +67,7 @@ func (t *strTable) add(s string) {
 }
 
 func (t *strTable) append(b []byte, s string) []byte {
-	if i := t.slot(s); i >= 0 {
+	if i := slices.Index(t.v[:t.n], s); i >= 0 {
 		return binary.AppendUvarint(b, uint64(i+1))
 	}
 	t.add(s)
