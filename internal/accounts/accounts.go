@@ -134,18 +134,14 @@ type NewUser struct {
 	Password func() (string, error)
 	// MustChangePassword makes the user choose a password at first sign-in.
 	MustChangePassword bool
+	// events, when set, makes the audit events stored with the user.
+	events func(domain.User) []domain.AuditEvent
 }
 
 // CreateUser checks role, email and password in that order, then the
 // account, and creates an active user; duplicate_value (with the holder's
 // id) when the email is taken, in any account.
 func (s *Service) CreateUser(ctx context.Context, u NewUser) (domain.User, error) {
-	return s.createUser(ctx, u, nil)
-}
-
-// createUser is CreateUser, storing with the user the events evs makes of
-// it.
-func (s *Service) createUser(ctx context.Context, u NewUser, evs func(domain.User) []domain.AuditEvent) (domain.User, error) {
 	role, ok := domain.ParseRole(u.Role)
 	if !ok {
 		return domain.User{}, domain.FieldErr(domain.CodeInvalidValue, "role", "role must be owner, admin or agent")
@@ -174,8 +170,8 @@ func (s *Service) createUser(ctx context.Context, u NewUser, evs func(domain.Use
 		Role: role, PasswordHash: hash, MustChangePassword: u.MustChangePassword, Active: true, CreatedAt: now,
 	}
 	var events []domain.AuditEvent
-	if evs != nil {
-		events = evs(user)
+	if u.events != nil {
+		events = u.events(user)
 	}
 	err = s.store.CreateUser(ctx, user, events...)
 	var dup *domain.DuplicateError
@@ -199,11 +195,12 @@ func (s *Service) Invite(ctx context.Context, by *domain.User, accountID, email,
 		return domain.User{}, "", err
 	}
 	oneTime := rand.Text()
-	u, err := s.createUser(ctx, NewUser{
+	u, err := s.CreateUser(ctx, NewUser{
 		AccountID: accountID, Email: email, Role: role, MustChangePassword: true,
 		Password: func() (string, error) { return oneTime, nil },
-	}, func(u domain.User) []domain.AuditEvent {
-		return []domain.AuditEvent{s.event(by, system, u, domain.AuditUserInvited, u.Email+" as "+string(u.Role))}
+		events: func(u domain.User) []domain.AuditEvent {
+			return []domain.AuditEvent{s.event(by, system, u, domain.AuditUserInvited, u.Email+" as "+string(u.Role))}
+		},
 	})
 	if err != nil {
 		return domain.User{}, "", err
