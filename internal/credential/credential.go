@@ -46,11 +46,7 @@ func Generate(env domain.Env) (Credential, error) {
 	if _, ok := domain.ParseEnv(string(env)); !ok {
 		return Credential{}, errors.New("credential: env must be live or test")
 	}
-	buf := make([]byte, 0, maxTextBytes)
-	buf = append(buf, Tag...)
-	buf = append(buf, '_')
-	buf = append(buf, env...)
-	buf = append(buf, '_')
+	buf := append(make([]byte, 0, maxTextBytes), Tag+"_"+string(env)+"_"...)
 	prefixStart := len(buf)
 	buf = appendRandom(buf, prefixChars, PrefixLen)
 	prefix := string(buf[prefixStart:])
@@ -84,25 +80,19 @@ func appendRandom(buf []byte, alphabet string, n int) []byte {
 // Checksum is the CRC32 (IEEE) of body in base62, left-padded with '0' to
 // six characters. body is the credential text before the checksum.
 func Checksum(body string) string {
+	d := checksum(body)
+	return string(d[:])
+}
+
+// checksum is Checksum as an array, which Parse compares without a copy.
+func checksum(body string) [ChecksumLen]byte {
 	sum := crc32.ChecksumIEEE([]byte(body))
 	var out [ChecksumLen]byte
 	for i := ChecksumLen - 1; i >= 0; i-- {
 		out[i] = base62[sum%62]
 		sum /= 62
 	}
-	return string(out[:])
-}
-
-func checksumMatches(body, sum string) bool {
-	var buf [maxTextBytes]byte // on the stack: Parse allocates nothing
-	c := crc32.ChecksumIEEE(buf[:copy(buf[:], body)])
-	for i := ChecksumLen - 1; i >= 0; i-- {
-		if sum[i] != base62[c%62] {
-			return false
-		}
-		c /= 62
-	}
-	return c == 0
+	return out
 }
 
 // Parse checks the tag, env, prefix and secret alphabets and lengths, and the
@@ -132,8 +122,7 @@ func Parse(text string) (Credential, error) {
 			return Credential{}, ErrMalformed
 		}
 	}
-	body := text[:len(text)-ChecksumLen]
-	if !checksumMatches(body, text[len(text)-ChecksumLen:]) {
+	if sum := checksum(text[:len(text)-ChecksumLen]); string(sum[:]) != text[len(text)-ChecksumLen:] {
 		return Credential{}, ErrMalformed
 	}
 	return Credential{Env: env, Prefix: prefix, Text: text}, nil
