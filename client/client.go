@@ -292,7 +292,7 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			return nil, joinCtx(ctx, err)
 		}
 		lastErr = err
-		wait, retry := c.backoff(cl, attempt, err)
+		wait, retry := c.backoff(attempt, err)
 		if !retry || attempt >= c.retry.MaxAttempts {
 			return nil, lastErr
 		}
@@ -322,7 +322,7 @@ func joinCtx(ctx context.Context, last error) error {
 }
 
 // backoff decides whether err after attempt is retried and after how long.
-func (c *Client) backoff(cl call, attempt int, err error) (time.Duration, bool) {
+func (c *Client) backoff(attempt int, err error) (time.Duration, bool) {
 	var apiErr *Error
 	if errors.Is(err, errTooLarge) {
 		// The answer came, whole or not: asking again brings the same one

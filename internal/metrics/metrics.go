@@ -74,12 +74,11 @@ func (m *Metrics) Handler() http.Handler {
 // a client may send any token as a method and must not be able to grow the
 // number of series without bound.
 func (m *Metrics) Request(route, method string, status int, d time.Duration) {
-	if m == nil {
-		return
+	if m != nil {
+		method, code := cmp.Or(KnownMethod(method), "OTHER"), strconv.Itoa(status)
+		m.requests.WithLabelValues(route, method, code).Inc()
+		m.latency.WithLabelValues(route, method, code).Observe(d.Seconds())
 	}
-	method, code := cmp.Or(KnownMethod(method), "OTHER"), strconv.Itoa(status)
-	m.requests.WithLabelValues(route, method, code).Inc()
-	m.latency.WithLabelValues(route, method, code).Observe(d.Seconds())
 }
 
 // KnownMethod is m when it is one of HTTP's registered methods, else "":

@@ -68,8 +68,7 @@ func Verify(encoded, pw string) (bool, error) {
 	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
 		return false, ErrMalformedHash
 	}
-	var m uint32
-	var t uint32
+	var m, t uint32
 	var p uint8
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil {
 		return false, ErrMalformedHash

@@ -199,7 +199,7 @@ func (d *Decoder) str(t *strTable) string {
 
 // Log is p as a Log of the batch's account and key.
 func (p *Packed) Log(accountID, keyID string) Log {
-	return Log{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: fromMS(p.at),
+	return Log{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: time.UnixMilli(p.at).UTC(),
 		Method: p.method, Route: p.route, Path: p.path, Status: p.status, ErrorCode: p.code,
 		Duration: time.Duration(p.durationUS) * time.Microsecond, Client: p.client}
 }

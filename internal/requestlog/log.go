@@ -99,5 +99,3 @@ func FloorSec(ms int64) int64 {
 	}
 	return s
 }
-
-func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
