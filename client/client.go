@@ -274,17 +274,13 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 		}
 		body = b
 	}
-	target := c.base + cl.path
-	if len(cl.query) > 0 {
-		target += "?" + cl.query.Encode()
-	}
 	var key string
 	if cl.idempotent {
 		key = newIdempotencyKey()
 	}
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		resp, err := c.once(ctx, cl.method, target, body, key)
+		resp, err := c.once(ctx, cl, body, key)
 		if err == nil {
 			return resp, nil
 		}
@@ -366,18 +362,18 @@ func (c *Client) expBackoff(attempt int) time.Duration {
 }
 
 // once sends one request and reads its answer.
-func (c *Client) once(ctx context.Context, method, target string, body []byte, idemKey string) (*response, error) {
-	resp, err := c.send(ctx, method, target, body, "application/json", idemKey)
+func (c *Client) once(ctx context.Context, cl call, body []byte, idemKey string) (*response, error) {
+	resp, err := c.send(ctx, cl, body, "application/json", idemKey)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("client: %s %s: read response: %w", method, redactURL(target), err)
+		return nil, fmt.Errorf("client: %s %s%s: read response: %w", cl.method, c.base, cl.path, err)
 	}
 	if len(data) > maxBody {
-		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), errTooLarge)
+		return nil, fmt.Errorf("client: %s %s%s: %w", cl.method, c.base, cl.path, errTooLarge)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return &response{status: resp.StatusCode, body: data, rateLimit: parseRateLimit(resp.Header)}, nil
@@ -385,14 +381,20 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, i
 	return nil, parseError(resp.StatusCode, resp.Header, data)
 }
 
-// send makes one request with the key: body, when not nil, is JSON;
-// idemKey, when not empty, is its Idempotency-Key.
-func (c *Client) send(ctx context.Context, method, target string, body []byte, accept, idemKey string) (*http.Response, error) {
+// send makes one request of cl with the key: body, when not nil, is JSON;
+// idemKey, when not empty, is its Idempotency-Key. Errors here and in once
+// name the URL without its query: it may hold a cursor, which is harmless,
+// but nothing from it is needed in an error.
+func (c *Client) send(ctx context.Context, cl call, body []byte, accept, idemKey string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	target := c.base + cl.path
+	if len(cl.query) > 0 {
+		target += "?" + cl.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, target, rd)
 	if err != nil {
 		return nil, fmt.Errorf("client: build request: %w", err)
 	}
@@ -412,7 +414,7 @@ func (c *Client) send(ctx context.Context, method, target string, body []byte, a
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("client: %s %s: %w", method, redactURL(target), err)
+		return nil, fmt.Errorf("client: %s %s%s: %w", cl.method, c.base, cl.path, err)
 	}
 	return resp, nil
 }
@@ -426,15 +428,6 @@ func newIdempotencyKey() string {
 
 // errTooLarge is an answer over maxBody: not the API's, and not retried.
 var errTooLarge = fmt.Errorf("response larger than %d bytes", maxBody)
-
-// redactURL keeps only scheme, host and path: a query may hold a cursor,
-// which is harmless, but nothing from it is needed in an error.
-func redactURL(s string) string {
-	if i := strings.IndexByte(s, '?'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
 
 func parseRateLimit(h http.Header) RateLimit {
 	var rl RateLimit

@@ -53,7 +53,7 @@ func (c *Client) openStream(ctx context.Context, agentID string, q Question) (*h
 	if err != nil {
 		return nil, fmt.Errorf("client: encode request: %w", err)
 	}
-	resp, err := c.send(ctx, http.MethodPost, c.base+p, body, "text/event-stream, application/json", "")
+	resp, err := c.send(ctx, call{method: http.MethodPost, path: p}, body, "text/event-stream, application/json", "")
 	if err != nil {
 		return nil, err
 	}
