@@ -86,14 +86,12 @@ func NameKey(name string) string {
 	// golang.org/x/text folds Cherokee capitals to the small letters
 	// (go.dev/issue/46101); Unicode folds every Cherokee letter to its
 	// capital, the script's older form.
-	if strings.ContainsFunc(k, isCherokeeSmall) {
-		k = strings.Map(func(r rune) rune {
-			if isCherokeeSmall(r) {
-				return unicode.ToUpper(r)
-			}
-			return r
-		}, k)
-	}
+	k = strings.Map(func(r rune) rune {
+		if isCherokeeSmall(r) {
+			return unicode.ToUpper(r)
+		}
+		return r
+	}, k)
 	return norm.NFC.String(k)
 }
 
