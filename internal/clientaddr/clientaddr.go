@@ -84,12 +84,9 @@ func (r *Resolver) Addr(req *http.Request) string {
 	for i := len(hops) - 1; i >= 0; i-- {
 		line := hops[i]
 		for line != "" {
-			var item string
-			if j := strings.LastIndexByte(line, ','); j >= 0 {
-				line, item = line[:j], line[j+1:]
-			} else {
-				line, item = "", line
-			}
+			j := strings.LastIndexByte(line, ',') // -1 for the last item: all of line
+			item := line[j+1:]
+			line = line[:max(j, 0)]
 			a, ok := parseHop(strings.TrimSpace(item))
 			if !ok {
 				// A hop a trusted proxy would not write: what lies to its
