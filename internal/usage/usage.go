@@ -203,20 +203,16 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		batch = append(batch, store.UsageCount{AccountID: k.accountID, KeyID: k.keyID, Class: k.class,
 			Minute: time.UnixMilli(k.minute).UTC(), Count: n})
 	}
-	if err := r.st.WritePackedUsage(ctx, logs, batch); err != nil {
-		r.restore(logs, counts)
-		return err
+	err := r.st.WritePackedUsage(ctx, logs, batch)
+	if err != nil {
+		// The batch goes back before what came in meanwhile.
+		r.mu.Lock()
+		for k, n := range counts {
+			r.addCount(k, n)
+		}
+		r.logs.Prepend(logs)
+		r.bound()
+		r.mu.Unlock()
 	}
-	return nil
-}
-
-// restore puts a failed batch back before what came in meanwhile.
-func (r *Recorder) restore(logs *requestlog.Buffer, counts map[countKey]int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k, n := range counts {
-		r.addCount(k, n)
-	}
-	r.logs.Prepend(logs)
-	r.bound()
+	return err
 }
