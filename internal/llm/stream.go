@@ -46,7 +46,14 @@ func (c *Client) Stream(ctx context.Context, msgs []Message, onDelta func(string
 	return c.exchange(ctx, msgs, true, func(reqCtx context.Context, resp *http.Response) (string, error) {
 		ct := resp.Header.Get("Content-Type")
 		if isJSON(ct) {
-			return c.streamFallback(ctx, reqCtx, resp, onDelta)
+			answer, err := c.readAnswer(ctx, reqCtx, resp)
+			if err != nil {
+				return "", err
+			}
+			if err := onDelta(answer); err != nil {
+				return "", c.streamError(ctx, reqCtx, fmt.Errorf("%w: %w", errStopped, err))
+			}
+			return answer, nil
 		}
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "text/event-stream" {
 			drain(resp.Body)
@@ -62,18 +69,6 @@ func (c *Client) Stream(ctx context.Context, msgs []Message, onDelta func(string
 		}
 		return answer, nil
 	})
-}
-
-// streamFallback reads a non-streamed answer to a streamed request.
-func (c *Client) streamFallback(ctx, reqCtx context.Context, resp *http.Response, onDelta func(string) error) (string, error) {
-	answer, err := c.readAnswer(ctx, reqCtx, resp)
-	if err != nil {
-		return "", err
-	}
-	if err := onDelta(answer); err != nil {
-		return "", c.streamError(ctx, reqCtx, fmt.Errorf("%w: %w", errStopped, err))
-	}
-	return answer, nil
 }
 
 // streamError classifies a failure while reading a stream: an *Error the
