@@ -77,12 +77,11 @@ var Presets = []Preset{
 
 // PresetByID finds a preset by its CLI id.
 func PresetByID(id string) (Preset, bool) {
-	for _, p := range Presets {
-		if p.ID == id {
-			return p, true
-		}
+	i := slices.IndexFunc(Presets, func(p Preset) bool { return p.ID == id })
+	if i < 0 {
+		return Preset{}, false
 	}
-	return Preset{}, false
+	return Presets[i], true
 }
 
 // ParseScopes parses a comma-separated scope list, refusing unknown names and
