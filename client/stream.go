@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,10 +89,7 @@ func readEvents(resp *http.Response, yield func(StreamEvent, error) bool) {
 			name, data = "", ""
 		}
 	}
-	err := sc.Err()
-	if err == nil {
-		err = io.ErrUnexpectedEOF
-	}
+	err := cmp.Or(sc.Err(), io.ErrUnexpectedEOF)
 	yield(StreamEvent{}, fmt.Errorf("client: answer stream ended early: %w", err))
 }
 
