@@ -141,25 +141,10 @@ func Equal(storedHash []byte, text string) bool {
 // (any case), one or more spaces, then a token without spaces.
 func ParseBearer(header string) (token string, ok bool) {
 	const scheme = "bearer"
-	if len(header) <= len(scheme) {
+	if len(header) <= len(scheme) || header[len(scheme)] != ' ' || !strings.EqualFold(header[:len(scheme)], scheme) {
 		return "", false
 	}
-	for i := 0; i < len(scheme); i++ {
-		c := header[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != scheme[i] {
-			return "", false
-		}
-	}
-	rest := header[len(scheme):]
-	if rest[0] != ' ' {
-		return "", false
-	}
-	for len(rest) > 0 && rest[0] == ' ' {
-		rest = rest[1:]
-	}
+	rest := strings.TrimLeft(header[len(scheme):], " ")
 	if rest == "" {
 		return "", false
 	}
