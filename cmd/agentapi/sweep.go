@@ -18,7 +18,8 @@ var idemSweepEvery = 10 * time.Minute
 // many it deleted (store.Store.SweepIdempotencyKeys).
 type sweepFunc func(ctx context.Context, now time.Time, batch int) (int, error)
 
-// runIdemSweeper sweeps on every tick until ctx ends: batch after batch
+// runIdemSweeper sweeps on every tick (serve's: every idemSweepEvery)
+// until ctx ends: batch after batch
 // until one deletes fewer than idemSweepBatch, so a backlog is cleared
 // without one long statement. A failure is logged and retried next tick.
 func runIdemSweeper(ctx context.Context, ticks <-chan time.Time, sweep sweepFunc, log *slog.Logger) {
@@ -45,13 +46,4 @@ func sweepIdemOnce(ctx context.Context, now time.Time, sweep sweepFunc, log *slo
 			return
 		}
 	}
-}
-
-// startIdemSweeper runs runIdemSweeper every idemSweepEvery until ctx ends.
-func startIdemSweeper(ctx context.Context, sweep sweepFunc, log *slog.Logger) {
-	t := time.NewTicker(idemSweepEvery)
-	go func() {
-		defer t.Stop()
-		runIdemSweeper(ctx, t.C, sweep, log)
-	}()
 }
