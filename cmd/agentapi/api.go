@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,19 +38,37 @@ func (e env) apiCommand(name string) *apiCommand {
 	fs := e.newFlagSet("agentapi api " + name)
 	return &apiCommand{
 		e: e, fs: fs,
-		url:      fs.String("url", e.or("AGENTAPI_URL", defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
+		url:      fs.String("url", cmp.Or(e.getenv("AGENTAPI_URL"), defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
 		insecure: fs.Bool("insecure-http", false, "allow sending the key over plain http to a host that is not loopback"),
 	}
 }
 
 // parse reads flags anywhere on the line (`agents update ID --name N` and
 // `agents update --name N ID` both work; after "--" everything is
-// positional) and checks the line against want (checkArgs).
+// positional) and checks the line against want (checkArgs). flag stops at
+// the first positional argument, which is kept before parsing the rest.
 func (a *apiCommand) parse(args []string, want ...string) ([]string, error) {
 	if err := refuseKeyFlag(args); err != nil {
 		return nil, err
 	}
-	pos, err := a.interleaved(args)
+	var pos []string
+	err := parseFlags(a.fs, func() error {
+		for {
+			if err := a.fs.Parse(args); err != nil {
+				return err
+			}
+			rest := a.fs.Args()
+			if len(rest) == 0 {
+				return nil
+			}
+			if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+				pos = append(pos, rest...)
+				return nil
+			}
+			pos = append(pos, rest[0])
+			args = rest[1:]
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -74,32 +93,6 @@ func refuseKeyFlag(args []string) error {
 		}
 	}
 	return nil
-}
-
-// interleaved parses the flags wherever they stand and returns the
-// positional arguments in order: flag stops at the first positional one,
-// which is kept before parsing the rest, and everything after "--" is
-// positional.
-func (a *apiCommand) interleaved(args []string) ([]string, error) {
-	var pos []string
-	err := parseFlags(a.fs, func() error {
-		for {
-			if err := a.fs.Parse(args); err != nil {
-				return err
-			}
-			rest := a.fs.Args()
-			if len(rest) == 0 {
-				return nil
-			}
-			if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-				pos = append(pos, rest...)
-				return nil
-			}
-			pos = append(pos, rest[0])
-			args = rest[1:]
-		}
-	})
-	return pos, err
 }
 
 // client builds the API client from the flags and AGENTAPI_KEY.

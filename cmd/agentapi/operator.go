@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -22,13 +21,6 @@ type operator struct {
 	noRedis  *bool
 	client   *redis.Client
 	mirror   *ratelimit.Mirror
-}
-
-// addFlags gives an operator command's flag set --redis.
-func (o *operator) addFlags(fs *flag.FlagSet, e env) {
-	o.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
-		"redis:// URL of the Redis the instances share; writes raise the key epoch's mirror there (env AGENTAPI_REDIS_URL)")
-	o.noRedis = fs.Bool("no-redis", false, "change keys of a database whose instances run with --redis without raising the mirror: they may accept a key as it was for up to "+ratelimit.StaleBound.String())
 }
 
 // openForKeys opens the database of a command that changes what a key

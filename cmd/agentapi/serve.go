@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,20 +45,15 @@ const (
 	shutdownTimeout   = 30 * time.Second
 )
 
-// timeouts of the API listener; a type so tests can shorten them.
-type timeouts struct{ readHeader, read, write, idle time.Duration }
-
-var defaultTimeouts = timeouts{readHeaderTimeout, readTimeout, writeTimeout, idleTimeout}
-
 // newHTTPServer is the API listener's server: every timeout set and headers
 // bounded, so a slow or silent client cannot hold a connection.
-func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t timeouts) *http.Server {
+func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           closeConnIf(h, func(r *http.Request) bool { return len(r.TransferEncoding) > 0 }),
-		ReadHeaderTimeout: t.readHeader,
-		ReadTimeout:       t.read,
-		WriteTimeout:      t.write,
-		IdleTimeout:       t.idle,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
@@ -102,7 +98,7 @@ type serveConfig struct {
 func serve(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("serve")
 	var c serveConfig
-	fs.StringVar(&c.addr, "addr", e.or("AGENTAPI_ADDR", "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
+	fs.StringVar(&c.addr, "addr", cmp.Or(e.getenv("AGENTAPI_ADDR"), "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
 	fs.StringVar(&c.redisURL, "redis", e.getenv("AGENTAPI_REDIS_URL"), "redis:// URL sharing rate-limit state between instances (env AGENTAPI_REDIS_URL)")
 	llmURL := fs.String("llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
 	llmModel := fs.String("llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
@@ -276,7 +272,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
 	// Once a stop has begun, each answer closes its connection.
-	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log, defaultTimeouts)
+	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log)
 	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
 	in.srv.ConnState = in.ln.connState
 	served := make(chan error, 1)
@@ -445,7 +441,6 @@ func bootstrap(ctx context.Context, e env, log *slog.Logger, st *store.Store, ba
 	if err != nil || !created {
 		return err
 	}
-	acct, pw, firstOwnerEmail := first.Account, first.Password, first.Owner.Email
 	fmt.Fprintf(e.stdout, `
 agentapi: first start on an empty database; created account %s and its Owner.
 
@@ -460,7 +455,7 @@ agentapi: first start on an empty database; created account %s and its Owner.
   Then:
     curl -H "Authorization: Bearer $AGENTAPI_KEY" %s/v1/me
 
-`, acct.ID, base, firstOwnerEmail, pw, selfCommand(), dbArg(db), acct.ID, firstOwnerEmail, base)
+`, first.Account.ID, base, first.Owner.Email, first.Password, selfCommand(), dbArg(db), first.Account.ID, first.Owner.Email, base)
 	return nil
 }
 
