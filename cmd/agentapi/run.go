@@ -78,9 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	// pastes a credential where a key id belongs, the command echoes what
 	// it could not find, and scripts' stderr ends up in logs.
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {

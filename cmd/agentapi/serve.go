@@ -180,9 +180,13 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
 	}
 
-	scanKeys, err := loadScanKeys(c, log)
-	if err != nil {
-		return err
+	var scanKeys *secretscan.Keys // nil: POST /secret-scanning/github is off
+	if c.secretScanningKeys != "" {
+		var err error
+		if scanKeys, err = secretscan.LoadKeys(c.secretScanningKeys, log); err != nil {
+			return fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
+		}
+		log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
 	}
 	limiter, closeLimiter, err := openLimiter(c, log, m)
 	if err != nil {
@@ -288,20 +292,6 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	case <-ctx.Done():
 	}
 	return in.stop()
-}
-
-// loadScanKeys reads --secret-scanning-keys; nil when none is set (the
-// endpoint is off).
-func loadScanKeys(c serveConfig, log *slog.Logger) (*secretscan.Keys, error) {
-	if c.secretScanningKeys == "" {
-		return nil, nil
-	}
-	scanKeys, err := secretscan.LoadKeys(c.secretScanningKeys, log)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
-	}
-	log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
-	return scanKeys, nil
 }
 
 // openLimiter is the rate limiter: in process, or on Redis (with the
