@@ -140,12 +140,8 @@ type apiError struct{ e *client.Error }
 
 func (a apiError) Error() string {
 	e := a.e
-	code := e.Code
-	if code == "" {
-		code = fmt.Sprintf("http_%d", e.StatusCode)
-	}
 	var b strings.Builder
-	b.WriteString(code + ": " + e.Message)
+	b.WriteString(cmp.Or(e.Code, fmt.Sprintf("http_%d", e.StatusCode)) + ": " + e.Message)
 	var fields []string
 	for _, f := range e.Errors {
 		// A field error that repeats the message (a duplicate name) names
@@ -311,14 +307,12 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	var u client.AgentUpdate
-	a.fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "name":
-			u.Name = name
-		case "instructions":
-			u.Instructions = instructions
-		}
-	})
+	if given(a.fs, "name") {
+		u.Name = name
+	}
+	if given(a.fs, "instructions") {
+		u.Instructions = instructions
+	}
 	if u.Name == nil && u.Instructions == nil {
 		return fmt.Errorf("%w: agents update needs --name or --instructions", errUsage)
 	}

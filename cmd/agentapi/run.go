@@ -206,10 +206,7 @@ func checkArgs(fs *flag.FlagSet, got, want []string, hint string) error {
 	}
 	n := len(positional)
 	if len(got) != n && !(n > 0 && strings.HasSuffix(positional[n-1], "...") && len(got) >= n) {
-		expects := "no arguments"
-		if n > 0 {
-			expects = strings.Join(positional, " ")
-		}
+		expects := cmp.Or(strings.Join(positional, " "), "no arguments")
 		return fmt.Errorf("%w: %s expects %s%s", errUsage, fs.Name(), expects, hint)
 	}
 	for _, w := range want {

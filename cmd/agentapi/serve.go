@@ -199,7 +199,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	defer st.Close()
-	mirror, versions, err := shareKeyEpoch(ctx, st, limiter, log)
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	versions, err := shareKeyEpoch(ctx, loopCtx, st, limiter, log)
 	if err != nil {
 		return err
 	}
@@ -224,12 +226,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	}
 
 	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
-	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLoops()
 	go toucher.Run(loopCtx)
-	if mirror != nil {
-		go mirror.Repair(loopCtx, st.CurrentKeyEpoch)
-	}
 	// The usage recorder (internal/usage): its dropped count is a
 	// metric; nothing per key is.
 	var recorder *usagerec.Recorder
@@ -329,23 +326,25 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 // shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
 // of this process raises it after its commit, and the limiter's script
 // checks held keys against it (docs/production.md), and the store
-// records that its instances do so; it also returns the agent-list
-// versions the writes of this process set. Nil without Redis.
-func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, *ratelimit.Versions, error) {
+// records that its instances do so; the mirror's repair runs until loops
+// ends. It returns the agent-list versions the writes of this process
+// set. Nil without Redis.
+func shareKeyEpoch(ctx, loops context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Versions, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
 	if !ok {
-		return nil, nil, nil
+		return nil, nil
 	}
 	mirror, versions, err := useMirror(ctx, st, rl.Client(), log)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Operator commands on this store now need --redis (openForKeys).
 	if err := st.MarkKeyEpochMirrored(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rl.UseMirror(mirror)
-	return mirror, versions, nil
+	go mirror.Repair(loops, st.CurrentKeyEpoch)
+	return versions, nil
 }
 
 // startAdmin serves operators only, on --admin-addr (nil when none is
