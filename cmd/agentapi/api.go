@@ -167,8 +167,6 @@ func (a apiError) Error() string {
 	return b.String()
 }
 
-func (a apiError) Unwrap() error { return a.e }
-
 // callErr turns a client error into the CLI's line.
 func callErr(err error) error {
 	var e *client.Error
@@ -354,20 +352,19 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 		}
 		question = strings.TrimSpace(string(b))
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	q := client.Question{Question: question, ConversationID: *conv}
 	if *stream {
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
 		return printStream(e.stdout, c.AskStream(ctx, pos[0], q))
 	}
-	ans, err := c.Ask(ctx, pos[0], q)
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(e.stdout, wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
-		Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS})
+	return a.call(func(c *client.Client) (any, error) {
+		ans, err := c.Ask(ctx, pos[0], q)
+		return wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
+			Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS}, err
+	})
 }
 
 // printStream writes each piece of a streamed answer as it arrives (flushed
