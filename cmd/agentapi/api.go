@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,19 +38,37 @@ func (e env) apiCommand(name string) *apiCommand {
 	fs := e.newFlagSet("agentapi api " + name)
 	return &apiCommand{
 		e: e, fs: fs,
-		url:      fs.String("url", e.or("AGENTAPI_URL", defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
+		url:      fs.String("url", cmp.Or(e.getenv("AGENTAPI_URL"), defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
 		insecure: fs.Bool("insecure-http", false, "allow sending the key over plain http to a host that is not loopback"),
 	}
 }
 
 // parse reads flags anywhere on the line (`agents update ID --name N` and
 // `agents update --name N ID` both work; after "--" everything is
-// positional) and checks the line against want (checkArgs).
+// positional) and checks the line against want (checkArgs). flag stops at
+// the first positional argument, which is kept before parsing the rest.
 func (a *apiCommand) parse(args []string, want ...string) ([]string, error) {
 	if err := refuseKeyFlag(args); err != nil {
 		return nil, err
 	}
-	pos, err := a.interleaved(args)
+	var pos []string
+	err := parseFlags(a.fs, func() error {
+		for {
+			if err := a.fs.Parse(args); err != nil {
+				return err
+			}
+			rest := a.fs.Args()
+			if len(rest) == 0 {
+				return nil
+			}
+			if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+				pos = append(pos, rest...)
+				return nil
+			}
+			pos = append(pos, rest[0])
+			args = rest[1:]
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -74,32 +93,6 @@ func refuseKeyFlag(args []string) error {
 		}
 	}
 	return nil
-}
-
-// interleaved parses the flags wherever they stand and returns the
-// positional arguments in order: flag stops at the first positional one,
-// which is kept before parsing the rest, and everything after "--" is
-// positional.
-func (a *apiCommand) interleaved(args []string) ([]string, error) {
-	var pos []string
-	err := parseFlags(a.fs, func() error {
-		for {
-			if err := a.fs.Parse(args); err != nil {
-				return err
-			}
-			rest := a.fs.Args()
-			if len(rest) == 0 {
-				return nil
-			}
-			if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-				pos = append(pos, rest...)
-				return nil
-			}
-			pos = append(pos, rest[0])
-			args = rest[1:]
-		}
-	})
-	return pos, err
 }
 
 // client builds the API client from the flags and AGENTAPI_KEY.
@@ -147,12 +140,8 @@ type apiError struct{ e *client.Error }
 
 func (a apiError) Error() string {
 	e := a.e
-	code := e.Code
-	if code == "" {
-		code = fmt.Sprintf("http_%d", e.StatusCode)
-	}
 	var b strings.Builder
-	b.WriteString(code + ": " + e.Message)
+	b.WriteString(cmp.Or(e.Code, fmt.Sprintf("http_%d", e.StatusCode)) + ": " + e.Message)
 	var fields []string
 	for _, f := range e.Errors {
 		// A field error that repeats the message (a duplicate name) names
@@ -177,8 +166,6 @@ func (a apiError) Error() string {
 	}
 	return b.String()
 }
-
-func (a apiError) Unwrap() error { return a.e }
 
 // callErr turns a client error into the CLI's line.
 func callErr(err error) error {
@@ -318,14 +305,12 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	var u client.AgentUpdate
-	a.fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "name":
-			u.Name = name
-		case "instructions":
-			u.Instructions = instructions
-		}
-	})
+	if given(a.fs, "name") {
+		u.Name = name
+	}
+	if given(a.fs, "instructions") {
+		u.Instructions = instructions
+	}
 	if u.Name == nil && u.Instructions == nil {
 		return fmt.Errorf("%w: agents update needs --name or --instructions", errUsage)
 	}
@@ -367,20 +352,19 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 		}
 		question = strings.TrimSpace(string(b))
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
 	q := client.Question{Question: question, ConversationID: *conv}
 	if *stream {
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
 		return printStream(e.stdout, c.AskStream(ctx, pos[0], q))
 	}
-	ans, err := c.Ask(ctx, pos[0], q)
-	if err != nil {
-		return callErr(err)
-	}
-	return printJSON(e.stdout, wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
-		Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS})
+	return a.call(func(c *client.Client) (any, error) {
+		ans, err := c.Ask(ctx, pos[0], q)
+		return wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
+			Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS}, err
+	})
 }
 
 // printStream writes each piece of a streamed answer as it arrives (flushed

@@ -17,72 +17,54 @@ import (
 
 func keyCreate(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("key create")
-	f := keyCreateFlags{fs: fs,
-		account:    fs.String("account", "", "the account id"),
-		as:         fs.String("as", "", "email of an Owner or Admin of the account, on whose behalf the key is created"),
-		name:       fs.String("name", "", "the key's label"),
-		desc:       fs.String("description", "", "free text"),
-		preset:     fs.String("preset", "", "aiagent-read, aiagent-query or full-access"),
-		scopes:     fs.String("scopes", "", "comma-separated scopes (instead of --preset)"),
-		agents:     fs.String("agents", "", "comma-separated AI agent ids the key is restricted to"),
-		allowedIPs: fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any)"),
-		expires:    fs.String("expires-at", "", "RFC 3339 time at which the key expires"),
-		rate:       fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute"),
-		env:        fs.String("env", "live", "credential environment: live or test"),
-	}
+	account := fs.String("account", "", "the account id")
+	as := fs.String("as", "", "email of an Owner or Admin of the account, on whose behalf the key is created")
+	name := fs.String("name", "", "the key's label")
+	desc := fs.String("description", "", "free text")
+	preset := fs.String("preset", "", "aiagent-read, aiagent-query or full-access")
+	scopes := fs.String("scopes", "", "comma-separated scopes (instead of --preset)")
+	agentIDs := fs.String("agents", "", "comma-separated AI agent ids the key is restricted to")
+	allowedIPs := fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any)")
+	expires := fs.String("expires-at", "", "RFC 3339 time at which the key expires")
+	rate := fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute")
+	credEnv := fs.String("env", "live", "credential environment: live or test")
 	asJSON := fs.Bool("json", false, "print one JSON object with id, prefix and credential")
 	if _, err := parse(fs, args, "--account", "--as", "--name"); err != nil {
 		return err
 	}
-	p, err := f.params()
-	if err != nil {
+	// The flags are checked in the order of the command's help.
+	p := keys.CreateParams{AccountID: *account, Name: *name, Description: *desc, RateLimit: *rate}
+	var err error
+	if p.Scopes, err = scopesFlags(*preset, *scopes); err != nil {
 		return err
 	}
-	return asManager(ctx, e.openExisting, *db, *f.account, *f.as, func(svc *keys.Service, actor keys.Actor) error {
+	// --agents given, even empty, asks for a restriction: an empty list
+	// ("--agents ''", a shell variable that was not set) is refused by
+	// validation rather than read as no restriction at all.
+	if given(fs, "agents") {
+		p.AgentIDs = strings.Split(*agentIDs, ",")
+	}
+	if p.AllowedIPs, err = allowedIPsFlag(fs, *allowedIPs); err != nil {
+		return err
+	}
+	if p.ExpiresAt, err = expiresFlag(*expires); err != nil {
+		return err
+	}
+	ev, ok := domain.ParseEnv(*credEnv)
+	if !ok {
+		return domain.Errorf(domain.CodeInvalidValue, "--env must be live or test")
+	}
+	p.Env = ev
+	if *rate < 1 {
+		return domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
+	}
+	return asManager(ctx, e.openExisting, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
 		if err != nil {
 			return err
 		}
 		return handOver(ctx, e, svc, actor, c, *asJSON)
 	})
-}
-
-// keyCreateFlags are the flags of `key create` that make its parameters.
-type keyCreateFlags struct {
-	fs                                                                        *flag.FlagSet
-	account, as, name, desc, preset, scopes, agents, allowedIPs, expires, env *string
-	rate                                                                      *int
-}
-
-// params checks the flags, in the order of the command's help, and makes
-// the service's parameters of them.
-func (f keyCreateFlags) params() (keys.CreateParams, error) {
-	p := keys.CreateParams{AccountID: *f.account, Name: *f.name, Description: *f.desc, RateLimit: *f.rate}
-	var err error
-	if p.Scopes, err = scopesFlags(*f.preset, *f.scopes); err != nil {
-		return p, err
-	}
-	// --agents given, even empty, asks for a restriction: an empty list
-	// ("--agents ''", a shell variable that was not set) is refused by
-	// validation rather than read as no restriction at all.
-	if given(f.fs, "agents") {
-		p.AgentIDs = strings.Split(*f.agents, ",")
-	}
-	if p.AllowedIPs, err = allowedIPsFlag(f.fs, *f.allowedIPs); err != nil {
-		return p, err
-	}
-	if p.ExpiresAt, err = expiresFlag(*f.expires); err != nil {
-		return p, err
-	}
-	ev, ok := domain.ParseEnv(*f.env)
-	if !ok {
-		return p, domain.Errorf(domain.CodeInvalidValue, "--env must be live or test")
-	}
-	p.Env = ev
-	if *f.rate < 1 {
-		return p, domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
-	}
-	return p, nil
 }
 
 // scopesFlags reads --preset or --scopes: giving both or neither is a usage

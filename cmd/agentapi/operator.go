@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -22,13 +21,6 @@ type operator struct {
 	noRedis  *bool
 	client   *redis.Client
 	mirror   *ratelimit.Mirror
-}
-
-// addFlags gives an operator command's flag set --redis.
-func (o *operator) addFlags(fs *flag.FlagSet, e env) {
-	o.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
-		"redis:// URL of the Redis the instances share; writes raise the key epoch's mirror there (env AGENTAPI_REDIS_URL)")
-	o.noRedis = fs.Bool("no-redis", false, "change keys of a database whose instances run with --redis without raising the mirror: they may accept a key as it was for up to "+ratelimit.StaleBound.String())
 }
 
 // openForKeys opens the database of a command that changes what a key
@@ -73,20 +65,16 @@ func (o *operator) attach(ctx context.Context, st *store.Store) error {
 	return err
 }
 
-// errMirrorNotRaised is the exit-1 reason of a command whose change is
-// committed but whose raise of the mirror failed.
-var errMirrorNotRaised = fmt.Errorf("the change is saved, but the key epoch mirror in Redis could not be raised within %v: instances may accept the key as it was for up to %v, until their repair raises it",
-	ratelimit.RaiseTimeout, ratelimit.StaleBound)
-
 // finish closes the Redis client and turns a failed raise into the
-// command's error.
+// command's error (exit 1): the change is committed all the same.
 func (o *operator) finish(err error) error {
 	if o == nil || o.client == nil {
 		return err
 	}
 	o.client.Close()
 	if o.mirror.Failures() > 0 {
-		return errors.Join(err, errMirrorNotRaised)
+		return errors.Join(err, fmt.Errorf("the change is saved, but the key epoch mirror in Redis could not be raised within %v: instances may accept the key as it was for up to %v, until their repair raises it",
+			ratelimit.RaiseTimeout, ratelimit.StaleBound))
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -77,9 +78,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	// pastes a credential where a key id belongs, the command echoes what
 	// it could not find, and scripts' stderr ends up in logs.
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
@@ -103,12 +102,14 @@ func oneLine(err error) string {
 }
 
 // flags returns a flag set for an operator command (newFlagSet), with the
-// --db flag every one of them has.
+// --db flag every one of them has, and --redis (operator.go).
 func (e env) flags(name string) (*flag.FlagSet, *string) {
 	fs := e.newFlagSet("agentapi " + name)
-	db := fs.String("db", e.or("AGENTAPI_DB", defaultDB), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
+	db := fs.String("db", cmp.Or(e.getenv("AGENTAPI_DB"), defaultDB), "database: a postgres:// URL or a SQLite file path (env AGENTAPI_DB)")
 	if name != "serve" && e.op != nil {
-		e.op.addFlags(fs, e)
+		e.op.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
+			"redis:// URL of the Redis the instances share; writes raise the key epoch's mirror there (env AGENTAPI_REDIS_URL)")
+		e.op.noRedis = fs.Bool("no-redis", false, "change keys of a database whose instances run with --redis without raising the mirror: they may accept a key as it was for up to "+ratelimit.StaleBound.String())
 	}
 	return fs, db
 }
@@ -182,11 +183,6 @@ func (o *onceValue) IsBoolFlag() bool {
 	return ok && b.IsBoolFlag()
 }
 
-// or is the environment variable name, or def when it is unset or empty.
-func (e env) or(name, def string) string {
-	return cmp.Or(e.getenv(name), def)
-}
-
 // parse parses flags, then checks the command line against want (checkArgs).
 func parse(fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
 	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
@@ -210,10 +206,7 @@ func checkArgs(fs *flag.FlagSet, got, want []string, hint string) error {
 	}
 	n := len(positional)
 	if len(got) != n && !(n > 0 && strings.HasSuffix(positional[n-1], "...") && len(got) >= n) {
-		expects := "no arguments"
-		if n > 0 {
-			expects = strings.Join(positional, " ")
-		}
+		expects := cmp.Or(strings.Join(positional, " "), "no arguments")
 		return fmt.Errorf("%w: %s expects %s%s", errUsage, fs.Name(), expects, hint)
 	}
 	for _, w := range want {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,20 +45,15 @@ const (
 	shutdownTimeout   = 30 * time.Second
 )
 
-// timeouts of the API listener; a type so tests can shorten them.
-type timeouts struct{ readHeader, read, write, idle time.Duration }
-
-var defaultTimeouts = timeouts{readHeaderTimeout, readTimeout, writeTimeout, idleTimeout}
-
 // newHTTPServer is the API listener's server: every timeout set and headers
 // bounded, so a slow or silent client cannot hold a connection.
-func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger, t timeouts) *http.Server {
+func newHTTPServer(ctx context.Context, h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           closeConnIf(h, func(r *http.Request) bool { return len(r.TransferEncoding) > 0 }),
-		ReadHeaderTimeout: t.readHeader,
-		ReadTimeout:       t.read,
-		WriteTimeout:      t.write,
-		IdleTimeout:       t.idle,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
@@ -87,8 +83,7 @@ func closeConnIf(h http.Handler, when func(*http.Request) bool) http.Handler {
 type serveConfig struct {
 	addr, db, redisURL string
 	unauthLimit        int
-	llmURL, llmModel   string
-	llmKey             string
+	model              *llm.Client // nil: no --llm-url
 	adminAddr          string
 	gcHeadroomMiB      int
 	maxConns           int
@@ -103,10 +98,10 @@ type serveConfig struct {
 func serve(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("serve")
 	var c serveConfig
-	fs.StringVar(&c.addr, "addr", e.or("AGENTAPI_ADDR", "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
+	fs.StringVar(&c.addr, "addr", cmp.Or(e.getenv("AGENTAPI_ADDR"), "127.0.0.1:8080"), "listen address (env AGENTAPI_ADDR)")
 	fs.StringVar(&c.redisURL, "redis", e.getenv("AGENTAPI_REDIS_URL"), "redis:// URL sharing rate-limit state between instances (env AGENTAPI_REDIS_URL)")
-	fs.StringVar(&c.llmURL, "llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
-	fs.StringVar(&c.llmModel, "llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
+	llmURL := fs.String("llm-url", e.getenv("AGENTAPI_LLM_URL"), "base URL of an OpenAI-compatible Chat Completions API (env AGENTAPI_LLM_URL)")
+	llmModel := fs.String("llm-model", e.getenv("AGENTAPI_LLM_MODEL"), "model name for --llm-url (env AGENTAPI_LLM_MODEL)")
 	trusted := fs.String("trusted-proxies", e.getenv("AGENTAPI_TRUSTED_PROXIES"), "comma-separated IP addresses and CIDR prefixes of the proxies in front (load balancers): for a connection from one of them, the client address is read from X-Forwarded-For (env AGENTAPI_TRUSTED_PROXIES; none when empty)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
@@ -142,13 +137,18 @@ func serve(ctx context.Context, e env, args []string) error {
 		return fmt.Errorf("%w: --gc-headroom-mib must not be negative", errUsage)
 	}
 	c.db = *db
-	c.llmKey = e.getenv("AGENTAPI_LLM_API_KEY")
 	var err error
 	if c.clients, err = clientaddr.Parse(*trusted); err != nil {
 		return fmt.Errorf("%w: --trusted-proxies: %v", errUsage, err)
 	}
 	if c.unauthLimit < 1 {
 		return fmt.Errorf("%w: --unauth-rate-limit must be positive", errUsage)
+	}
+	if *llmURL != "" {
+		c.model, err = llm.New(llm.Config{BaseURL: *llmURL, Model: *llmModel, APIKey: e.getenv("AGENTAPI_LLM_API_KEY")})
+		if err != nil {
+			return fmt.Errorf("%w: %s", errUsage, oneLine(err))
+		}
 	}
 	return runServer(ctx, e, c)
 }
@@ -180,13 +180,13 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()
 	}
 
-	model, err := openModel(c)
-	if err != nil {
-		return err
-	}
-	scanKeys, err := loadScanKeys(c, log)
-	if err != nil {
-		return err
+	var scanKeys *secretscan.Keys // nil: POST /secret-scanning/github is off
+	if c.secretScanningKeys != "" {
+		var err error
+		if scanKeys, err = secretscan.LoadKeys(c.secretScanningKeys, log); err != nil {
+			return fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
+		}
+		log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
 	}
 	limiter, closeLimiter, err := openLimiter(c, log, m)
 	if err != nil {
@@ -199,7 +199,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	defer st.Close()
-	mirror, versions, err := shareKeyEpoch(ctx, st, limiter, log)
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	versions, err := shareKeyEpoch(ctx, loopCtx, st, limiter, log)
 	if err != nil {
 		return err
 	}
@@ -207,20 +209,38 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
 	}
 
-	ln, base, cursorKey, err := listen(ctx, e, log, st, c)
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Closes it on an error below; after a stop it is closed already.
+	defer ln.Close()
+	// The first user's sign-in link names the listener's address.
+	base := "http://" + ln.Addr().String()
+	if err := bootstrap(ctx, e, log, st, base, c.db); err != nil {
 		return err
+	}
+	cursorKey, err := st.Secret(ctx, "cursor")
+	if err != nil {
+		return fmt.Errorf("cursor secret: %w", err)
 	}
 
 	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)
-	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLoops()
 	go toucher.Run(loopCtx)
-	if mirror != nil {
-		go mirror.Repair(loopCtx, st.CurrentKeyEpoch)
+	// The usage recorder (internal/usage): its dropped count is a
+	// metric; nothing per key is.
+	var recorder *usagerec.Recorder
+	var usageRec api.UsageRecorder // nil, not a nil *Recorder, when off
+	if c.usage {
+		recorder = usagerec.New(st, log, usagerec.Options{})
+		usageRec = recorder
+		counter(m, "agentapi_usage_dropped_total", "Request logs and counted requests dropped because the usage buffer was full (the store away for long).",
+			func() float64 { return float64(recorder.Dropped()) })
+		go recorder.Run(loopCtx)
 	}
-	recorder, usageRec := startUsage(loopCtx, c.usage, st, log, m)
-	startIdemSweeper(loopCtx, st.SweepIdempotencyKeys, log)
+	sweepTicks := time.NewTicker(idemSweepEvery)
+	defer sweepTicks.Stop()
+	go runIdemSweeper(loopCtx, sweepTicks.C, st.SweepIdempotencyKeys, log)
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
@@ -229,36 +249,37 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
 	authn, err := keys.NewAuthenticator(st, log, m, &background)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	lists := agents.NewListCache()
-	registerCacheMetrics(m, authn, lists)
+	counter(m, "agentapi_key_cache_hits_total", "Key lookups answered from memory.", func() float64 { return float64(authn.CacheStats().Hits) })
+	counter(m, "agentapi_key_cache_misses_total", "Key lookups that read the key from the store.", func() float64 { return float64(authn.CacheStats().Misses) })
+	counter(m, "agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() float64 { return float64(authn.CacheStats().Checks) })
+	counter(m, "agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() float64 { return float64(lists.Stats().Hits) })
+	counter(m, "agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() float64 { return float64(lists.Stats().Misses) })
 	handler, err := api.New(api.Config{
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
-		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: model, Metrics: m, Console: cons,
+		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: c.model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
 		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions, Authenticator: authn, ListCache: lists,
 		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, MaxBodyMemory: int64(c.maxBodyMemoryMiB) << 20,
 	})
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	admin, err := startAdmin(c.adminAddr, m, log)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
 	// Once a stop has begun, each answer closes its connection.
-	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log, defaultTimeouts)
+	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log)
 	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
 	in.srv.ConnState = in.ln.connState
 	served := make(chan error, 1)
 	go func() { served <- in.srv.Serve(in.ln) }()
 	log.Info("listening", "addr", in.ln.Addr().String(), "api", base+"/v1", "console", base+"/console/",
-		"store", st.Engine(), "redis", c.redisURL != "", "llm", model != nil)
+		"store", st.Engine(), "redis", c.redisURL != "", "llm", c.model != nil)
 	// Startup lines go out at once: whoever starts serve waits for them.
 	_ = logOut.Flush()
 
@@ -268,32 +289,6 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	case <-ctx.Done():
 	}
 	return in.stop()
-}
-
-// openModel is the model client of --llm-url, nil when none is set.
-func openModel(c serveConfig) (*llm.Client, error) {
-	if c.llmURL == "" {
-		return nil, nil
-	}
-	model, err := llm.New(llm.Config{BaseURL: c.llmURL, Model: c.llmModel, APIKey: c.llmKey})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", errUsage, oneLine(err))
-	}
-	return model, nil
-}
-
-// loadScanKeys reads --secret-scanning-keys; nil when none is set (the
-// endpoint is off).
-func loadScanKeys(c serveConfig, log *slog.Logger) (*secretscan.Keys, error) {
-	if c.secretScanningKeys == "" {
-		return nil, nil
-	}
-	scanKeys, err := secretscan.LoadKeys(c.secretScanningKeys, log)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
-	}
-	log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
-	return scanKeys, nil
 }
 
 // openLimiter is the rate limiter: in process, or on Redis (with the
@@ -319,10 +314,8 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 	redis.SetLogger(redisLog{log})
 	rc := redis.NewClient(opts)
 	rl := ratelimit.NewRedis(rc, mem, log)
-	m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "agentapi_ratelimit_fallback_total",
-		Help: "Rate-limit decisions made in process because Redis was unavailable.",
-	}, func() float64 { return float64(rl.Fallbacks()) }))
+	counter(m, "agentapi_ratelimit_fallback_total", "Rate-limit decisions made in process because Redis was unavailable.",
+		func() float64 { return float64(rl.Fallbacks()) })
 	return rl, func() {
 		rl.Close()
 		rc.Close()
@@ -333,47 +326,30 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 // shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
 // of this process raises it after its commit, and the limiter's script
 // checks held keys against it (docs/production.md), and the store
-// records that its instances do so; it also returns the agent-list
-// versions the writes of this process set. Nil without Redis.
-func shareKeyEpoch(ctx context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Mirror, *ratelimit.Versions, error) {
+// records that its instances do so; the mirror's repair runs until loops
+// ends. It returns the agent-list versions the writes of this process
+// set. Nil without Redis.
+func shareKeyEpoch(ctx, loops context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Versions, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
 	if !ok {
-		return nil, nil, nil
+		return nil, nil
 	}
 	mirror, versions, err := useMirror(ctx, st, rl.Client(), log)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Operator commands on this store now need --redis (openForKeys).
 	if err := st.MarkKeyEpochMirrored(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rl.UseMirror(mirror)
-	return mirror, versions, nil
+	go mirror.Repair(loops, st.CurrentKeyEpoch)
+	return versions, nil
 }
 
-// listen opens the API's listener, bootstraps the first user (whose
-// sign-in link names its address, base) and reads the cursor secret; on
-// an error the listener is closed.
-func listen(ctx context.Context, e env, log *slog.Logger, st *store.Store, c serveConfig) (ln net.Listener, base string, cursorKey []byte, err error) {
-	ln, err = net.Listen("tcp", c.addr)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("listen: %w", err)
-	}
-	base = "http://" + ln.Addr().String()
-	if err := bootstrap(ctx, e, log, st, base, c.db); err != nil {
-		ln.Close()
-		return nil, "", nil, err
-	}
-	cursorKey, err = st.Secret(ctx, "cursor")
-	if err != nil {
-		ln.Close()
-		return nil, "", nil, fmt.Errorf("cursor secret: %w", err)
-	}
-	return ln, base, cursorKey, nil
-}
-
-// startAdmin serves the metrics on --admin-addr; nil when none is set.
+// startAdmin serves operators only, on --admin-addr (nil when none is
+// set): metrics and profiles, on a listener of their own that is never
+// exposed with the API.
 func startAdmin(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server, error) {
 	if addr == "" {
 		return nil, nil
@@ -382,7 +358,12 @@ func startAdmin(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server
 	if err != nil {
 		return nil, fmt.Errorf("listen (admin): %w", err)
 	}
-	admin := &http.Server{Handler: adminHandler(m), ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	// net/http/pprof registers its handlers on the default mux, which
+	// nothing else in the program uses.
+	mux.Handle("/debug/pprof/", http.DefaultServeMux)
+	admin := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout}
 	go func() { _ = admin.Serve(aln) }()
 	log.Info("admin listening", "addr", aln.Addr().String())
 	return admin, nil
@@ -449,7 +430,6 @@ func bootstrap(ctx context.Context, e env, log *slog.Logger, st *store.Store, ba
 	if err != nil || !created {
 		return err
 	}
-	acct, pw, firstOwnerEmail := first.Account, first.Password, first.Owner.Email
 	fmt.Fprintf(e.stdout, `
 agentapi: first start on an empty database; created account %s and its Owner.
 
@@ -464,7 +444,7 @@ agentapi: first start on an empty database; created account %s and its Owner.
   Then:
     curl -H "Authorization: Bearer $AGENTAPI_KEY" %s/v1/me
 
-`, acct.ID, base, firstOwnerEmail, pw, selfCommand(), dbArg(db), acct.ID, firstOwnerEmail, base)
+`, first.Account.ID, base, first.Owner.Email, first.Password, selfCommand(), dbArg(db), first.Account.ID, first.Owner.Email, base)
 	return nil
 }
 
@@ -501,41 +481,9 @@ func shellQuote(s string) string {
 	return s
 }
 
-// adminHandler serves operators only: metrics and profiles, on a listener
-// of their own that is never exposed with the API.
-func adminHandler(m *metrics.Metrics) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	// net/http/pprof registers its handlers on the default mux, which
-	// nothing else in the program uses.
-	mux.Handle("/debug/pprof/", http.DefaultServeMux)
-	return mux
-}
-
-// registerCacheMetrics exposes the key and list caches' counters.
-func registerCacheMetrics(m *metrics.Metrics, authn *keys.Authenticator, lists *agents.ListCache) {
-	counter := func(name, help string, f func() uint64) {
-		m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
-	}
-	counter("agentapi_key_cache_hits_total", "Key lookups answered from memory.", func() uint64 { return authn.CacheStats().Hits })
-	counter("agentapi_key_cache_misses_total", "Key lookups that read the key from the store.", func() uint64 { return authn.CacheStats().Misses })
-	counter("agentapi_key_epoch_checks_total", "Key epoch checks run (shared by concurrent lookups).", func() uint64 { return authn.CacheStats().Checks })
-	counter("agentapi_list_cache_hits_total", "Agent list pages answered from memory (SQLite).", func() uint64 { return lists.Stats().Hits })
-	counter("agentapi_list_cache_misses_total", "Agent list pages read from the store (SQLite).", func() uint64 { return lists.Stats().Misses })
-}
-
-// startUsage starts the usage recorder's loop when on (internal/usage):
-// nil, nil when off. Its dropped count is a metric; nothing per key is.
-func startUsage(ctx context.Context, on bool, st *store.Store, log *slog.Logger, m *metrics.Metrics) (*usagerec.Recorder, api.UsageRecorder) {
-	if !on {
-		return nil, nil
-	}
-	rec := usagerec.New(st, log, usagerec.Options{})
-	m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentapi_usage_dropped_total",
-		Help: "Request logs and counted requests dropped because the usage buffer was full (the store away for long)."},
-		func() float64 { return float64(rec.Dropped()) }))
-	go rec.Run(ctx)
-	return rec, rec
+// counter registers the counter name, read from f at each scrape.
+func counter(m *metrics.Metrics, name, help string, f func() float64) {
+	m.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
 }
 
 // redisLog is go-redis's logger: its lines become debug records of the

@@ -22,8 +22,8 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	})
-	srv := newHTTPServer(context.Background(), h, slog.New(slog.DiscardHandler),
-		timeouts{readHeader: 300 * time.Millisecond, read: 600 * time.Millisecond, write: time.Second, idle: 500 * time.Millisecond})
+	srv := newHTTPServer(context.Background(), h, slog.New(slog.DiscardHandler))
+	srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = 300*time.Millisecond, 600*time.Millisecond, time.Second, 500*time.Millisecond
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

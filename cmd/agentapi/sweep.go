@@ -18,40 +18,25 @@ var idemSweepEvery = 10 * time.Minute
 // many it deleted (store.Store.SweepIdempotencyKeys).
 type sweepFunc func(ctx context.Context, now time.Time, batch int) (int, error)
 
-// runIdemSweeper sweeps on every tick until ctx ends: batch after batch
-// until one deletes fewer than idemSweepBatch, so a backlog is cleared
-// without one long statement. A failure is logged and retried next tick.
+// runIdemSweeper sweeps on every tick (serve's: every idemSweepEvery)
+// until ctx ends: batch after batch until one deletes fewer than
+// idemSweepBatch, so a backlog is cleared without one long statement. A
+// failure is logged and retried next tick.
 func runIdemSweeper(ctx context.Context, ticks <-chan time.Time, sweep sweepFunc, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-ticks:
-			sweepIdemOnce(ctx, now, sweep, log)
-		}
-	}
-}
-
-func sweepIdemOnce(ctx context.Context, now time.Time, sweep sweepFunc, log *slog.Logger) {
-	for ctx.Err() == nil {
-		n, err := sweep(ctx, now, idemSweepBatch)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("idempotency keys not swept", "err", err)
+			for ctx.Err() == nil {
+				n, err := sweep(ctx, now, idemSweepBatch)
+				if err != nil && ctx.Err() == nil {
+					log.Warn("idempotency keys not swept", "err", err)
+				}
+				if err != nil || n < idemSweepBatch {
+					break
+				}
 			}
-			return
-		}
-		if n < idemSweepBatch {
-			return
 		}
 	}
-}
-
-// startIdemSweeper runs runIdemSweeper every idemSweepEvery until ctx ends.
-func startIdemSweeper(ctx context.Context, sweep sweepFunc, log *slog.Logger) {
-	t := time.NewTicker(idemSweepEvery)
-	go func() {
-		defer t.Stop()
-		runIdemSweeper(ctx, t.C, sweep, log)
-	}()
 }

@@ -97,7 +97,16 @@ func TestIdemSweeperOnStore(t *testing.T) {
 		deleted += n
 		return n, err
 	}
-	sweepIdemOnce(ctx, now, sweep, slog.Default())
+	sweepCtx, cancel := context.WithCancel(ctx)
+	ticks, ended := make(chan time.Time), make(chan struct{})
+	go func() {
+		runIdemSweeper(sweepCtx, ticks, sweep, slog.Default())
+		close(ended)
+	}()
+	ticks <- now
+	ticks <- now // received once the first tick's sweep is done
+	cancel()
+	<-ended
 	if deleted != 1 {
 		t.Fatalf("swept %d keys, want 1", deleted)
 	}

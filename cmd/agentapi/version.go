@@ -54,9 +54,7 @@ func versionOf(set string, bi *debug.BuildInfo) string {
 	if rev == "" {
 		return "dev"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
+	rev = rev[:min(len(rev), 12)]
 	if dirty {
 		rev += "-dirty"
 	}
