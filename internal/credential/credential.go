@@ -96,7 +96,8 @@ func checksum(body string) [ChecksumLen]byte {
 }
 
 // Parse checks the tag, env, prefix and secret alphabets and lengths, and the
-// checksum. It allocates nothing: the result refers into text.
+// checksum. The result refers into text; the one allocation is the copy of
+// the body that crc32 takes.
 func Parse(text string) (Credential, error) {
 	// agk_ + env(4) + _ + prefix + _ + secret
 	if len(text) != maxTextBytes || text[:envStart] != Tag+"_" || text[envStart+4] != '_' {
