@@ -562,14 +562,13 @@ func (r *Redis) drain() {
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
 	keys, args = append(keys[:0], r.mirrorKey), append(args[:0], windowMS)
 	for _, c := range batch {
+		// Without a watch, the meta key stands in for the watch key: not read.
+		watch, read := c.keys[1], 0
 		if c.watch != "" {
-			keys = append(keys, c.keys[0], c.keys[1], c.watch)
-			args = append(args, c.limit, c.nowMS, c.epoch, 1)
-		} else {
-			// The meta key stands in for the watch key: not read.
-			keys = append(keys, c.keys[0], c.keys[1], c.keys[1])
-			args = append(args, c.limit, c.nowMS, c.epoch, 0)
+			watch, read = c.watch, 1
 		}
+		keys = append(keys, c.keys[0], c.keys[1], watch)
+		args = append(args, c.limit, c.nowMS, c.epoch, read)
 	}
 	vals, err := r.run(allowScript, r.timeout, keys, args)
 	if err == nil && len(vals) != decisionValues*len(batch) {
