@@ -78,13 +78,10 @@ func (s *Service) Manager(ctx context.Context, accountID, email string) (domain.
 		return domain.User{}, err
 	}
 	u, err := s.store.GetUserByEmail(ctx, domain.NormalizeEmail(email))
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		return domain.User{}, domain.Errorf(domain.CodeAccessDenied, "%s is not an Owner or Admin of account %s", email, accountID)
-	case err != nil:
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return domain.User{}, fmt.Errorf("get user: %w", err)
 	}
-	if u.AccountID != accountID || !u.Active || !u.Role.CanManageKeys() {
+	if err != nil || u.AccountID != accountID || !u.Active || !u.Role.CanManageKeys() {
 		return domain.User{}, domain.Errorf(domain.CodeAccessDenied, "%s is not an Owner or Admin of account %s", email, accountID)
 	}
 	return u, nil
@@ -325,14 +322,13 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 		return Created{}, err
 	}
 	p := CreateParams{
-		AccountID: accountID, Name: name, Description: textOnly(old.Description),
+		AccountID: accountID, Name: name, Description: textOnly(old.Description), rotatedFrom: old.ID,
 		Scopes: old.Scopes, AgentIDs: old.AgentIDs, AllowedIPs: old.AllowedIPs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
 	}
 	if old.ExpiresAt != nil {
 		e := s.now().Add(old.ExpiresAt.Sub(old.CreatedAt))
 		p.ExpiresAt = &e
 	}
-	p.rotatedFrom = old.ID
 	if oldStopsIn != nil {
 		at := now.Add(*oldStopsIn)
 		if old.ExpiresAt == nil || old.ExpiresAt.After(at) {
