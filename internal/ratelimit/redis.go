@@ -410,15 +410,6 @@ type Watched struct {
 	OK    bool
 }
 
-// EpochLimiter decides a key's request and, in the same round trip,
-// whether the epoch under which the caller holds the key is still the
-// mirror's (Redis.AllowAt).
-type EpochLimiter interface {
-	Limiter
-	AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error)
-	Down() bool
-}
-
 // Down reports that Redis is marked unavailable and decisions go to the
 // fallback until the probe sees it again.
 func (r *Redis) Down() bool {
