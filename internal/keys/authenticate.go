@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,13 +39,8 @@ func NewAuthenticator(st *store.Store, log *slog.Logger, m *metrics.Metrics, bac
 	if st == nil {
 		return nil, errors.New("authenticator: no store")
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if background == nil {
-		background = &sync.WaitGroup{}
-	}
-	return &Authenticator{store: st, log: log, metrics: m, background: background, cache: newKeyCache(keyCacheMax)}, nil
+	return &Authenticator{store: st, log: cmp.Or(log, slog.New(slog.DiscardHandler)), metrics: m,
+		background: cmp.Or(background, &sync.WaitGroup{}), cache: newKeyCache(keyCacheMax)}, nil
 }
 
 // Refused is the refusal of a credential. Every refusal gets the same

@@ -6,6 +6,7 @@
 package keys
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -233,17 +234,11 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 		}
 		set[sc] = true
 	}
-	env := p.Env
-	if env == "" {
-		env = domain.EnvLive
-	}
+	env := cmp.Or(p.Env, domain.EnvLive)
 	if _, ok := domain.ParseEnv(string(env)); !ok {
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "env must be live or test")
 	}
-	limit := p.RateLimit
-	if limit == 0 {
-		limit = domain.DefaultRateLimitPerMinute
-	}
+	limit := cmp.Or(p.RateLimit, domain.DefaultRateLimitPerMinute)
 	if limit < 1 || limit > domain.MaxRateLimitPerMinute {
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "rate limit must be between 1 and %d requests a minute", domain.MaxRateLimitPerMinute)
 	}

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -50,10 +51,7 @@ func storeTag(storeID []byte) string { return hex.EncodeToString(storeID[:min(le
 // NewMirror returns the mirror named key (MirrorKey) on client; log
 // receives raises that failed (nil: discarded).
 func NewMirror(client redis.UniversalClient, key string, log *slog.Logger) *Mirror {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Mirror{client: client, key: key, log: log, timeout: RaiseTimeout}
+	return &Mirror{client: client, key: key, log: cmp.Or(log, slog.New(slog.DiscardHandler)), timeout: RaiseTimeout}
 }
 
 // Key is the mirror's Redis key.

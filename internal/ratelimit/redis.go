@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -338,10 +339,8 @@ var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string
 // NewRedis returns a limiter on client, falling back to fallback. Close
 // stops its workers.
 func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) *Redis {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
+	r := &Redis{client: client, fallback: fallback, log: cmp.Or(log, slog.New(slog.DiscardHandler)),
+		timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	for range batchWorkers {
 		r.workers.Add(1)
