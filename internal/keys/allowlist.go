@@ -2,8 +2,6 @@ package keys
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -35,17 +33,11 @@ func (s *Service) SetAllowedIPs(ctx context.Context, actor Actor, accountID, key
 		return k, nil
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	ev := domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: domain.AuditAllowedIPsChanged, ActorID: actor.id(), Actor: actor.label(),
-		Detail: describeAllowList(k.AllowedIPs) + " → " + describeAllowList(list), CreatedAt: now,
-	}
+	detail := describeAllowList(k.AllowedIPs) + " → " + describeAllowList(list)
+	ev := actor.event(accountID, keyID, domain.AuditAllowedIPsChanged, detail, now)
 	err = s.store.SetKeyAllowedIPs(ctx, accountID, keyID, list, ev)
-	if errors.Is(err, domain.ErrNotFound) {
-		return k, domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
-	}
-	if err != nil {
-		return k, fmt.Errorf("set allowed ips: %w", err)
+	if err := keyError(err, "set allowed ips", accountID, keyID); err != nil {
+		return k, err
 	}
 	k.AllowedIPs = list
 	return k, nil

@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,13 +39,8 @@ func NewAuthenticator(st *store.Store, log *slog.Logger, m *metrics.Metrics, bac
 	if st == nil {
 		return nil, errors.New("authenticator: no store")
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if background == nil {
-		background = &sync.WaitGroup{}
-	}
-	return &Authenticator{store: st, log: log, metrics: m, background: background, cache: newKeyCache(keyCacheMax)}, nil
+	return &Authenticator{store: st, log: cmp.Or(log, slog.New(slog.DiscardHandler)), metrics: m,
+		background: cmp.Or(background, &sync.WaitGroup{}), cache: newKeyCache(keyCacheMax)}, nil
 }
 
 // Refused is the refusal of a credential. Every refusal gets the same
@@ -126,7 +122,7 @@ const staleRetries = 2
 
 // AdmitWatching authenticates the credential (Authenticate), checks gate
 // of the key and decides its rate limit in lim. On a Mirrored store with a
-// limiter that compares epochs (ratelimit.EpochLimiter), a key held in
+// limiter that compares epochs (a *ratelimit.Redis), a key held in
 // memory is used without asking the store, for as long as the mirror in
 // Redis vouches for the epoch it is held under (admission.decide): while
 // nothing changes a request costs one Redis round trip and no store round
@@ -136,7 +132,7 @@ const staleRetries = 2
 // (admission.epoch); a mirror that disagrees with the store is raised when
 // behind (admission.decide, syncMirror). Without a Mirrored store or such
 // a limiter the store is read per request (admitFromStore); so it is while
-// Redis is away (EpochLimiter.Down), when a held key is not used.
+// Redis is away (ratelimit.Redis.Down), when a held key is not used.
 //
 // gate (nil: none) is what the caller checks of an authenticated key
 // before the limit is decided (the IP allowlist); its error is returned as
@@ -150,7 +146,7 @@ func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now tim
 	if gate == nil {
 		gate = func(domain.APIKey) error { return nil }
 	}
-	el, ok := lim.(ratelimit.EpochLimiter)
+	el, ok := lim.(*ratelimit.Redis)
 	if !ok || !a.store.Mirrored() {
 		k, res, err := a.admitFromStore(ctx, token, now, lim, gate)
 		return k, res, ratelimit.Watched{}, err
@@ -161,6 +157,9 @@ func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now tim
 	}
 	r := &admission{a: a, token: token, cred: cred, now: now, lim: el, gate: gate, watch: watch}
 	r.l, r.held = a.heldKey(cred.Prefix)
+	if r.held {
+		a.cache.hits.Add(1)
+	}
 	if r.held && el.Down() {
 		// Redis away: nothing can vouch for the held key, so the store is
 		// asked, as without a mirror.
@@ -187,13 +186,13 @@ func (a *Authenticator) admitFromStore(ctx context.Context, token string, now ti
 	return k, res, nil
 }
 
-// admission is one AdmitWatching on a Mirrored store with an EpochLimiter.
+// admission is one AdmitWatching on a Mirrored store with a Redis limiter.
 type admission struct {
 	a     *Authenticator
 	token string
 	cred  credential.Credential
 	now   time.Time
-	lim   ratelimit.EpochLimiter
+	lim   *ratelimit.Redis
 	gate  func(domain.APIKey) error
 	// watch names the Redis key read with the decision (nil: none).
 	watch func(domain.APIKey) string
@@ -228,42 +227,25 @@ func (r *admission) run(ctx context.Context) (domain.APIKey, ratelimit.Result, r
 	}
 }
 
-// identify applies Authenticate's rules and gate to the key, read from the
-// store unless held. A refusal from memory (errFromMemory, or gate
-// refusing a held key) is not given: the store confirms it, so ok is false
-// and the next attempt reads the key.
+// identify applies Authenticate's rules (check) and gate to the key, read
+// from the store (lookup) unless held. A refusal from memory
+// (errFromMemory, or gate refusing a held key) is not given: the store
+// confirms it, so ok is false and the next attempt reads the key.
 func (r *admission) identify(ctx context.Context) (k domain.APIKey, ok bool, err error) {
 	if !r.held {
-		if err := r.read(ctx); err != nil {
+		if r.l, err = r.a.lookup(ctx, r.cred.Prefix, r.token); err != nil {
 			return domain.APIKey{}, false, err
 		}
 	}
-	k, err = r.vouch(ctx)
+	k, err = r.a.check(ctx, r.l, r.token, r.cred, r.now, r.held)
+	if err == nil {
+		err = r.gate(k)
+	}
 	if err != nil && r.held {
 		r.held = false
 		return domain.APIKey{}, false, nil
 	}
 	return k, err == nil, err
-}
-
-// read reads the key from the store (lookup); it is no longer held.
-func (r *admission) read(ctx context.Context) error {
-	l, err := r.a.lookup(ctx, r.cred.Prefix, r.token)
-	if err != nil {
-		return err
-	}
-	r.l, r.held = l, false
-	return nil
-}
-
-// vouch applies Authenticate's rules (check) and then gate to the key as
-// last read; a refusal of a held key is errFromMemory or gate's error.
-func (r *admission) vouch(ctx context.Context) (domain.APIKey, error) {
-	k, err := r.a.check(ctx, r.l, r.token, r.cred, r.now, r.held)
-	if err == nil {
-		err = r.gate(k)
-	}
-	return k, err
 }
 
 // epoch is the key epoch the decision compares with the mirror: the
@@ -289,8 +271,7 @@ func (r *admission) epoch() (epoch int64, ok bool) {
 // from epoch (stale): the store's epoch is read, the mirror raised if
 // Redis had lost it or went back (syncMirror), and ok is false so that the
 // next attempt reads the key again. A decision Redis did not check (it
-// went away during the call) stands, once the store vouches for a held key
-// (confirm).
+// went away during the call) stands, once the store vouches for a held key.
 func (r *admission) decide(ctx context.Context, k domain.APIKey, epoch int64) (domain.APIKey, ratelimit.Result, ratelimit.Watched, bool, error) {
 	watch := ""
 	if r.watch != nil {
@@ -305,28 +286,19 @@ func (r *admission) decide(ctx context.Context, k domain.APIKey, epoch int64) (d
 	case !v.Checked && !r.held:
 		return k, res, ratelimit.Watched{}, true, nil // read from the store for this request
 	case !v.Checked:
-		k, res, ok, err := r.confirm(ctx, res)
-		return k, res, ratelimit.Watched{}, ok, err
+		// The decision made in process stands if the store vouches for
+		// the held key: it is read again.
+		r.held = false
+		if k, _, err = r.identify(ctx); err != nil {
+			return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, true, err
+		}
+		return k, res, ratelimit.Watched{}, true, nil
 	}
 	if err := r.a.syncMirror(ctx, v.Mirror); err != nil {
 		return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, true, err
 	}
 	r.held = false
 	return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, false, nil
-}
-
-// confirm reads the held key from the store after Redis went away during
-// the decision, and gives res (the decision made in process) if the store
-// vouches for the key.
-func (r *admission) confirm(ctx context.Context, res ratelimit.Result) (domain.APIKey, ratelimit.Result, bool, error) {
-	if err := r.read(ctx); err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, true, err
-	}
-	k, err := r.vouch(ctx)
-	if err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, true, err
-	}
-	return k, res, true, nil
 }
 
 // errFromMemory marks a refusal decided on a key held in memory, which

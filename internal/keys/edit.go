@@ -47,10 +47,7 @@ func (s *Service) SetAccess(ctx context.Context, actor Actor, accountID, keyID s
 	if err != nil || detail == "" {
 		return k, err
 	}
-	ev := domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: domain.AuditAccessChanged, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
-	}
+	ev := actor.event(accountID, keyID, domain.AuditAccessChanged, detail, now)
 	err = s.store.UpdateKeyAccess(ctx, accountID, keyID, next.Scopes, next.AgentIDs, next.ExpiresAt, ev)
 	if errors.Is(err, domain.ErrNotFound) {
 		// Revoked, or its expiry brought earlier, since it was read.
@@ -83,9 +80,7 @@ func (s *Service) validAccess(ctx context.Context, k domain.APIKey, a Access, no
 		v.ExpiresAt = k.ExpiresAt
 	}
 	if k.ExpiresAt != nil && (v.ExpiresAt == nil || v.ExpiresAt.After(*k.ExpiresAt)) {
-		e := domain.Errorf(domain.CodeInvalidValue, "an expiry can only be brought earlier than %s", stamp(k.ExpiresAt))
-		e.Fields = []domain.FieldError{{Field: "expires_at", Code: domain.CodeInvalidValue, Message: e.Message}}
-		return Access{}, e
+		return Access{}, fieldErr("expires_at", domain.CodeInvalidValue, "an expiry can only be brought earlier than %s", stamp(k.ExpiresAt))
 	}
 	return Access{Scopes: v.Scopes, AgentIDs: v.AgentIDs, ExpiresAt: v.ExpiresAt}, nil
 }

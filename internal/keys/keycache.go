@@ -48,14 +48,6 @@ func newKeyCache(max int) *keyCache {
 	return &keyCache{max: max, epoch: -1, entries: map[string]cachedKey{}}
 }
 
-func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
-	c.mu.RLock()
-	e, ok := c.entries[prefix]
-	ok = ok && c.epoch == epoch
-	c.mu.RUnlock()
-	return e, ok
-}
-
 // put holds e, read after a check saw epoch. Entries of an older epoch are
 // dropped all at once; an entry read under an older epoch than the cache's
 // is not kept (a revocation may have committed since it was read).
@@ -113,9 +105,9 @@ func (a *Authenticator) lookupKey(ctx context.Context, prefix string) (keyLookup
 		return keyLookup{}, err
 	}
 	epoch := m.Epoch
-	if e, ok := c.get(epoch, prefix); ok {
+	if l, ok := a.heldKey(prefix); ok && l.epoch == epoch {
 		c.hits.Add(1)
-		return keyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, nil
+		return l, nil
 	}
 	c.misses.Add(1)
 	k, active, err := a.readKey(ctx, prefix)
@@ -135,7 +127,8 @@ func (a *Authenticator) readKey(ctx context.Context, prefix string) (domain.APIK
 
 // heldKey returns the key with that prefix if it is held in memory, with
 // the epoch it is held under, without asking the store: only a caller that
-// then finds that epoch current in the mirror may use it (store.Mirrored).
+// finds that epoch current (lookupKey), or current in the mirror
+// (store.Mirrored), may use it; the caller counts the hit.
 func (a *Authenticator) heldKey(prefix string) (keyLookup, bool) {
 	c := a.cache
 	c.mu.RLock()
@@ -145,7 +138,6 @@ func (a *Authenticator) heldKey(prefix string) (keyLookup, bool) {
 	if !ok {
 		return keyLookup{}, false
 	}
-	c.hits.Add(1)
 	return keyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, true
 }
 

@@ -43,3 +43,12 @@ func TestKeyCacheIsBounded(t *testing.T) {
 		t.Fatal("the newest entry was evicted")
 	}
 }
+
+// get is what lookupKey serves from c: the entry for prefix, if held
+// under epoch.
+func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e, ok := c.entries[prefix]
+	return e, ok && c.epoch == epoch
+}

@@ -6,6 +6,7 @@
 package keys
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,14 @@ func (a Actor) label() string {
 	return "support"
 }
 
+// event is the audit event of the actor's action on key keyID at now.
+func (a Actor) event(accountID, keyID string, action domain.AuditAction, detail string, now time.Time) domain.AuditEvent {
+	return domain.AuditEvent{
+		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
+		Action: action, ActorID: a.id(), Actor: a.label(), Detail: detail, CreatedAt: now,
+	}
+}
+
 // Manager returns the user with that email if they are an active Owner or
 // Admin of the account. Anyone else, including a user of another account, is
 // refused with access_denied; an unknown account is not_found.
@@ -70,13 +79,10 @@ func (s *Service) Manager(ctx context.Context, accountID, email string) (domain.
 		return domain.User{}, err
 	}
 	u, err := s.store.GetUserByEmail(ctx, domain.NormalizeEmail(email))
-	switch {
-	case errors.Is(err, domain.ErrNotFound):
-		return domain.User{}, domain.Errorf(domain.CodeAccessDenied, "%s is not an Owner or Admin of account %s", email, accountID)
-	case err != nil:
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return domain.User{}, fmt.Errorf("get user: %w", err)
 	}
-	if u.AccountID != accountID || !u.Active || !u.Role.CanManageKeys() {
+	if err != nil || u.AccountID != accountID || !u.Active || !u.Role.CanManageKeys() {
 		return domain.User{}, domain.Errorf(domain.CodeAccessDenied, "%s is not an Owner or Admin of account %s", email, accountID)
 	}
 	return u, nil
@@ -164,10 +170,7 @@ func createdEvents(actor Actor, p CreateParams, k domain.APIKey, now time.Time) 
 	if p.rotatedFrom != "" {
 		action, detail = domain.AuditRotated, "replaces "+p.rotatedFrom
 	}
-	evs := []domain.AuditEvent{{
-		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: detail, CreatedAt: now,
-	}}
+	evs := []domain.AuditEvent{actor.event(k.AccountID, k.ID, action, detail, now)}
 	if p.rotatedFrom != "" {
 		// The old key's own history says so too: its page is where a
 		// rotation is started and checked.
@@ -175,10 +178,7 @@ func createdEvents(actor Actor, p CreateParams, k domain.APIKey, now time.Time) 
 		if p.retireAt != nil {
 			d += "; stops working " + p.retireAt.UTC().Format("2006-01-02 15:04:05 UTC")
 		}
-		evs = append(evs, domain.AuditEvent{
-			ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: p.rotatedFrom,
-			Action: domain.AuditRotated, ActorID: actor.id(), Actor: actor.label(), Detail: d, CreatedAt: now,
-		})
+		evs = append(evs, actor.event(k.AccountID, p.rotatedFrom, domain.AuditRotated, d, now))
 	}
 	return evs
 }
@@ -187,39 +187,36 @@ func createdEvents(actor Actor, p CreateParams, k domain.APIKey, now time.Time) 
 // rule, returning both as stored. An error names its field.
 func checkText(rawName, rawDesc string) (name, desc string, err error) {
 	name, problem := domain.CheckName(rawName)
-	nameErr := func(code domain.Code, format string, args ...any) error {
-		e := domain.Errorf(code, format, args...)
-		e.Fields = []domain.FieldError{{Field: "name", Code: code, Message: e.Message}}
-		return e
-	}
 	switch problem {
 	case domain.NameNotUTF8:
-		return "", "", nameErr(domain.CodeInvalidValue, "a key name must be valid UTF-8 text")
+		return "", "", fieldErr("name", domain.CodeInvalidValue, "a key name must be valid UTF-8 text")
 	case domain.NameBlank:
-		return "", "", nameErr(domain.CodeMissingField, "a key needs a name")
+		return "", "", fieldErr("name", domain.CodeMissingField, "a key needs a name")
 	case domain.NameTooLong:
-		return "", "", nameErr(domain.CodeInvalidValue, "a key name has at most %d characters", MaxNameLength)
+		return "", "", fieldErr("name", domain.CodeInvalidValue, "a key name has at most %d characters", MaxNameLength)
 	case domain.NameControl:
-		return "", "", nameErr(domain.CodeInvalidValue, "a key name cannot contain control characters")
+		return "", "", fieldErr("name", domain.CodeInvalidValue, "a key name cannot contain control characters")
 	case domain.NameInvisible:
-		return "", "", nameErr(domain.CodeInvalidValue, "a key name needs a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name")
-	}
-	descErr := func(format string, args ...any) error {
-		e := domain.Errorf(domain.CodeInvalidValue, format, args...)
-		e.Fields = []domain.FieldError{{Field: "description", Code: domain.CodeInvalidValue, Message: e.Message}}
-		return e
+		return "", "", fieldErr("name", domain.CodeInvalidValue, "a key name needs a visible character: bidirectional controls, zero-width characters and combining marks alone are not a name")
 	}
 	desc = strings.TrimSpace(rawDesc)
 	if !utf8.ValidString(desc) {
-		return "", "", descErr("a key description must be valid UTF-8 text")
+		return "", "", fieldErr("description", domain.CodeInvalidValue, "a key description must be valid UTF-8 text")
 	}
 	switch domain.CheckText(desc, MaxDescriptionLength) {
 	case domain.TextTooLong:
-		return "", "", descErr("a key description has at most %d characters", MaxDescriptionLength)
+		return "", "", fieldErr("description", domain.CodeInvalidValue, "a key description has at most %d characters", MaxDescriptionLength)
 	case domain.TextControl:
-		return "", "", descErr("a key description cannot contain control characters other than line breaks and tabs")
+		return "", "", fieldErr("description", domain.CodeInvalidValue, "a key description cannot contain control characters other than line breaks and tabs")
 	}
 	return name, desc, nil
+}
+
+// fieldErr is an error of one field, which it names.
+func fieldErr(field string, code domain.Code, format string, args ...any) error {
+	e := domain.Errorf(code, format, args...)
+	e.Fields = []domain.FieldError{{Field: field, Code: code, Message: e.Message}}
+	return e
 }
 
 func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (domain.APIKey, error) {
@@ -237,17 +234,11 @@ func (s *Service) validate(ctx context.Context, p CreateParams, now time.Time) (
 		}
 		set[sc] = true
 	}
-	env := p.Env
-	if env == "" {
-		env = domain.EnvLive
-	}
+	env := cmp.Or(p.Env, domain.EnvLive)
 	if _, ok := domain.ParseEnv(string(env)); !ok {
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "env must be live or test")
 	}
-	limit := p.RateLimit
-	if limit == 0 {
-		limit = domain.DefaultRateLimitPerMinute
-	}
+	limit := cmp.Or(p.RateLimit, domain.DefaultRateLimitPerMinute)
 	if limit < 1 || limit > domain.MaxRateLimitPerMinute {
 		return domain.APIKey{}, domain.Errorf(domain.CodeInvalidValue, "rate limit must be between 1 and %d requests a minute", domain.MaxRateLimitPerMinute)
 	}
@@ -326,14 +317,13 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 		return Created{}, err
 	}
 	p := CreateParams{
-		AccountID: accountID, Name: name, Description: textOnly(old.Description),
+		AccountID: accountID, Name: name, Description: textOnly(old.Description), rotatedFrom: old.ID,
 		Scopes: old.Scopes, AgentIDs: old.AgentIDs, AllowedIPs: old.AllowedIPs, RateLimit: old.RateLimitPerMinute, Env: old.Env,
 	}
 	if old.ExpiresAt != nil {
 		e := s.now().Add(old.ExpiresAt.Sub(old.CreatedAt))
 		p.ExpiresAt = &e
 	}
-	p.rotatedFrom = old.ID
 	if oldStopsIn != nil {
 		at := now.Add(*oldStopsIn)
 		if old.ExpiresAt == nil || old.ExpiresAt.After(at) {
@@ -420,16 +410,10 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 		return k, nil
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	ev := domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: action, ActorID: actor.id(), Actor: actor.label(), Detail: strings.Join(details, "; "), CreatedAt: now,
-	}
+	ev := actor.event(accountID, keyID, action, strings.Join(details, "; "), now)
 	err = s.store.UpdateKeyText(ctx, accountID, keyID, name, desc, ev)
-	if errors.Is(err, domain.ErrNotFound) {
-		return k, domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
-	}
-	if err != nil {
-		return k, fmt.Errorf("rename key: %w", err)
+	if err := keyError(err, "rename key", accountID, keyID); err != nil {
+		return k, err
 	}
 	k.Name, k.Description = name, desc
 	return k, nil
@@ -438,13 +422,19 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 // Get returns a key of the account; not_found otherwise.
 func (s *Service) Get(ctx context.Context, accountID, keyID string) (domain.APIKey, error) {
 	k, err := s.store.GetKey(ctx, accountID, keyID)
+	return k, keyError(err, "get key", accountID, keyID)
+}
+
+// keyError is err from op on key keyID of the account: not_found for
+// domain.ErrNotFound, nil for nil.
+func keyError(err error, op, accountID, keyID string) error {
 	if errors.Is(err, domain.ErrNotFound) {
-		return k, domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
+		return domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
 	}
 	if err != nil {
-		return k, fmt.Errorf("get key: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return k, nil
+	return nil
 }
 
 // Revoke revokes a key of the account at once, on every instance: the next
@@ -454,18 +444,9 @@ func (s *Service) Revoke(ctx context.Context, actor Actor, accountID, keyID stri
 		return domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), accountID)
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	ev := domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, now), AccountID: accountID, KeyID: keyID,
-		Action: domain.AuditRevoked, ActorID: actor.id(), Actor: actor.label(), CreatedAt: now,
-	}
+	ev := actor.event(accountID, keyID, domain.AuditRevoked, "", now)
 	err := s.store.RevokeKey(ctx, accountID, keyID, actor.id(), now, ev)
-	if errors.Is(err, domain.ErrNotFound) {
-		return domain.Errorf(domain.CodeNotFound, "no API key %q in account %s", keyID, accountID)
-	}
-	if err != nil {
-		return fmt.Errorf("revoke key: %w", err)
-	}
-	return nil
+	return keyError(err, "revoke key", accountID, keyID)
 }
 
 // SetRateLimit changes a key's ceiling; support only. It applies on the
@@ -483,11 +464,8 @@ func (s *Service) SetRateLimit(ctx context.Context, keyID string, n int) error {
 		return fmt.Errorf("get key: %w", err)
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
-	ev := domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
-		Action: domain.AuditRateLimitChanged, Actor: "support",
-		Detail: fmt.Sprintf("%d → %d requests a minute", k.RateLimitPerMinute, n), CreatedAt: now,
-	}
+	detail := fmt.Sprintf("%d → %d requests a minute", k.RateLimitPerMinute, n)
+	ev := Actor{Support: true}.event(k.AccountID, k.ID, domain.AuditRateLimitChanged, detail, now)
 	if err := s.store.SetKeyRateLimit(ctx, keyID, n, ev); err != nil {
 		return fmt.Errorf("set rate limit: %w", err)
 	}

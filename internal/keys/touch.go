@@ -22,9 +22,6 @@ type Toucher struct {
 
 // NewToucher returns a Toucher that writes through write (store.TouchKeys).
 func NewToucher(write func(context.Context, map[string]time.Time) error, log *slog.Logger, interval time.Duration) *Toucher {
-	if interval <= 0 {
-		interval = time.Second
-	}
 	return &Toucher{write: write, log: log, interval: interval, pending: map[string]time.Time{}}
 }
 

@@ -1,9 +1,9 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -51,10 +51,7 @@ func storeTag(storeID []byte) string { return hex.EncodeToString(storeID[:min(le
 // NewMirror returns the mirror named key (MirrorKey) on client; log
 // receives raises that failed (nil: discarded).
 func NewMirror(client redis.UniversalClient, key string, log *slog.Logger) *Mirror {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Mirror{client: client, key: key, log: log, timeout: RaiseTimeout}
+	return &Mirror{client: client, key: key, log: cmp.Or(log, slog.New(slog.DiscardHandler)), timeout: RaiseTimeout}
 }
 
 // Key is the mirror's Redis key.
@@ -62,9 +59,7 @@ func (m *Mirror) Key() string { return m.key }
 
 // raiseScript sets KEYS[1] to ARGV[1] unless it already holds as much or
 // more, and returns what it then holds.
-var raiseScript = redis.NewScript(raiseSource)
-
-const raiseSource = `
+var raiseScript = redis.NewScript(`
 local n = tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', KEYS[1]) or '-1') or -1
 if n > cur then
@@ -72,7 +67,7 @@ if n > cur then
   return n
 end
 return cur
-`
+`)
 
 // RaiseEpoch raises the mirror to epoch (set only if greater), within
 // RaiseTimeout whatever ctx allows: a writer whose caller went away after
@@ -91,18 +86,6 @@ func (m *Mirror) RaiseEpoch(ctx context.Context, epoch int64) error {
 
 // Failures counts the raises that failed since the mirror was made.
 func (m *Mirror) Failures() int64 { return m.failed.Load() }
-
-// Get reads the mirror; ok is false when Redis holds none.
-func (m *Mirror) Get(ctx context.Context) (epoch int64, ok bool, err error) {
-	v, err := m.client.Get(ctx, m.key).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	return v, true, nil
-}
 
 // Repair raises the mirror to what current returns (the store's epoch)
 // every RepairEvery until ctx ends: a writer that could not raise it, or a

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -338,10 +339,8 @@ var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string
 // NewRedis returns a limiter on client, falling back to fallback. Close
 // stops its workers.
 func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) *Redis {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	r := &Redis{client: client, fallback: fallback, log: log, timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
+	r := &Redis{client: client, fallback: fallback, log: cmp.Or(log, slog.New(slog.DiscardHandler)),
+		timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	for range batchWorkers {
 		r.workers.Add(1)
@@ -408,15 +407,6 @@ type Verdict struct {
 type Watched struct {
 	Value int64
 	OK    bool
-}
-
-// EpochLimiter decides a key's request and, in the same round trip,
-// whether the epoch under which the caller holds the key is still the
-// mirror's (Redis.AllowAt).
-type EpochLimiter interface {
-	Limiter
-	AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error)
-	Down() bool
 }
 
 // Down reports that Redis is marked unavailable and decisions go to the
@@ -562,14 +552,13 @@ func (r *Redis) drain() {
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
 	keys, args = append(keys[:0], r.mirrorKey), append(args[:0], windowMS)
 	for _, c := range batch {
+		// Without a watch, the meta key stands in for the watch key: not read.
+		watch, read := c.keys[1], 0
 		if c.watch != "" {
-			keys = append(keys, c.keys[0], c.keys[1], c.watch)
-			args = append(args, c.limit, c.nowMS, c.epoch, 1)
-		} else {
-			// The meta key stands in for the watch key: not read.
-			keys = append(keys, c.keys[0], c.keys[1], c.keys[1])
-			args = append(args, c.limit, c.nowMS, c.epoch, 0)
+			watch, read = c.watch, 1
 		}
+		keys = append(keys, c.keys[0], c.keys[1], watch)
+		args = append(args, c.limit, c.nowMS, c.epoch, read)
 	}
 	vals, err := r.run(allowScript, r.timeout, keys, args)
 	if err == nil && len(vals) != decisionValues*len(batch) {

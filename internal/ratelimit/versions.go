@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -46,11 +47,8 @@ const versionTTL = 24 * time.Hour
 // (as MirrorKey's) on client; log receives bumps that failed (nil:
 // discarded).
 func NewVersions(client redis.UniversalClient, storeID []byte, log *slog.Logger) *Versions {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	return &Versions{client: client, prefix: "agentapi:agents-version:" + storeTag(storeID) + ":",
-		log: log, timeout: RaiseTimeout}
+		log: cmp.Or(log, slog.New(slog.DiscardHandler)), timeout: RaiseTimeout}
 }
 
 // Key is the Redis key holding account's version: what AllowAt watches.
