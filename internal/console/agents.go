@@ -39,28 +39,21 @@ type agentsPage struct {
 // account, no key.
 func actor(s *session) agents.Actor { return agents.Actor{AccountID: s.user.AccountID} }
 
-// agentsPage is a page of the account's agents with their counters (one
+// showAgents is a page of the account's agents with their counters (one
 // statement, store.AgentPage), searched by name, and the creation form.
-func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
-	lp, err := readList(r)
-	if err != nil {
-		return agentsPage{}, err
-	}
-	items, next, err := c.Store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
-	if err != nil {
-		return agentsPage{}, err
-	}
-	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
-	return agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
-		Agents: items, Max: domain.MaxInstructionsLength}, nil
-}
-
 func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	p, err := c.agentsPage(r, s)
+	lp, err := readList(r)
 	if err != nil {
 		return err
 	}
-	p.Name, p.Instructions = r.PostForm.Get("name"), postedInstructions(r)
+	items, next, err := c.Store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	if err != nil {
+		return err
+	}
+	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
+	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
+		Agents: items, Max: domain.MaxInstructionsLength,
+		Name: r.PostForm.Get("name"), Instructions: postedInstructions(r)}
 	return c.renderForm(w, r, s, e, "agents", "AI agents", &p)
 }
 
@@ -97,33 +90,25 @@ func (p *agentPage) set(e *pageError) {
 	}
 }
 
-// agentPage reads the agent the path names, of the session's account, and
-// its page.
-func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
+// showAgentForm is the page of the agent the path names, of the session's
+// account, again with the form as posted (the rename's name or the
+// instructions) and what to fix when e is not nil.
+func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	a, err := c.agents.Get(r.Context(), actor(s), r.PathValue("id"))
 	if err != nil {
-		return agentPage{}, err
+		return err
 	}
 	st, err := c.Store.AgentStats(r.Context(), s.user.AccountID, a.ID)
 	if err != nil {
-		return agentPage{}, err
+		return err
 	}
 	recent, err := c.Store.RecentQuestions(r.Context(), s.user.AccountID, a.ID, recentLimit)
 	if err != nil {
-		return agentPage{}, err
+		return err
 	}
-	return agentPage{
+	p := agentPage{
 		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
 		Instructions: a.Instructions, Name: a.Name, Recent: recent, Max: domain.MaxInstructionsLength,
-	}, nil
-}
-
-// showAgentForm is the agent's page, again with the form as posted (the
-// rename's name or the instructions) and what to fix when e is not nil.
-func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	p, err := c.agentPage(r, s)
-	if err != nil {
-		return err
 	}
 	if _, ok := r.PostForm["name"]; ok {
 		p.Name = r.PostForm.Get("name")
