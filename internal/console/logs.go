@@ -112,16 +112,14 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 		q.KeyID, err = c.logKey(r.Context(), s.user.AccountID, f.Key)
 	}
 	p := logsPage{Filter: f, Classes: requestlog.Classes}
-	status := http.StatusOK
-	if e, ok := err.(*pageError); ok {
-		// The form again, the field marked, and no logs.
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	} else if err != nil {
-		return err
-	} else if err = c.logsOf(r, q, lp, back, &p); err != nil {
-		return err
+	if err == nil {
+		err = c.logsOf(r, q, lp, back, &p)
 	}
-	return c.render(w, r, s, status, "logs", "Logs", p)
+	// A filter it cannot use: the form again, the field marked, and no logs.
+	if e, ok := err.(*pageError); ok || err == nil {
+		return c.renderForm(w, r, s, e, "logs", "Logs", &p)
+	}
+	return err
 }
 
 // logsOf reads q's page of logs, their keys named, into p.
