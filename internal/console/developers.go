@@ -242,9 +242,7 @@ var expiryChoices = []option{
 }
 
 func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (newKeyPage, error) {
-	if f.preset == "" {
-		f.preset = domain.Presets[0].ID
-	}
+	f.preset = cmp.Or(f.preset, domain.Presets[0].ID)
 	preset, ticked := f.scopeChoice()
 	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt, AllowedIPs: f.allowedIPs}
 	for _, pr := range domain.Presets {
@@ -720,9 +718,14 @@ func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.API
 		return err
 	}
 	if f.preset != "" {
-		a, err := f.access(k, c.Now())
-		if err != nil {
+		a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
+		if a.Scopes, err = f.chosenScopes(); err != nil {
 			return err
+		}
+		if f.expiry != "keep" && f.expiry != "" {
+			if a.ExpiresAt, err = f.expiryTime(c.Now()); err != nil {
+				return err
+			}
 		}
 		if _, err := c.Keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
 			return f.fieldOf(err)
@@ -733,19 +736,6 @@ func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.API
 	}
 	_, err = c.Keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
 	return err
-}
-
-// access is what the edit form asks k's access to be.
-func (f keyForm) access(k domain.APIKey, now time.Time) (keys.Access, error) {
-	a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
-	var err error
-	if a.Scopes, err = f.chosenScopes(); err != nil {
-		return a, err
-	}
-	if f.expiry != "keep" && f.expiry != "" {
-		a.ExpiresAt, err = f.expiryTime(now)
-	}
-	return a, err
 }
 
 // fieldOf puts the service's refusal of a key form on its field: an AI

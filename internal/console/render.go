@@ -63,11 +63,8 @@ func funcs(now func() time.Time) template.FuncMap {
 // relative is t seen from now, rounded down to the largest unit: "just
 // now", "3 min ago", "in 2 h", "5 days ago"; past 30 days, t's date.
 func relative(t, now time.Time) string {
-	d := now.Sub(t)
-	past := d >= 0
-	if !past {
-		d = -d
-	}
+	d := now.Sub(t).Abs()
+	past := !t.After(now)
 	var n int
 	var unit string
 	switch {
