@@ -270,9 +270,10 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 }
 
 // agentPicker fills the form's agent restriction: the account's agents
-// ticked so far (at most keys.MaxAgents, each once, by name, one query), then a page of pageSize others, searched by name,
-// in natural name order (untickedAgents), so an account with thousands of
-// agents gets a short list and a search box rather than thousands of boxes.
+// ticked so far (at most keys.MaxAgents, each once, by name, one query),
+// then a page of pageSize others, searched by name, in natural name order
+// (untickedAgents), so an account with thousands of agents gets a short
+// list and a search box rather than thousands of boxes.
 func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, p *newKeyPage) error {
 	ids := f.agents[:min(len(f.agents), keys.MaxAgents)]
 	names, err := c.Store.AgentNames(ctx, accountID, ids)
