@@ -534,9 +534,14 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, p.Events, auditRow.at)
-	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
+	if p.Usage.Charts, err = usageCharts(r.Context(), now, c.Store.KeyUsage, k.ID); err != nil {
 		return err
 	}
+	logs, _, err := c.Store.RequestLogPage(r.Context(), store.RequestLogQuery{AccountID: acct, KeyID: k.ID, Limit: recentLogs})
+	if err != nil {
+		return err
+	}
+	p.Usage.Recent = logRows(logs, nil)
 	return c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 }
 
