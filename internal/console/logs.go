@@ -112,18 +112,13 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 		q.KeyID, err = c.logKey(r.Context(), s.user.AccountID, f.Key)
 	}
 	p := logsPage{Filter: f, Classes: requestlog.Classes}
-	if err == nil {
-		err = c.logsOf(r, q, lp, back, &p)
-	}
-	// A filter it cannot use: the form again, the field marked, and no logs.
-	if e, ok := err.(*pageError); ok || err == nil {
+	if e, ok := err.(*pageError); ok {
+		// The form again, the field marked, and no logs.
 		return c.renderForm(w, r, s, e, "logs", "Logs", &p)
 	}
-	return err
-}
-
-// logsOf reads q's page of logs, their keys named, into p.
-func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, back []string, p *logsPage) error {
+	if err != nil {
+		return err
+	}
 	logs, next, err := c.Store.RequestLogPage(r.Context(), q)
 	if err != nil {
 		return err
@@ -133,10 +128,9 @@ func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams
 		return err
 	}
 	p.Rows = logRows(logs, labels)
-	f := p.Filter
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
 	p.Pager = logsPager(keep, lp, back, next)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "logs", "Logs", p)
 }
 
 // readBack reads ?back=, the starts of the pages before the one at after
