@@ -22,11 +22,8 @@ import (
 // recentLimit is how many of an agent's latest answered questions are shown.
 const recentLimit = 20
 
-// agentRow is an agent with its counters, as the list reads it.
-type agentRow = store.AgentPageItem
-
 type agentsPage struct {
-	Agents []agentRow
+	Agents []store.AgentPageItem
 	Pager  pager
 	// Name and Instructions are the creation form's, as posted; formError
 	// what to fix in it.
@@ -72,7 +69,7 @@ func (c *Console) handleCreateAgent(w http.ResponseWriter, r *http.Request, s *s
 }
 
 type agentPage struct {
-	Agent        agentRow
+	Agent        store.AgentPageItem
 	Instructions string
 	// Name is the rename form's name: the agent's, or as posted.
 	Name   string
@@ -107,7 +104,7 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	p := agentPage{
-		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
+		Agent:        store.AgentPageItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
 		Instructions: a.Instructions, Name: a.Name, Recent: recent, Max: domain.MaxInstructionsLength,
 	}
 	if _, ok := r.PostForm["name"]; ok {

@@ -129,8 +129,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 		v.Warning = mirrorWarning
 	}
 	if s != nil {
-		u := s.user
-		v.User, v.CSRF = &u, s.csrf
+		v.User, v.CSRF = &s.user, s.csrf
 	}
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, "layout.html", v); err != nil {
