@@ -643,7 +643,13 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	np.Expiry = editExpiry(k.APIKey, f.expiry)
+	// The expiry choices: unchanged, or an earlier one (never is only
+	// "unchanged", for a key that never expires).
+	keep := option{Value: "keep", Label: "Unchanged (never)"}
+	if k.ExpiresAt != nil {
+		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
+	}
+	np.Expiry = choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(f.expiry, "keep"))
 	p := editKeyPage{Key: k, newKeyPage: np}
 	return c.renderForm(w, r, s, e, "editkey", "Edit "+isolate(k.Name), &p)
 }
@@ -670,16 +676,6 @@ func presetOf(scopes []domain.Scope) (domain.Preset, bool) {
 		return domain.Preset{}, false
 	}
 	return domain.Presets[i], true
-}
-
-// editExpiry are the edit form's expiry choices: unchanged, or an earlier
-// one (never is only "unchanged", for a key that never expires).
-func editExpiry(k domain.APIKey, chosen string) []option {
-	keep := option{Value: "keep", Label: "Unchanged (never)"}
-	if k.ExpiresAt != nil {
-		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
-	}
-	return choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(chosen, "keep"))
 }
 
 // handleEditKey saves the edit form: the access (unless the key is
