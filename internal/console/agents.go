@@ -22,11 +22,8 @@ import (
 // recentLimit is how many of an agent's latest answered questions are shown.
 const recentLimit = 20
 
-// agentRow is an agent with its counters, as the list reads it.
-type agentRow = store.AgentPageItem
-
 type agentsPage struct {
-	Agents []agentRow
+	Agents []store.AgentPageItem
 	Pager  pager
 	// Name and Instructions are the creation form's, as posted; formError
 	// what to fix in it.
@@ -39,28 +36,21 @@ type agentsPage struct {
 // account, no key.
 func actor(s *session) agents.Actor { return agents.Actor{AccountID: s.user.AccountID} }
 
-// agentsPage is a page of the account's agents with their counters (one
+// showAgents is a page of the account's agents with their counters (one
 // statement, store.AgentPage), searched by name, and the creation form.
-func (c *Console) agentsPage(r *http.Request, s *session) (agentsPage, error) {
-	lp, err := readList(r)
-	if err != nil {
-		return agentsPage{}, err
-	}
-	items, next, err := c.Store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
-	if err != nil {
-		return agentsPage{}, err
-	}
-	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
-	return agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
-		Agents: items, Max: domain.MaxInstructionsLength}, nil
-}
-
 func (c *Console) showAgents(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	p, err := c.agentsPage(r, s)
+	lp, err := readList(r)
 	if err != nil {
 		return err
 	}
-	p.Name, p.Instructions = r.PostForm.Get("name"), postedInstructions(r)
+	items, next, err := c.Store.AgentPage(r.Context(), store.AgentPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	if err != nil {
+		return err
+	}
+	at := func(it store.AgentPageItem) (time.Time, string) { return it.CreatedAt, it.ID }
+	p := agentsPage{Pager: pagerBoth("/console/agents", url.Values{"q": {lp.Search}}, lp, next, items, at),
+		Agents: items, Max: domain.MaxInstructionsLength,
+		Name: r.PostForm.Get("name"), Instructions: postedInstructions(r)}
 	return c.renderForm(w, r, s, e, "agents", "AI agents", &p)
 }
 
@@ -79,7 +69,7 @@ func (c *Console) handleCreateAgent(w http.ResponseWriter, r *http.Request, s *s
 }
 
 type agentPage struct {
-	Agent        agentRow
+	Agent        store.AgentPageItem
 	Instructions string
 	// Name is the rename form's name: the agent's, or as posted.
 	Name   string
@@ -97,33 +87,25 @@ func (p *agentPage) set(e *pageError) {
 	}
 }
 
-// agentPage reads the agent the path names, of the session's account, and
-// its page.
-func (c *Console) agentPage(r *http.Request, s *session) (agentPage, error) {
+// showAgentForm is the page of the agent the path names, of the session's
+// account, again with the form as posted (the rename's name or the
+// instructions) and what to fix when e is not nil.
+func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
 	a, err := c.agents.Get(r.Context(), actor(s), r.PathValue("id"))
 	if err != nil {
-		return agentPage{}, err
+		return err
 	}
 	st, err := c.Store.AgentStats(r.Context(), s.user.AccountID, a.ID)
 	if err != nil {
-		return agentPage{}, err
+		return err
 	}
 	recent, err := c.Store.RecentQuestions(r.Context(), s.user.AccountID, a.ID, recentLimit)
 	if err != nil {
-		return agentPage{}, err
-	}
-	return agentPage{
-		Agent:        agentRow{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
-		Instructions: a.Instructions, Name: a.Name, Recent: recent, Max: domain.MaxInstructionsLength,
-	}, nil
-}
-
-// showAgentForm is the agent's page, again with the form as posted (the
-// rename's name or the instructions) and what to fix when e is not nil.
-func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	p, err := c.agentPage(r, s)
-	if err != nil {
 		return err
+	}
+	p := agentPage{
+		Agent:        store.AgentPageItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
+		Instructions: a.Instructions, Name: a.Name, Recent: recent, Max: domain.MaxInstructionsLength,
 	}
 	if _, ok := r.PostForm["name"]; ok {
 		p.Name = r.PostForm.Get("name")

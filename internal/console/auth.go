@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -147,13 +148,10 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	setCookie(w, r, loginCookie, "", -time.Second)
 	c.setDeviceCookie(w, r, u.Email)
 	c.Log.Info("console sign-in", "user_id", u.ID, "account_id", u.AccountID)
-	target := "/console/"
-	if next := safeNext(r.PostForm.Get("next")); u.MustChangePassword {
-		target = "/console/password"
-	} else if next != "" {
-		target = next
+	if u.MustChangePassword {
+		return seeOther("/console/password")
 	}
-	return seeOther(target)
+	return seeOther(cmp.Or(safeNext(r.PostForm.Get("next")), "/console/"))
 }
 
 // busySignIn is the answer (503) when every password-hashing slot stayed

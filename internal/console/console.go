@@ -142,7 +142,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.
 // keys.Service.Manager; anyone else gets 404), owner (Owners only; 404).
 // crossOrigin guards every route, around the mux.
 func (c *Console) routes(mux *http.ServeMux) {
-	public := func(h handler) http.Handler { return c.serve(h, nil) }
+	public := func(h handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := h(w, r, nil); err != nil {
+				c.fail(w, r, nil, err)
+			}
+		})
+	}
 	anyUser := func(h handler) http.Handler { return c.page(h, formToken) }
 	signedIn := func(h handler) http.Handler { return c.page(h, passwordChosen, formToken) }
 	manager := func(h handler) http.Handler { return c.page(h, passwordChosen, c.managerOnly, formToken) }

@@ -209,25 +209,17 @@ func (f keyForm) scopeChoice() (preset string, scopes []string) {
 	if f.preset == "custom" || !ok {
 		return f.preset, f.scopes
 	}
-	union := map[domain.Scope]bool{}
-	for _, sc := range pr.Scopes {
-		union[sc] = true
-	}
-	extra := false
-	for _, sc := range f.scopes {
-		if !union[domain.Scope(sc)] {
-			extra = true
-			union[domain.Scope(sc)] = true
-		}
-	}
-	if !extra {
+	extra := slices.DeleteFunc(slices.Clone(f.scopes), func(sc string) bool { return slices.Contains(pr.Scopes, domain.Scope(sc)) })
+	if len(extra) == 0 {
 		return f.preset, nil
 	}
-	// Unknown names stay in, for params to refuse.
-	for _, sc := range domain.NormalizeScopes(union) {
-		scopes = append(scopes, string(sc))
+	// In vocabulary order; unknown names stay in, for params to refuse.
+	for _, sc := range domain.Scopes {
+		if slices.Contains(pr.Scopes, sc) || slices.Contains(extra, string(sc)) {
+			scopes = append(scopes, string(sc))
+		}
 	}
-	for _, sc := range f.scopes {
+	for _, sc := range extra {
 		if !domain.ValidScope(sc) {
 			scopes = append(scopes, sc)
 		}
@@ -250,9 +242,7 @@ var expiryChoices = []option{
 }
 
 func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (newKeyPage, error) {
-	if f.preset == "" {
-		f.preset = domain.Presets[0].ID
-	}
+	f.preset = cmp.Or(f.preset, domain.Presets[0].ID)
 	preset, ticked := f.scopeChoice()
 	p := newKeyPage{Name: f.name, Description: f.description, ExpiresAt: f.expiresAt, AllowedIPs: f.allowedIPs}
 	for _, pr := range domain.Presets {
@@ -279,14 +269,23 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 	return p, nil
 }
 
-// agentPicker fills the form's agent restriction: the agents ticked so far
-// (by name, one query), then a page of pageSize others, searched by name,
-// in natural name order (untickedAgents), so an account with thousands of
-// agents gets a short list and a search box rather than thousands of boxes.
+// agentPicker fills the form's agent restriction: the account's agents
+// ticked so far (at most keys.MaxAgents, each once, by name, one query),
+// then a page of pageSize others, searched by name, in natural name order
+// (untickedAgents), so an account with thousands of agents gets a short
+// list and a search box rather than thousands of boxes.
 func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, p *newKeyPage) error {
-	selected, err := c.tickedAgents(ctx, accountID, f.agents, p)
+	ids := f.agents[:min(len(f.agents), keys.MaxAgents)]
+	names, err := c.Store.AgentNames(ctx, accountID, ids)
 	if err != nil {
 		return err
+	}
+	selected := map[string]bool{}
+	for _, id := range ids {
+		if name, ok := names[id]; ok && !selected[id] {
+			selected[id] = true
+			p.Selected = append(p.Selected, option{Value: id, Label: name, Checked: true})
+		}
 	}
 	search, after := f.pickerQuery()
 	p.AgentSearch = search
@@ -301,26 +300,6 @@ func (c *Console) agentPicker(ctx context.Context, accountID string, f keyForm, 
 // byLabel orders options as people read their names (Agent 2 before
 // Agent 10).
 func byLabel(a, b option) int { return naturalCompare(a.Label, b.Label) }
-
-// tickedAgents lists in p.Selected the agents of ids (at most
-// keys.MaxAgents, each once) that are the account's, and returns them.
-func (c *Console) tickedAgents(ctx context.Context, accountID string, ids []string, p *newKeyPage) (map[string]bool, error) {
-	if len(ids) > keys.MaxAgents {
-		ids = ids[:keys.MaxAgents]
-	}
-	names, err := c.Store.AgentNames(ctx, accountID, ids)
-	if err != nil {
-		return nil, err
-	}
-	selected := map[string]bool{}
-	for _, id := range ids {
-		if name, ok := names[id]; ok && !selected[id] {
-			selected[id] = true
-			p.Selected = append(p.Selected, option{Value: id, Label: name, Checked: true})
-		}
-	}
-	return selected, nil
-}
 
 // pickerQuery is the picker's search, cut to what the store searches by,
 // and the page it starts after (only for its "more" button).
@@ -506,12 +485,11 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	if err != nil {
 		return err
 	}
-	u := s.user
-	created, err := c.Keys.Create(r.Context(), keys.Actor{User: &u}, params)
+	created, err := c.Keys.Create(r.Context(), keys.Actor{User: &s.user}, params)
 	if err != nil {
 		return f.fieldOf(err)
 	}
-	c.Log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", u.ID)
+	c.Log.Info("console key created", "key_prefix", created.Key.Prefix, "user_id", s.user.ID)
 	return c.reveal(w, r, s, created, nil)
 }
 
@@ -538,12 +516,11 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	if k.RotatedFrom != "" {
-		prev, err := c.Store.GetKey(r.Context(), acct, k.RotatedFrom)
-		if err != nil && !errors.Is(err, domain.ErrNotFound) {
-			return err
-		}
-		if err == nil {
+		switch prev, err := c.Store.GetKey(r.Context(), acct, k.RotatedFrom); {
+		case err == nil:
 			lineage = append([]domain.APIKey{prev}, lineage...)
+		case !errors.Is(err, domain.ErrNotFound):
+			return err
 		}
 	}
 	now := c.Now()
@@ -557,9 +534,14 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, p.Events, auditRow.at)
-	if p.Usage, err = c.keyUsage(r.Context(), acct, k.ID, now); err != nil {
+	if p.Usage.Charts, err = usageCharts(r.Context(), now, c.Store.KeyUsage, k.ID); err != nil {
 		return err
 	}
+	logs, _, err := c.Store.RequestLogPage(r.Context(), store.RequestLogQuery{AccountID: acct, KeyID: k.ID, Limit: recentLogs})
+	if err != nil {
+		return err
+	}
+	p.Usage.Recent = logRows(logs, nil)
 	return c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 }
 
@@ -582,11 +564,6 @@ type rotatePage struct {
 	formError
 }
 
-// pathKey is the key the path names, as a row.
-func (c *Console) pathKey(r *http.Request, s *session) (keyRow, error) {
-	return c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
-}
-
 // keyRow is the account's key id as a row.
 func (c *Console) keyRow(ctx context.Context, accountID, id string) (keyRow, error) {
 	k, err := c.Keys.Get(ctx, accountID, id)
@@ -601,7 +578,7 @@ func (c *Console) keyRow(ctx context.Context, accountID, id string) (keyRow, err
 }
 
 func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	k, err := c.pathKey(r, s)
+	k, err := c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -614,7 +591,6 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 }
 
 func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *session) error {
-	u := s.user
 	id := r.PathValue("id")
 	// "": a form of an earlier release, without the question.
 	choice := cmp.Or(r.PostForm.Get("old_expires"), "manual")
@@ -625,11 +601,11 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
 	ctx, rep := store.WithEpochReport(r.Context())
-	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &u}, s.user.AccountID, id, in)
+	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &s.user}, s.user.AccountID, id, in)
 	if err != nil {
 		return err
 	}
-	c.Log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", u.ID)
+	c.Log.Info("console key rotated", "key_prefix", created.Key.Prefix, "old_key_id", id, "old_key_stops", choice, "user_id", s.user.ID)
 	return c.reveal(w, r, s, created, rep)
 }
 
@@ -655,7 +631,7 @@ func allowListField(s string) (domain.AllowList, error) {
 // showEditForm is the edit form: the key's settings, or the form as
 // posted with what to fix (e set) or with the agent picker searched.
 func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	k, err := c.pathKey(r, s)
+	k, err := c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -667,7 +643,13 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	np.Expiry = editExpiry(k.APIKey, f.expiry)
+	// The expiry choices: unchanged, or an earlier one (never is only
+	// "unchanged", for a key that never expires).
+	keep := option{Value: "keep", Label: "Unchanged (never)"}
+	if k.ExpiresAt != nil {
+		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
+	}
+	np.Expiry = choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(f.expiry, "keep"))
 	p := editKeyPage{Key: k, newKeyPage: np}
 	return c.renderForm(w, r, s, e, "editkey", "Edit "+isolate(k.Name), &p)
 }
@@ -696,16 +678,6 @@ func presetOf(scopes []domain.Scope) (domain.Preset, bool) {
 	return domain.Presets[i], true
 }
 
-// editExpiry are the edit form's expiry choices: unchanged, or an earlier
-// one (never is only "unchanged", for a key that never expires).
-func editExpiry(k domain.APIKey, chosen string) []option {
-	keep := option{Value: "keep", Label: "Unchanged (never)"}
-	if k.ExpiresAt != nil {
-		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
-	}
-	return choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(chosen, "keep"))
-}
-
 // handleEditKey saves the edit form: the access (unless the key is
 // revoked), then the name and description, each checked before anything
 // is saved. The picker's buttons only show the form again.
@@ -721,9 +693,8 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 	if err := keys.CheckText(f.name, f.description); err != nil {
 		return err
 	}
-	u := s.user
-	actor := keys.Actor{User: &u}
-	k, err := c.Keys.Get(r.Context(), u.AccountID, r.PathValue("id"))
+	actor := keys.Actor{User: &s.user}
+	k, err := c.Keys.Get(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -733,10 +704,10 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 			return err
 		}
 	}
-	if _, err := c.Keys.Rename(ctx, actor, u.AccountID, k.ID, f.name, f.description); err != nil {
+	if _, err := c.Keys.Rename(ctx, actor, s.user.AccountID, k.ID, f.name, f.description); err != nil {
 		return err
 	}
-	c.Log.Info("console key edited", "key_id", k.ID, "user_id", u.ID)
+	c.Log.Info("console key edited", "key_id", k.ID, "user_id", s.user.ID)
 	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
 }
 
@@ -749,9 +720,14 @@ func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.API
 		return err
 	}
 	if f.preset != "" {
-		a, err := f.access(k, c.Now())
-		if err != nil {
+		a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
+		if a.Scopes, err = f.chosenScopes(); err != nil {
 			return err
+		}
+		if f.expiry != "keep" && f.expiry != "" {
+			if a.ExpiresAt, err = f.expiryTime(c.Now()); err != nil {
+				return err
+			}
 		}
 		if _, err := c.Keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
 			return f.fieldOf(err)
@@ -762,19 +738,6 @@ func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.API
 	}
 	_, err = c.Keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
 	return err
-}
-
-// access is what the edit form asks k's access to be.
-func (f keyForm) access(k domain.APIKey, now time.Time) (keys.Access, error) {
-	a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
-	var err error
-	if a.Scopes, err = f.chosenScopes(); err != nil {
-		return a, err
-	}
-	if f.expiry != "keep" && f.expiry != "" {
-		a.ExpiresAt, err = f.expiryTime(now)
-	}
-	return a, err
 }
 
 // fieldOf puts the service's refusal of a key form on its field: an AI
@@ -794,7 +757,7 @@ func (f keyForm) fieldOf(err error) error {
 }
 
 func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, err := c.pathKey(r, s)
+	k, err := c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -802,13 +765,12 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 }
 
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
-	u := s.user
 	id := r.PathValue("id")
 	ctx, rep := store.WithEpochReport(r.Context())
-	if err := c.Keys.Revoke(ctx, keys.Actor{User: &u}, s.user.AccountID, id); err != nil {
+	if err := c.Keys.Revoke(ctx, keys.Actor{User: &s.user}, s.user.AccountID, id); err != nil {
 		return err
 	}
-	c.Log.Info("console key revoked", "key_id", id, "user_id", u.ID)
+	c.Log.Info("console key revoked", "key_id", id, "user_id", s.user.ID)
 	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+id+"?done=revoked"))
 }
 

@@ -78,16 +78,6 @@ func userError(err error) (*pageError, bool) {
 	return nil, false
 }
 
-// serve runs h and shows what it returns: fail is the one renderer of
-// every console error.
-func (c *Console) serve(h handler, s *session) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r, s); err != nil {
-			c.fail(w, r, s, err)
-		}
-	}
-}
-
 // fail answers err: a redirect, a user error on the error page with its
 // status, or anything else as the 500 page. The cause of a 500 is logged
 // with the request id (the API's observe names every response) and never

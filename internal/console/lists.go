@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,11 +86,7 @@ func linker(path string, keep url.Values) func(store.Cursor) string {
 	return func(c store.Cursor) string {
 		v := url.Values{}
 		for k, vs := range keep {
-			for _, s := range vs {
-				if s != "" {
-					v.Add(k, s)
-				}
-			}
+			v[k] = slices.DeleteFunc(slices.Clone(vs), func(s string) bool { return s == "" })
 		}
 		if !c.IsZero() {
 			v.Set("after", c.String())

@@ -112,20 +112,13 @@ func (c *Console) handleLogs(w http.ResponseWriter, r *http.Request, s *session)
 		q.KeyID, err = c.logKey(r.Context(), s.user.AccountID, f.Key)
 	}
 	p := logsPage{Filter: f, Classes: requestlog.Classes}
-	status := http.StatusOK
 	if e, ok := err.(*pageError); ok {
 		// The form again, the field marked, and no logs.
-		p.Error, p.Field, status = e.Message, e.Field, e.Status
-	} else if err != nil {
-		return err
-	} else if err = c.logsOf(r, q, lp, back, &p); err != nil {
+		return c.renderForm(w, r, s, e, "logs", "Logs", &p)
+	}
+	if err != nil {
 		return err
 	}
-	return c.render(w, r, s, status, "logs", "Logs", p)
-}
-
-// logsOf reads q's page of logs, their keys named, into p.
-func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams, back []string, p *logsPage) error {
 	logs, next, err := c.Store.RequestLogPage(r.Context(), q)
 	if err != nil {
 		return err
@@ -135,10 +128,9 @@ func (c *Console) logsOf(r *http.Request, q store.RequestLogQuery, lp listParams
 		return err
 	}
 	p.Rows = logRows(logs, labels)
-	f := p.Filter
 	keep := url.Values{"key": {f.Key}, "status": {f.Status}, "route": {f.Route}, "id": {f.RequestID}, "from": {f.From}, "to": {f.To}}
 	p.Pager = logsPager(keep, lp, back, next)
-	return nil
+	return c.render(w, r, s, http.StatusOK, "logs", "Logs", p)
 }
 
 // readBack reads ?back=, the starts of the pages before the one at after

@@ -13,18 +13,15 @@ import (
 // repair (ratelimit.StaleBound).
 const mirrorWarning = "Saved, but other instances may accept the old key for up to 1 second: Redis did not take the change in time."
 
-// mirrorLate is the query a redirect carries to ask for mirrorWarning; the
-// query never carries text of its own into the page.
-const mirrorLate = "mirror=late"
-
 // mirrorTarget is target, asking for mirrorWarning when a write that rep
 // watched (store.WithEpochReport; nil: none) could not raise the mirror.
 func mirrorTarget(rep *store.EpochReport, target string) string {
 	if rep == nil || rep.Err() == nil {
 		return target
 	}
+	// render shows mirrorWarning for it: the query carries no text of its own.
 	if strings.Contains(target, "?") {
-		return target + "&" + mirrorLate
+		return target + "&mirror=late"
 	}
-	return target + "?" + mirrorLate
+	return target + "?mirror=late"
 }

@@ -129,7 +129,7 @@ func setRevealCookie(w http.ResponseWriter, r *http.Request, keyID, value string
 // so a copy of the cookie replayed within revealTTL shows nothing; if
 // anything fails before, a reload tries again.
 func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *session) error {
-	k, err := c.pathKey(r, s)
+	k, err := c.keyRow(r.Context(), s.user.AccountID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

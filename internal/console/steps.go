@@ -25,6 +25,7 @@ import (
 
 // page serves h to a signed-in user once every step has let the request on.
 func (c *Console) page(h handler, steps ...handler) http.Handler {
+	steps = append(steps, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, err := c.signedIn(w, r)
 		for _, step := range steps {
@@ -32,9 +33,6 @@ func (c *Console) page(h handler, steps ...handler) http.Handler {
 				break
 			}
 			err = step(w, r, s)
-		}
-		if err == nil {
-			err = h(w, r, s)
 		}
 		if err != nil {
 			c.fail(w, r, s, err)

@@ -64,26 +64,22 @@ func usageCharts(ctx context.Context, now time.Time, read usageReader, id string
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, newChart(p, start, rows))
+		ch := usageChart{period: p, Buckets: make([]usageBucket, p.n)}
+		for i := range ch.Buckets {
+			ch.Buckets[i].Start = start.Add(time.Duration(i) * p.width)
+		}
+		for _, r := range rows {
+			i, ci := int(r.Start.Sub(start)/p.width), classIndex(r.Class)
+			if i < 0 || i >= p.n || ci < 0 {
+				continue
+			}
+			ch.Buckets[i].Counts[ci] += r.Count
+			ch.Totals[ci] += r.Count
+			ch.Total += r.Count
+		}
+		out = append(out, ch)
 	}
 	return out, nil
-}
-
-func newChart(p period, start time.Time, rows []store.UsageBucket) usageChart {
-	ch := usageChart{period: p, Buckets: make([]usageBucket, p.n)}
-	for i := range ch.Buckets {
-		ch.Buckets[i].Start = start.Add(time.Duration(i) * p.width)
-	}
-	for _, r := range rows {
-		i, ci := int(r.Start.Sub(start)/p.width), classIndex(r.Class)
-		if i < 0 || i >= p.n || ci < 0 {
-			continue
-		}
-		ch.Buckets[i].Counts[ci] += r.Count
-		ch.Totals[ci] += r.Count
-		ch.Total += r.Count
-	}
-	return ch
 }
 
 func classIndex(class string) int { return slices.Index(requestlog.Classes, class) }
@@ -94,18 +90,8 @@ type keyUsage struct {
 	Recent []logRow
 }
 
+// recentLogs is how many of its latest requests a key's page shows.
 const recentLogs = 10
-
-func (c *Console) keyUsage(ctx context.Context, accountID, keyID string, now time.Time) (keyUsage, error) {
-	var u keyUsage
-	var err error
-	if u.Charts, err = usageCharts(ctx, now, c.Store.KeyUsage, keyID); err != nil {
-		return u, err
-	}
-	logs, _, err := c.Store.RequestLogPage(ctx, store.RequestLogQuery{AccountID: accountID, KeyID: keyID, Limit: recentLogs})
-	u.Recent = logRows(logs, nil)
-	return u, err
-}
 
 // overviewPage is the account's usage: its charts and its busiest keys in
 // the last 24 hours.

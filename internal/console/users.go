@@ -40,36 +40,29 @@ type usersPage struct {
 	formError
 }
 
-// usersPage is a page of the account's users (pageSize, searched by
-// email, by ?q= and ?after=) and the invitation form.
-func (c *Console) usersPage(r *http.Request, s *session, email, role string) (usersPage, error) {
-	lp, err := readList(r)
-	if err != nil {
-		return usersPage{}, err
-	}
-	us, next, err := c.Store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
-	if err != nil {
-		return usersPage{}, err
-	}
-	at := func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID }
-	p := usersPage{Email: email, Roles: choose(roleChoices, cmp.Or(role, string(domain.RoleAgent))),
-		Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, us, at)}
-	for _, u := range us {
-		p.Users = append(p.Users, rowOf(u, s))
-	}
-	return p, nil
-}
-
 var roleChoices = []option{
 	{Value: string(domain.RoleAgent), Label: "Agent — views AI agents"},
 	{Value: string(domain.RoleAdmin), Label: "Admin — API keys and AI agents"},
 	{Value: string(domain.RoleOwner), Label: "Owner — everything, including users"},
 }
 
+// showUsers is a page of the account's users (pageSize, searched by
+// email, by ?q= and ?after=) and the invitation form, as posted.
 func (c *Console) showUsers(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	p, err := c.usersPage(r, s, domain.NormalizeEmail(r.PostForm.Get("email")), r.PostForm.Get("role"))
+	lp, err := readList(r)
 	if err != nil {
 		return err
+	}
+	us, next, err := c.Store.UserPage(r.Context(), store.UserPageQuery{AccountID: s.user.AccountID, Search: lp.Search, After: lp.After, Limit: pageSize})
+	if err != nil {
+		return err
+	}
+	at := func(u domain.User) (time.Time, string) { return u.CreatedAt, u.ID }
+	p := usersPage{Email: domain.NormalizeEmail(r.PostForm.Get("email")),
+		Roles: choose(roleChoices, cmp.Or(r.PostForm.Get("role"), string(domain.RoleAgent))),
+		Pager: pagerBoth("/console/users", url.Values{"q": {lp.Search}}, lp, next, us, at)}
+	for _, u := range us {
+		p.Users = append(p.Users, rowOf(u, s))
 	}
 	return c.renderForm(w, r, s, e, "users", "Users", &p)
 }
