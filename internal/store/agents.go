@@ -74,13 +74,7 @@ func (s *Store) GetAgent(ctx context.Context, accountID, id string) (domain.Agen
 	}
 	a, err := scanAgent(s.r.QueryRowContext(ctx,
 		`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`, id, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Agent{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.Agent{}, fmt.Errorf("get agent: %w", err)
-	}
-	return a, nil
+	return a, rowErr("get agent", err)
 }
 
 // AgentQuery selects one keyset page of an account's agents.
@@ -116,20 +110,13 @@ const agentItemColumns = `id, name, enabled, created_at`
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (AgentItem, error) {
+	return collect("list agents", rows, err, func(r *sql.Rows) (AgentItem, error) {
 		var a AgentItem
 		var created int64
 		err := r.Scan(&a.ID, &a.Name, &a.Enabled, &created)
 		a.CreatedAt = fromMS(created)
 		return a, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
 }
 
 // UpdateAgent reads the agent inside a transaction, lets fn change it, and
@@ -149,11 +136,8 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	err := s.inTx(ctx, func(tx *Tx) error {
 		a, err := scanAgent(tx.QueryRowContext(ctx,
 			`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`+s.d.forUpdate, id, accountID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return domain.ErrNotFound
-		}
 		if err != nil {
-			return fmt.Errorf("get agent: %w", err)
+			return rowErr("get agent", err)
 		}
 		created, oldName := a.CreatedAt, a.Name
 		changed, err := fn(&a)

@@ -141,11 +141,8 @@ func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (k domain.AP
 	ctx, cancel := s.authRead(ctx)
 	defer cancel()
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.APIKey{}, false, domain.ErrNotFound
-	}
 	if err != nil {
-		return domain.APIKey{}, false, fmt.Errorf("key by prefix: %w", hung(ctx, err))
+		return domain.APIKey{}, false, rowErr("key by prefix", hung(ctx, err))
 	}
 	return k, accountActive, nil
 }
@@ -157,13 +154,7 @@ func (s *Store) GetKey(ctx context.Context, accountID, id string) (domain.APIKey
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1 AND k.account_id = $2`, id, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.APIKey{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.APIKey{}, fmt.Errorf("get key: %w", err)
-	}
-	return k, nil
+	return k, rowErr("get key", err)
 }
 
 // GetKeyByID finds a key in any account (support tooling).
@@ -172,13 +163,7 @@ func (s *Store) GetKeyByID(ctx context.Context, id string) (domain.APIKey, error
 		return domain.APIKey{}, domain.ErrNotFound
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.APIKey{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.APIKey{}, fmt.Errorf("get key: %w", err)
-	}
-	return k, nil
+	return k, rowErr("get key", err)
 }
 
 // ListKeys returns the account's keys in creation order.
@@ -188,14 +173,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 	}
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k WHERE k.account_id = $1 ORDER BY k.created_at, k.id`, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	out, err := collect(rows, scanKeyRow)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return out, nil
+	return collect("list keys", rows, err, scanKeyRow)
 }
 
 func scanKeyRow(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) }
@@ -224,13 +202,7 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 			// UPDATE above makes final).
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1 AND account_id = $2`, id, accountID).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return domain.ErrNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("get key: %w", err)
-			}
-			return nil
+			return rowErr("get key", err)
 		}
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
@@ -256,15 +228,9 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 			return fmt.Errorf("update key rate limit: %w", err)
 		}
 		if err := checkAffected(res); errors.Is(err, domain.ErrNotFound) {
-			var one int
+			var one int // already n, unless the key is unknown
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, id).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return domain.ErrNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("get key: %w", err)
-			}
-			return nil // already n
+			return rowErr("get key", err)
 		} else if err != nil {
 			return err
 		}
@@ -345,14 +311,7 @@ func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, li
 		query += fmt.Sprintf(` LIMIT $%d`, len(args))
 	}
 	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
-	}
-	out, err := collect(rows, scanAuditEvent)
-	if err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
-	}
-	return out, nil
+	return collect("list audit events", rows, err, scanAuditEvent)
 }
 
 // auditColumns are scanAuditEvent's.

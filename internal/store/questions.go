@@ -147,10 +147,7 @@ func (s *Store) RecentQuestions(ctx context.Context, accountID, agentID string, 
 		args = append(args, limit)
 	}
 	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("recent questions: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (domain.Question, error) {
+	return collect("recent questions", rows, err, func(r *sql.Rows) (domain.Question, error) {
 		var q domain.Question
 		var conv sql.NullString
 		var created int64
@@ -158,8 +155,4 @@ func (s *Store) RecentQuestions(ctx context.Context, accountID, agentID string, 
 		q.ConversationID, q.CreatedAt = conv.String, fromMS(created)
 		return q, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("recent questions: %w", err)
-	}
-	return out, nil
 }

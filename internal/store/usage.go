@@ -196,10 +196,7 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string, from, to time.Time, 
 			UNION ALL
 			SELECT (hour / $4) * $4 AS b, class, count AS n FROM usage_hour WHERE key_id = $1 AND hour >= $2 AND hour < $3
 		) u GROUP BY b, class ORDER BY b, class`, keyID, toMS(from), toMS(to), w)
-	if err != nil {
-		return nil, fmt.Errorf("key usage: %w", err)
-	}
-	return collect(rows, func(r *sql.Rows) (UsageBucket, error) {
+	return collect("key usage", rows, err, func(r *sql.Rows) (UsageBucket, error) {
 		var b UsageBucket
 		var ms int64
 		err := r.Scan(&ms, &b.Class, &b.Count)

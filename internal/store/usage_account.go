@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 )
 
@@ -51,12 +50,5 @@ func accountUsage[T any](ctx context.Context, s *Store, query, accountID string,
 		return nil, nil
 	}
 	rows, err := s.queryRead(ctx, query, accountID, toMS(from), toMS(to), width.Milliseconds())
-	if err != nil {
-		return nil, fmt.Errorf("account usage: %w", err)
-	}
-	out, err := collect(rows, scan)
-	if err != nil {
-		return nil, fmt.Errorf("scan account usage: %w", err)
-	}
-	return out, nil
+	return collect("account usage", rows, err, scan)
 }
