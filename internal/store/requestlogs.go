@@ -373,25 +373,21 @@ func capKey(ctx context.Context, tx *Tx, engine, acct, keyID string, keep int64)
 func trimSecond(ctx context.Context, tx *Tx, engine, acct, keyID string, sec int64, keep func([]requestlog.Log) []requestlog.Log) error {
 	const ofKey = `account_id = $1 AND sec = $2 AND ($3 = '' OR key_id = $3)`
 	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE `+ofKey, acct, sec, keyID)
-	if err != nil {
-		return fmt.Errorf("read request logs: %w", err)
-	}
 	var logs []requestlog.Log
-	for rows.Next() {
+	_, err = collect("read request logs", rows, err, func(r *sql.Rows) (struct{}, error) {
 		var keyID string
 		var blob []byte
-		if err := rows.Scan(&keyID, &blob); err != nil {
-			rows.Close()
-			return fmt.Errorf("read request logs: %w", err)
+		if err := r.Scan(&keyID, &blob); err != nil {
+			return struct{}{}, err
 		}
+		var err error
 		if logs, err = requestlog.Unpack(logs, blob, sec, acct, keyID); err != nil {
-			rows.Close()
-			return fmt.Errorf("request logs of %d: %w", sec, err)
+			return struct{}{}, fmt.Errorf("request logs of %d: %w", sec, err)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read request logs: %w", err)
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return err
 	}
 	logs = requestlog.NewestFirst(logs)
 	n := len(logs)

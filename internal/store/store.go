@@ -134,7 +134,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	if err := migrateSQLite(ctx, w); err != nil {
+	if err := migrate(ctx, w, EngineSQLite); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("migrate sqlite %s: %w", path, err)
 	}

@@ -214,17 +214,11 @@ func (s *Store) AccountKeyRequests(ctx context.Context, accountID string, since 
 	}
 	rows, err := s.queryRead(ctx, `SELECT key_id, SUM(count) FROM usage_minute WHERE account_id = $1 AND minute >= $2 GROUP BY key_id`,
 		accountID, toMS(since.Truncate(time.Minute)))
-	if err != nil {
-		return nil, fmt.Errorf("account usage: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
+	_, err = collect("account usage", rows, err, func(r *sql.Rows) (id string, err error) {
 		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("scan usage: %w", err)
-		}
+		err = r.Scan(&id, &n)
 		out[id] = n
-	}
-	return out, rows.Err()
+		return
+	})
+	return out, err
 }
