@@ -196,13 +196,14 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string, from, to time.Time, 
 			UNION ALL
 			SELECT (hour / $4) * $4 AS b, class, count AS n FROM usage_hour WHERE key_id = $1 AND hour >= $2 AND hour < $3
 		) u GROUP BY b, class ORDER BY b, class`, keyID, toMS(from), toMS(to), w)
-	return collect("key usage", rows, err, func(r *sql.Rows) (UsageBucket, error) {
-		var b UsageBucket
-		var ms int64
-		err := r.Scan(&ms, &b.Class, &b.Count)
-		b.Start = fromMS(ms)
-		return b, err
-	})
+	return collect("key usage", rows, err, scanUsageBucket)
+}
+
+func scanUsageBucket(r *sql.Rows) (b UsageBucket, err error) {
+	var ms int64
+	err = r.Scan(&ms, &b.Class, &b.Count)
+	b.Start = fromMS(ms)
+	return
 }
 
 // AccountKeyRequests returns, per key of the account, its requests since
