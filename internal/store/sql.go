@@ -151,14 +151,11 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // joinList and splitList store a list of words (scopes, features, ids) in
 // one TEXT column.
 func joinList[T ~string](list []T) string {
-	var b strings.Builder
+	words := make([]string, len(list))
 	for i, v := range list {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(string(v))
+		words[i] = string(v)
 	}
-	return b.String()
+	return strings.Join(words, " ")
 }
 
 func splitList[T ~string](s string) []T {
