@@ -155,12 +155,7 @@ func (s *Store) CreateUser(ctx context.Context, u domain.User, evs ...domain.Aud
 		if err != nil {
 			return fmt.Errorf("insert user: %w", err)
 		}
-		for _, ev := range evs {
-			if err := insertAuditEvent(ctx, tx, ev); err != nil {
-				return err
-			}
-		}
-		return nil
+		return insertAuditEvents(ctx, tx, evs...)
 	})
 	if isUnique(err) {
 		// After the rollback: the holder of the email has committed.
@@ -264,7 +259,7 @@ func (s *Store) UpdateUser(ctx context.Context, accountID, id string, ch UserCha
 		if event == nil {
 			return nil
 		}
-		return insertAuditEvent(ctx, tx, event(before))
+		return insertAuditEvents(ctx, tx, event(before))
 	})
 	return before, err
 }

@@ -163,8 +163,7 @@ func (s *Store) KeyPage(ctx context.Context, q KeyPageQuery) ([]domain.APIKey, C
 		b.add(` AND k.revoked_at IS NOT NULL`)
 	}
 	b.keyset("k.", q.After, true, q.Limit)
-	return page(ctx, s, "key", &b, q.Limit, q.After,
-		func(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) },
+	return page(ctx, s, "key", &b, q.Limit, q.After, scanKeyRow,
 		func(k domain.APIKey) Cursor { return Cursor{CreatedAt: k.CreatedAt, ID: k.ID} })
 }
 
@@ -330,8 +329,7 @@ func (s *Store) UserPage(ctx context.Context, q UserPageQuery) ([]domain.User, C
 		b.add(` AND lower(email) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'`)
 	}
 	b.keyset("", q.After, false, q.Limit)
-	return page(ctx, s, "user", &b, q.Limit, q.After,
-		func(rows *sql.Rows) (domain.User, error) { return scanUser(rows) },
+	return page(ctx, s, "user", &b, q.Limit, q.After, scanUserRow,
 		func(u domain.User) Cursor { return Cursor{CreatedAt: u.CreatedAt, ID: u.ID} })
 }
 
@@ -419,6 +417,6 @@ func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, descript
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }

@@ -82,12 +82,7 @@ func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*Tx) e
 				return err
 			}
 		}
-		for _, ev := range evs {
-			if err := insertAuditEvent(ctx, tx, ev); err != nil {
-				return err
-			}
-		}
-		return nil
+		return insertAuditEvents(ctx, tx, evs...)
 	})
 	if isUnique(err) {
 		// After the rollback: whatever holds the prefix has committed.
@@ -207,7 +202,7 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }
 
@@ -237,7 +232,7 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }
 
@@ -270,15 +265,17 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 }
 
 func (s *Store) AddAuditEvent(ctx context.Context, ev domain.AuditEvent) error {
-	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvent(ctx, tx, ev) })
+	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvents(ctx, tx, ev) })
 }
 
-func insertAuditEvent(ctx context.Context, tx *Tx, ev domain.AuditEvent) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("insert audit event: %w", err)
+func insertAuditEvents(ctx context.Context, tx *Tx, evs ...domain.AuditEvent) error {
+	for _, ev := range evs {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("insert audit event: %w", err)
+		}
 	}
 	return nil
 }
