@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -270,9 +271,7 @@ func listAgentsSQL(cols string, q AgentQuery) (string, []any) {
 // already be unique per account; a collision fails its batch with
 // *domain.DuplicateError and leaves earlier batches in place.
 func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
-	const batch = 500
-	for start := 0; start < len(agents); start += batch {
-		chunk := agents[start:min(start+batch, len(agents))]
+	for chunk := range slices.Chunk(agents, 500) {
 		var b strings.Builder
 		b.WriteString(`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at) VALUES `)
 		args := make([]any, 0, len(chunk)*8)

@@ -226,9 +226,7 @@ func byIDs[T any](ctx context.Context, s *Store, selectFrom, accountID string, i
 	if !storable(accountID) {
 		return out, nil
 	}
-	const perStatement = 500
-	for start := 0; start < len(want); start += perStatement {
-		batch := want[start:min(start+perStatement, len(want))]
+	for batch := range slices.Chunk(want, 500) {
 		var b builder
 		b.add(selectFrom + ` WHERE account_id = ` + b.arg(accountID) + ` AND id IN (`)
 		for i, id := range batch {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -104,22 +103,19 @@ func insertKeyAgents(ctx context.Context, tx *Tx, keyID string, agentIDs []strin
 			ids = append(ids, id)
 		}
 	}
-	const perStatement = 500
-	for start := 0; start < len(ids); start += perStatement {
-		batch := ids[start:min(start+perStatement, len(ids))]
-		var b strings.Builder
-		b.WriteString(`INSERT INTO api_key_agents (key_id, agent_id, pos) VALUES `)
-		args := make([]any, 0, 1+2*len(batch))
-		args = append(args, keyID)
+	pos := 0
+	for batch := range slices.Chunk(ids, 500) {
+		var b builder
+		b.add(`INSERT INTO api_key_agents (key_id, agent_id, pos) VALUES `)
+		key := b.arg(keyID)
 		for i, id := range batch {
 			if i > 0 {
-				b.WriteString(", ")
+				b.add(", ")
 			}
-			n := len(args)
-			b.WriteString("($1, $" + strconv.Itoa(n+1) + ", $" + strconv.Itoa(n+2) + ")")
-			args = append(args, id, start+i)
+			b.add("(" + key + ", " + b.arg(id) + ", " + b.arg(pos) + ")")
+			pos++
 		}
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, b.b.String(), b.args...); err != nil {
 			return fmt.Errorf("insert key agents: %w", err)
 		}
 	}
