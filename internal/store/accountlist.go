@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 )
 
@@ -24,18 +23,11 @@ func (s *Store) ListAccounts(ctx context.Context) ([]AccountSummary, error) {
 		(SELECT count(*) FROM users u WHERE u.account_id = a.id AND u.active),
 		(SELECT count(*) FROM api_keys k WHERE k.account_id = a.id AND k.revoked_at IS NULL)
 		FROM accounts a ORDER BY a.created_at, a.id`)
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (AccountSummary, error) {
+	return collect("list accounts", rows, err, func(r *sql.Rows) (AccountSummary, error) {
 		var a AccountSummary
 		var created int64
 		err := r.Scan(&a.ID, &a.Name, &a.Active, &created, &a.Users, &a.Keys)
 		a.CreatedAt = fromMS(created)
 		return a, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("list accounts: %w", err)
-	}
-	return out, nil
 }

@@ -41,11 +41,8 @@ func (s *Store) GetAccount(ctx context.Context, id string) (domain.Account, erro
 	err := s.r.QueryRowContext(ctx,
 		`SELECT id, name, active, features, created_at FROM accounts WHERE id = $1`, id,
 	).Scan(&a.ID, &a.Name, &a.Active, &features, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Account{}, domain.ErrNotFound
-	}
 	if err != nil {
-		return domain.Account{}, fmt.Errorf("get account: %w", err)
+		return domain.Account{}, rowErr("get account", err)
 	}
 	a.Features = splitList[domain.Feature](features)
 	a.CreatedAt = fromMS(created)
@@ -95,11 +92,8 @@ func (s *Store) SetAccountFeature(ctx context.Context, id string, f domain.Featu
 	return s.inTx(ctx, func(tx *Tx) error {
 		var features string
 		err := tx.QueryRowContext(ctx, `SELECT features FROM accounts WHERE id = $1`+s.d.forUpdate, id).Scan(&features)
-		if errors.Is(err, sql.ErrNoRows) {
-			return domain.ErrNotFound
-		}
 		if err != nil {
-			return fmt.Errorf("get account features: %w", err)
+			return rowErr("get account features", err)
 		}
 		list := splitList[domain.Feature](features)
 		if on {
@@ -161,12 +155,7 @@ func (s *Store) CreateUser(ctx context.Context, u domain.User, evs ...domain.Aud
 		if err != nil {
 			return fmt.Errorf("insert user: %w", err)
 		}
-		for _, ev := range evs {
-			if err := insertAuditEvent(ctx, tx, ev); err != nil {
-				return err
-			}
-		}
-		return nil
+		return insertAuditEvents(ctx, tx, evs...)
 	})
 	if isUnique(err) {
 		// After the rollback: the holder of the email has committed.
@@ -184,13 +173,7 @@ func (s *Store) GetUser(ctx context.Context, id string) (domain.User, error) {
 		return domain.User{}, domain.ErrNotFound
 	}
 	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.User{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.User{}, fmt.Errorf("get user: %w", err)
-	}
-	return u, nil
+	return u, rowErr("get user", err)
 }
 
 func (s *Store) GetUserByEmail(ctx context.Context, email string) (domain.User, error) {
@@ -199,13 +182,7 @@ func (s *Store) GetUserByEmail(ctx context.Context, email string) (domain.User, 
 	}
 	u, err := scanUser(s.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = $1`,
 		domain.NormalizeEmail(email)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.User{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.User{}, fmt.Errorf("get user by email: %w", err)
-	}
-	return u, nil
+	return u, rowErr("get user by email", err)
 }
 
 // ListUsers returns the account's users in creation order.
@@ -215,14 +192,7 @@ func (s *Store) ListUsers(ctx context.Context, accountID string) ([]domain.User,
 	}
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT `+userColumns+` FROM users WHERE account_id = $1 ORDER BY created_at, id`, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	out, err := collect(rows, scanUserRow)
-	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	return out, nil
+	return collect("list users", rows, err, scanUserRow)
 }
 
 func scanUserRow(rows *sql.Rows) (domain.User, error) { return scanUser(rows) }
@@ -289,7 +259,7 @@ func (s *Store) UpdateUser(ctx context.Context, accountID, id string, ch UserCha
 		if event == nil {
 			return nil
 		}
-		return insertAuditEvent(ctx, tx, event(before))
+		return insertAuditEvents(ctx, tx, event(before))
 	})
 	return before, err
 }
@@ -298,20 +268,11 @@ func (s *Store) UpdateUser(ctx context.Context, accountID, id string, ch UserCha
 func lockUser(ctx context.Context, d dialect, tx *Tx, accountID, id string) (domain.User, error) {
 	var locked string
 	err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE id = $1`+d.forUpdate, accountID).Scan(&locked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.User{}, domain.ErrNotFound
-	}
 	if err != nil {
-		return domain.User{}, fmt.Errorf("lock account: %w", err)
+		return domain.User{}, rowErr("lock account", err)
 	}
 	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND account_id = $2`, id, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.User{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.User{}, fmt.Errorf("get user: %w", err)
-	}
-	return u, nil
+	return u, rowErr("get user", err)
 }
 
 // userChangeSet is the SET list and its arguments for what ch changes of u.

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,13 +74,7 @@ func (s *Store) GetAgent(ctx context.Context, accountID, id string) (domain.Agen
 	}
 	a, err := scanAgent(s.r.QueryRowContext(ctx,
 		`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`, id, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Agent{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.Agent{}, fmt.Errorf("get agent: %w", err)
-	}
-	return a, nil
+	return a, rowErr("get agent", err)
 }
 
 // AgentQuery selects one keyset page of an account's agents.
@@ -116,20 +110,13 @@ const agentItemColumns = `id, name, enabled, created_at`
 func (s *Store) ListAgentItems(ctx context.Context, q AgentQuery) ([]AgentItem, error) {
 	query, args := listAgentsSQL(agentItemColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (AgentItem, error) {
+	return collect("list agents", rows, err, func(r *sql.Rows) (AgentItem, error) {
 		var a AgentItem
 		var created int64
 		err := r.Scan(&a.ID, &a.Name, &a.Enabled, &created)
 		a.CreatedAt = fromMS(created)
 		return a, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
 }
 
 // UpdateAgent reads the agent inside a transaction, lets fn change it, and
@@ -149,11 +136,8 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 	err := s.inTx(ctx, func(tx *Tx) error {
 		a, err := scanAgent(tx.QueryRowContext(ctx,
 			`SELECT `+agentColumns+` FROM agents WHERE id = $1 AND account_id = $2`+s.d.forUpdate, id, accountID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return domain.ErrNotFound
-		}
 		if err != nil {
-			return fmt.Errorf("get agent: %w", err)
+			return rowErr("get agent", err)
 		}
 		created, oldName := a.CreatedAt, a.Name
 		changed, err := fn(&a)
@@ -206,21 +190,17 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 // which nothing else can have, and keeps it until it is renamed.
 func refoldAgentNames(ctx context.Context, tx *sql.Tx, _ string) error {
 	type change struct{ id, key string }
-	var changes []change
-	rows, err := tx.QueryContext(ctx,
-		`SELECT id, account_id, name, name_key FROM agents ORDER BY account_id, created_at, id`)
-	if err != nil {
-		return fmt.Errorf("read agent names: %w", err)
-	}
-	defer rows.Close()
 	var (
+		changes []change
 		account string
 		held    = map[string]bool{} // the keys of account's agents so far
 	)
-	for rows.Next() {
+	rows, err := tx.QueryContext(ctx,
+		`SELECT id, account_id, name, name_key FROM agents ORDER BY account_id, created_at, id`)
+	_, err = collect("read agent names", rows, err, func(r *sql.Rows) (struct{}, error) {
 		var id, acct, name, old string
-		if err := rows.Scan(&id, &acct, &name, &old); err != nil {
-			return fmt.Errorf("read agent names: %w", err)
+		if err := r.Scan(&id, &acct, &name, &old); err != nil {
+			return struct{}{}, err
 		}
 		if acct != account {
 			account = acct
@@ -234,11 +214,11 @@ func refoldAgentNames(ctx context.Context, tx *sql.Tx, _ string) error {
 		if key != old {
 			changes = append(changes, change{id, key})
 		}
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return err
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read agent names: %w", err)
-	}
-	rows.Close()
 	// Two passes: moving an agent straight to its new key could meet, in
 	// the unique index, another agent's old key that has yet to move.
 	for pass := range 2 {
@@ -266,29 +246,24 @@ func collidedNameKey(key, id string) string { return key + "\x1f" + id }
 // on top of a range scan of agents_page (account_id, created_at, id), which
 // also yields the order, so a page costs its length and never an OFFSET.
 func listAgentsSQL(cols string, q AgentQuery) (string, []any) {
-	var b strings.Builder
-	args := []any{q.AccountID}
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	b.WriteString(`SELECT ` + cols + ` FROM agents WHERE account_id = $1`)
+	var b builder
+	b.add(`SELECT ` + cols + ` FROM agents WHERE account_id = ` + b.arg(q.AccountID))
 	if q.UpdatedSince != nil {
-		b.WriteString(` AND updated_at >= ` + arg(toMS(*q.UpdatedSince)))
+		b.add(` AND updated_at >= ` + b.arg(toMS(*q.UpdatedSince)))
 	}
 	if q.OnlyKeyID != "" {
-		b.WriteString(` AND id IN (SELECT agent_id FROM api_key_agents WHERE key_id = ` + arg(q.OnlyKeyID) + `)`)
+		b.add(` AND id IN (SELECT agent_id FROM api_key_agents WHERE key_id = ` + b.arg(q.OnlyKeyID) + `)`)
 	}
 	if q.AfterID != "" {
 		// A row-value comparison: both engines turn it into a range scan
 		// of agents_page.
-		b.WriteString(` AND (created_at, id) > (` + arg(toMS(q.AfterCreatedAt)) + `, ` + arg(q.AfterID) + `)`)
+		b.add(` AND (created_at, id) > (` + b.arg(toMS(q.AfterCreatedAt)) + `, ` + b.arg(q.AfterID) + `)`)
 	}
-	b.WriteString(` ORDER BY created_at, id`)
+	b.add(` ORDER BY created_at, id`)
 	if q.Limit > 0 {
-		b.WriteString(` LIMIT ` + arg(q.Limit))
+		b.add(` LIMIT ` + b.arg(q.Limit))
 	}
-	return b.String(), args
+	return b.b.String(), b.args
 }
 
 // ImportAgents inserts many agents at once, in batches of multi-row
@@ -296,9 +271,7 @@ func listAgentsSQL(cols string, q AgentQuery) (string, []any) {
 // already be unique per account; a collision fails its batch with
 // *domain.DuplicateError and leaves earlier batches in place.
 func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
-	const batch = 500
-	for start := 0; start < len(agents); start += batch {
-		chunk := agents[start:min(start+batch, len(agents))]
+	for chunk := range slices.Chunk(agents, 500) {
 		var b strings.Builder
 		b.WriteString(`INSERT INTO agents (id, account_id, name, name_key, instructions, enabled, created_at, updated_at) VALUES `)
 		args := make([]any, 0, len(chunk)*8)

@@ -29,6 +29,6 @@ func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }

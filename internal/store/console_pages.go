@@ -112,12 +112,9 @@ func order(alias string, desc bool) string {
 func page[T any](ctx context.Context, s *Store, what string, b *builder, limit int, from Cursor,
 	scan func(*sql.Rows) (T, error), at func(T) Cursor) ([]T, Cursor, error) {
 	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
+	out, err := collect(what+" page", rows, err, scan)
 	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
-	}
-	out, err := collect(rows, scan)
-	if err != nil {
-		return nil, Cursor{}, fmt.Errorf("%s page: %w", what, err)
+		return nil, Cursor{}, err
 	}
 	var more Cursor
 	if len(out) > limit {
@@ -166,8 +163,7 @@ func (s *Store) KeyPage(ctx context.Context, q KeyPageQuery) ([]domain.APIKey, C
 		b.add(` AND k.revoked_at IS NOT NULL`)
 	}
 	b.keyset("k.", q.After, true, q.Limit)
-	return page(ctx, s, "key", &b, q.Limit, q.After,
-		func(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) },
+	return page(ctx, s, "key", &b, q.Limit, q.After, scanKeyRow,
 		func(k domain.APIKey) Cursor { return Cursor{CreatedAt: k.CreatedAt, ID: k.ID} })
 }
 
@@ -179,10 +175,7 @@ func (s *Store) KeysRotatedFrom(ctx context.Context, accountID, id string) ([]do
 	}
 	rows, err := s.queryRead(ctx, `SELECT `+keyColumns+` FROM api_keys k
 		WHERE k.rotated_from = $1 AND k.account_id = $2 ORDER BY k.created_at, k.id`, id, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("keys rotated from: %w", err)
-	}
-	return collect(rows, scanKeyRow)
+	return collect("keys rotated from", rows, err, scanKeyRow)
 }
 
 // KeyNameTaken reports whether a key of the account has exactly this name
@@ -191,15 +184,13 @@ func (s *Store) KeyNameTaken(ctx context.Context, accountID, name string) (bool,
 	if !storable(accountID, name) {
 		return false, nil
 	}
-	var one int
-	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE account_id = $1 AND name = $2 LIMIT 1`, accountID, name).Scan(&one)
-	if err == sql.ErrNoRows {
-		return false, nil
-	}
+	var taken bool
+	err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE account_id = $1 AND name = $2)`,
+		accountID, name).Scan(&taken)
 	if err != nil {
 		return false, fmt.Errorf("key name taken: %w", err)
 	}
-	return true, nil
+	return taken, nil
 }
 
 // KeyLabel is what a list shows of a key it refers to.
@@ -208,66 +199,34 @@ type KeyLabel struct{ Name, Prefix string }
 // KeyLabels returns the name and prefix of those of ids that are keys of the
 // account (by primary key).
 func (s *Store) KeyLabels(ctx context.Context, accountID string, ids []string) (map[string]KeyLabel, error) {
-	out := map[string]KeyLabel{}
-	err := s.byIDs(ctx, `SELECT id, name, prefix FROM api_keys`, accountID, ids, func(rows *sql.Rows) error {
-		var id string
-		var l KeyLabel
-		if err := rows.Scan(&id, &l.Name, &l.Prefix); err != nil {
-			return err
-		}
-		out[id] = l
-		return nil
-	})
-	return out, err
+	return byIDs(ctx, s, `SELECT id, name, prefix FROM api_keys`, accountID, ids,
+		func(l *KeyLabel) []any { return []any{&l.Name, &l.Prefix} })
 }
 
 // UserEmails returns the email of those of ids that are users of the
 // account (by primary key).
 func (s *Store) UserEmails(ctx context.Context, accountID string, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	err := s.byIDs(ctx, `SELECT id, email FROM users`, accountID, ids, func(rows *sql.Rows) error {
-		var id, email string
-		if err := rows.Scan(&id, &email); err != nil {
-			return err
-		}
-		out[id] = email
-		return nil
-	})
-	return out, err
+	return byIDs(ctx, s, `SELECT id, email FROM users`, accountID, ids, func(v *string) []any { return []any{v} })
 }
 
 // AgentNames returns the name of those of ids that are agents of the
 // account (by primary key).
 func (s *Store) AgentNames(ctx context.Context, accountID string, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	err := s.byIDs(ctx, `SELECT id, name FROM agents`, accountID, ids, func(rows *sql.Rows) error {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return err
-		}
-		out[id] = name
-		return nil
-	})
-	return out, err
+	return byIDs(ctx, s, `SELECT id, name FROM agents`, accountID, ids, func(v *string) []any { return []any{v} })
 }
 
-// byIDs runs selectFrom with WHERE account_id = ? AND id IN (ids), in
-// batches, calling scan for each row.
-func (s *Store) byIDs(ctx context.Context, selectFrom, accountID string, ids []string, scan func(*sql.Rows) error) error {
-	seen := map[string]bool{}
-	var want []string
-	for _, id := range ids {
-		if id != "" && !seen[id] && storable(id) {
-			seen[id] = true
-			want = append(want, id)
-		}
-	}
+// byIDs runs selectFrom, which reads the id and then what dest points
+// into, with WHERE account_id = ? AND id IN (ids), in batches, and returns
+// what each id read.
+func byIDs[T any](ctx context.Context, s *Store, selectFrom, accountID string, ids []string, dest func(*T) []any) (map[string]T, error) {
+	out := map[string]T{}
+	want := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == "" || !storable(id) })
+	slices.Sort(want)
+	want = slices.Compact(want)
 	if !storable(accountID) {
-		return nil
+		return out, nil
 	}
-	const perStatement = 500
-	for start := 0; start < len(want); start += perStatement {
-		batch := want[start:min(start+perStatement, len(want))]
+	for batch := range slices.Chunk(want, 500) {
 		var b builder
 		b.add(selectFrom + ` WHERE account_id = ` + b.arg(accountID) + ` AND id IN (`)
 		for i, id := range batch {
@@ -278,17 +237,20 @@ func (s *Store) byIDs(ctx context.Context, selectFrom, accountID string, ids []s
 		}
 		b.add(")")
 		rows, err := s.r.QueryContext(ctx, b.b.String(), b.args...)
-		if err != nil {
-			return fmt.Errorf("read by ids: %w", err)
-		}
-		_, err = collect(rows, func(r *sql.Rows) (struct{}, error) {
-			return struct{}{}, scan(r)
+		_, err = collect("read by ids", rows, err, func(r *sql.Rows) (struct{}, error) {
+			var id string
+			var v T
+			if err := r.Scan(append([]any{&id}, dest(&v)...)...); err != nil {
+				return struct{}{}, err
+			}
+			out[id] = v
+			return struct{}{}, nil
 		})
 		if err != nil {
-			return fmt.Errorf("read by ids: %w", err)
+			return out, err
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // AuditItem is an audit event with the name and prefix of its key ("" when
@@ -365,8 +327,7 @@ func (s *Store) UserPage(ctx context.Context, q UserPageQuery) ([]domain.User, C
 		b.add(` AND lower(email) LIKE ` + b.arg(likeContains(q.Search)) + ` ESCAPE '\'`)
 	}
 	b.keyset("", q.After, false, q.Limit)
-	return page(ctx, s, "user", &b, q.Limit, q.After,
-		func(rows *sql.Rows) (domain.User, error) { return scanUser(rows) },
+	return page(ctx, s, "user", &b, q.Limit, q.After, scanUserRow,
 		func(u domain.User) Cursor { return Cursor{CreatedAt: u.CreatedAt, ID: u.ID} })
 }
 
@@ -394,18 +355,15 @@ func (s *Store) AgentPickerPage(ctx context.Context, accountID, search, after st
 	}
 	b.add(` ORDER BY name_key LIMIT ` + b.arg(limit+1))
 	rows, err := s.queryRead(ctx, b.b.String(), b.args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("agent picker: %w", err)
-	}
 	var keys []string
-	out, err := collect(rows, func(r *sql.Rows) (a PickerAgent, err error) {
+	out, err := collect("agent picker", rows, err, func(r *sql.Rows) (a PickerAgent, err error) {
 		var key string
 		err = r.Scan(&a.ID, &a.Name, &a.Enabled, &key)
 		keys = append(keys, key)
 		return a, err
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("agent picker: %w", err)
+		return nil, "", err
 	}
 	next := ""
 	if len(out) > limit {
@@ -457,6 +415,6 @@ func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, descript
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }

@@ -80,12 +80,5 @@ func (s *Store) SessionRowExists(ctx context.Context, tokenHash []byte) (bool, e
 func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, error) {
 	query, args := listAgentsSQL(agentColumns, q)
 	rows, err := s.queryRead(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list agents: %w", err)
-	}
-	return out, nil
+	return collect("list agents", rows, err, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
 }

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -22,13 +20,10 @@ func (s *Store) MarkKeyEpochMirrored(ctx context.Context) error {
 // KeyEpochMirrored reports whether MarkKeyEpochMirrored ever ran on this
 // database.
 func (s *Store) KeyEpochMirrored(ctx context.Context) (bool, error) {
-	var one int
-	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM claims WHERE name = $1`, fleetMirrorClaim).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
+	var claimed bool
+	err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM claims WHERE name = $1)`, fleetMirrorClaim).Scan(&claimed)
 	if err != nil {
 		return false, fmt.Errorf("read fleet mirror claim: %w", err)
 	}
-	return true, nil
+	return claimed, nil
 }

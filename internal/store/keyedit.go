@@ -44,7 +44,7 @@ func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scope
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }
 

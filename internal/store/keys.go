@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -82,12 +81,7 @@ func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*Tx) e
 				return err
 			}
 		}
-		for _, ev := range evs {
-			if err := insertAuditEvent(ctx, tx, ev); err != nil {
-				return err
-			}
-		}
-		return nil
+		return insertAuditEvents(ctx, tx, evs...)
 	})
 	if isUnique(err) {
 		// After the rollback: whatever holds the prefix has committed.
@@ -109,22 +103,19 @@ func insertKeyAgents(ctx context.Context, tx *Tx, keyID string, agentIDs []strin
 			ids = append(ids, id)
 		}
 	}
-	const perStatement = 500
-	for start := 0; start < len(ids); start += perStatement {
-		batch := ids[start:min(start+perStatement, len(ids))]
-		var b strings.Builder
-		b.WriteString(`INSERT INTO api_key_agents (key_id, agent_id, pos) VALUES `)
-		args := make([]any, 0, 1+2*len(batch))
-		args = append(args, keyID)
+	pos := 0
+	for batch := range slices.Chunk(ids, 500) {
+		var b builder
+		b.add(`INSERT INTO api_key_agents (key_id, agent_id, pos) VALUES `)
+		key := b.arg(keyID)
 		for i, id := range batch {
 			if i > 0 {
-				b.WriteString(", ")
+				b.add(", ")
 			}
-			n := len(args)
-			b.WriteString("($1, $" + strconv.Itoa(n+1) + ", $" + strconv.Itoa(n+2) + ")")
-			args = append(args, id, start+i)
+			b.add("(" + key + ", " + b.arg(id) + ", " + b.arg(pos) + ")")
+			pos++
 		}
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, b.b.String(), b.args...); err != nil {
 			return fmt.Errorf("insert key agents: %w", err)
 		}
 	}
@@ -141,11 +132,8 @@ func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (k domain.AP
 	ctx, cancel := s.authRead(ctx)
 	defer cancel()
 	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.APIKey{}, false, domain.ErrNotFound
-	}
 	if err != nil {
-		return domain.APIKey{}, false, fmt.Errorf("key by prefix: %w", hung(ctx, err))
+		return domain.APIKey{}, false, rowErr("key by prefix", hung(ctx, err))
 	}
 	return k, accountActive, nil
 }
@@ -157,13 +145,7 @@ func (s *Store) GetKey(ctx context.Context, accountID, id string) (domain.APIKey
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1 AND k.account_id = $2`, id, accountID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.APIKey{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.APIKey{}, fmt.Errorf("get key: %w", err)
-	}
-	return k, nil
+	return k, rowErr("get key", err)
 }
 
 // GetKeyByID finds a key in any account (support tooling).
@@ -172,13 +154,7 @@ func (s *Store) GetKeyByID(ctx context.Context, id string) (domain.APIKey, error
 		return domain.APIKey{}, domain.ErrNotFound
 	}
 	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys k WHERE k.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.APIKey{}, domain.ErrNotFound
-	}
-	if err != nil {
-		return domain.APIKey{}, fmt.Errorf("get key: %w", err)
-	}
-	return k, nil
+	return k, rowErr("get key", err)
 }
 
 // ListKeys returns the account's keys in creation order.
@@ -188,14 +164,7 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 	}
 	rows, err := s.r.QueryContext(ctx,
 		`SELECT `+keyColumns+` FROM api_keys k WHERE k.account_id = $1 ORDER BY k.created_at, k.id`, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	out, err := collect(rows, scanKeyRow)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return out, nil
+	return collect("list keys", rows, err, scanKeyRow)
 }
 
 func scanKeyRow(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) }
@@ -224,18 +193,12 @@ func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time
 			// UPDATE above makes final).
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1 AND account_id = $2`, id, accountID).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return domain.ErrNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("get key: %w", err)
-			}
-			return nil
+			return rowErr("get key", err)
 		}
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }
 
@@ -256,22 +219,16 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 			return fmt.Errorf("update key rate limit: %w", err)
 		}
 		if err := checkAffected(res); errors.Is(err, domain.ErrNotFound) {
-			var one int
+			var one int // already n, unless the key is unknown
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, id).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return domain.ErrNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("get key: %w", err)
-			}
-			return nil // already n
+			return rowErr("get key", err)
 		} else if err != nil {
 			return err
 		}
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvent(ctx, tx, ev)
+		return insertAuditEvents(ctx, tx, ev)
 	})
 }
 
@@ -304,15 +261,17 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 }
 
 func (s *Store) AddAuditEvent(ctx context.Context, ev domain.AuditEvent) error {
-	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvent(ctx, tx, ev) })
+	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvents(ctx, tx, ev) })
 }
 
-func insertAuditEvent(ctx context.Context, tx *Tx, ev domain.AuditEvent) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("insert audit event: %w", err)
+func insertAuditEvents(ctx context.Context, tx *Tx, evs ...domain.AuditEvent) error {
+	for _, ev := range evs {
+		_, err := tx.ExecContext(ctx, `INSERT INTO audit_events (id, account_id, key_id, action, actor_id, actor, detail, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			ev.ID, ev.AccountID, ev.KeyID, ev.Action, ev.ActorID, ev.Actor, ev.Detail, toMS(ev.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("insert audit event: %w", err)
+		}
 	}
 	return nil
 }
@@ -345,14 +304,7 @@ func (s *Store) listAuditEvents(ctx context.Context, accountID, keyID string, li
 		query += fmt.Sprintf(` LIMIT $%d`, len(args))
 	}
 	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
-	}
-	out, err := collect(rows, scanAuditEvent)
-	if err != nil {
-		return nil, fmt.Errorf("list audit events: %w", err)
-	}
-	return out, nil
+	return collect("list audit events", rows, err, scanAuditEvent)
 }
 
 // auditColumns are scanAuditEvent's.

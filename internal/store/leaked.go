@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -20,12 +19,5 @@ func (s *Store) ListAuditEventsByActor(ctx context.Context, accountID string, ac
 		WHERE account_id = $1 AND created_at >= $2 AND action = $3 AND actor = $4
 		ORDER BY created_at DESC, id DESC LIMIT $5`,
 		accountID, toMS(since), action, actor, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list audit events by actor: %w", err)
-	}
-	out, err := collect(rows, scanAuditEvent)
-	if err != nil {
-		return nil, fmt.Errorf("list audit events by actor: %w", err)
-	}
-	return out, nil
+	return collect("list audit events by actor", rows, err, scanAuditEvent)
 }

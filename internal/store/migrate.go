@@ -7,6 +7,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"time"
 )
@@ -45,7 +46,6 @@ func loadMigrations() ([]migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list migrations: %w", err)
 	}
-	sort.Strings(names)
 	out := make([]migration, 0, len(names))
 	for _, n := range names {
 		b, err := migrations.ReadFile(n)
@@ -64,16 +64,18 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	applied_at BIGINT NOT NULL
 )`
 
-// migrateSQLite applies the pending migrations in one transaction on the
-// writer, whose BEGIN IMMEDIATE makes another process opening the same file
-// wait (busy_timeout) rather than migrate alongside.
-func migrateSQLite(ctx context.Context, db *sql.DB) error {
+// migrate applies the pending migrations in one transaction begun on db.
+// On SQLite db is the writer, whose BEGIN IMMEDIATE makes another process
+// opening the same file wait (busy_timeout) rather than migrate alongside.
+func migrate(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, engine string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if err := applyMigrations(ctx, tx, EngineSQLite); err != nil {
+	if err := applyMigrations(ctx, tx, engine); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -106,18 +108,7 @@ func migratePostgres(ctx context.Context, db *sql.DB) (err error) {
 			}
 		}
 	}()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	if err := applyMigrations(ctx, tx, EnginePostgres); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit migrations: %w", err)
-	}
-	return nil
+	return migrate(ctx, conn, EnginePostgres)
 }
 
 // applyMigrations runs, inside tx on engine, every migration
@@ -130,12 +121,16 @@ func applyMigrations(ctx context.Context, tx *sql.Tx, engine string) error {
 	if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	applied, err := appliedMigrations(ctx, tx)
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	applied, err := collect("read schema_migrations", rows, err, func(r *sql.Rows) (v string, err error) {
+		err = r.Scan(&v)
+		return
+	})
 	if err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
+		return err
 	}
 	for _, m := range all {
-		if applied[m.version] {
+		if slices.Contains(applied, m.version) {
 			continue
 		}
 		if m.run != nil {
@@ -154,21 +149,4 @@ func applyMigrations(ctx context.Context, tx *sql.Tx, engine string) error {
 		}
 	}
 	return nil
-}
-
-func appliedMigrations(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	applied := map[string]bool{}
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		applied[v] = true
-	}
-	return applied, rows.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/agentapi/agentapi/internal/domain"
 )
@@ -28,36 +29,25 @@ func (s *Store) ConversationTurns(ctx context.Context, accountID, agentID, conve
 		LEFT JOIN questions q ON q.conversation_id = c.id AND q.status = 'answered'
 		WHERE c.id = $1 AND c.agent_id = $2 AND c.account_id = $3
 		ORDER BY q.created_at, q.id`, conversationID, agentID, accountID)
-	if err != nil {
-		return nil, fmt.Errorf("conversation turns: %w", err)
-	}
-	defer rows.Close()
-	found := false
-	out := []domain.Question{}
-	for rows.Next() {
-		found = true
+	turns, err := collect("conversation turns", rows, err, func(r *sql.Rows) (domain.Question, error) {
 		var (
 			id, question, answer sql.NullString
 			answerMS, created    sql.NullInt64
 		)
-		if err := rows.Scan(&id, &question, &answer, &answerMS, &created); err != nil {
-			return nil, fmt.Errorf("scan turn: %w", err)
-		}
-		if !id.Valid {
-			continue
-		}
-		out = append(out, domain.Question{
+		err := r.Scan(&id, &question, &answer, &answerMS, &created)
+		return domain.Question{
 			ID: id.String, AccountID: accountID, AgentID: agentID, ConversationID: conversationID,
 			Question: question.String, Answer: answer.String, AnswerMS: answerMS.Int64, CreatedAt: fromMS(created.Int64),
-		})
+		}, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("conversation turns: %w", err)
-	}
-	if !found {
+	if len(turns) == 0 {
 		return nil, domain.ErrNotFound
 	}
-	return out, nil
+	// The row of NULLs, when there is one, is the only row.
+	return slices.DeleteFunc(turns, func(q domain.Question) bool { return q.ID == "" }), nil
 }
 
 // RecordQuestion stores one asked question. When newConversation is true the
@@ -147,10 +137,7 @@ func (s *Store) RecentQuestions(ctx context.Context, accountID, agentID string, 
 		args = append(args, limit)
 	}
 	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("recent questions: %w", err)
-	}
-	out, err := collect(rows, func(r *sql.Rows) (domain.Question, error) {
+	return collect("recent questions", rows, err, func(r *sql.Rows) (domain.Question, error) {
 		var q domain.Question
 		var conv sql.NullString
 		var created int64
@@ -158,8 +145,4 @@ func (s *Store) RecentQuestions(ctx context.Context, accountID, agentID string, 
 		q.ConversationID, q.CreatedAt = conv.String, fromMS(created)
 		return q, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("recent questions: %w", err)
-	}
-	return out, nil
 }

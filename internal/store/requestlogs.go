@@ -73,10 +73,7 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 			args = append(args, last.acct, last.at, last.id)
 		}
 		rows, err := tx.QueryContext(ctx, q+fmt.Sprintf(` ORDER BY account_id, at, id LIMIT %d`, chunk), args...)
-		if err != nil {
-			return fmt.Errorf("read request_logs: %w", err)
-		}
-		logs, err := collect(rows, func(r *sql.Rows) (l requestlog.Log, err error) {
+		logs, err := collect("read request_logs", rows, err, func(r *sql.Rows) (l requestlog.Log, err error) {
 			var at, us int64
 			err = r.Scan(&l.ID, &l.AccountID, &l.KeyID, &at, &l.Method, &l.Route, &l.Path, &l.Status, &l.ErrorCode, &us, &l.Client)
 			l.At, l.Duration = fromMS(at), time.Duration(us)*time.Microsecond
@@ -84,7 +81,7 @@ func batchRequestLogs(ctx context.Context, tx *sql.Tx, engine string) error {
 			return l, err
 		})
 		if err != nil {
-			return fmt.Errorf("read request_logs: %w", err)
+			return err
 		}
 		if err := insertLogBatches(ctx, tx, engine, requestlog.Pack(logs).Batches()); err != nil {
 			return err
@@ -329,18 +326,15 @@ func sweepLogs(ctx context.Context, tx *Tx, engine string, cut int64, perAccount
 // with refusals or otherwise, pushes out its own, never another key's.
 func capAccount(ctx context.Context, tx *Tx, engine, acct string, perAccount int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT key_id, SUM(n) FROM request_log_batches WHERE account_id = $1 GROUP BY key_id ORDER BY key_id`, acct)
-	if err != nil {
-		return fmt.Errorf("count request logs: %w", err)
-	}
 	var keyIDs []string
-	held, err := collect(rows, func(r *sql.Rows) (n int64, err error) {
+	held, err := collect("count request logs", rows, err, func(r *sql.Rows) (n int64, err error) {
 		var keyID string
 		err = r.Scan(&keyID, &n)
 		keyIDs = append(keyIDs, keyID)
 		return n, err
 	})
 	if err != nil {
-		return fmt.Errorf("count request logs: %w", err)
+		return err
 	}
 	for i, keep := range requestlog.FairShares(held, perAccount) {
 		if keep < held[i] {
@@ -379,25 +373,21 @@ func capKey(ctx context.Context, tx *Tx, engine, acct, keyID string, keep int64)
 func trimSecond(ctx context.Context, tx *Tx, engine, acct, keyID string, sec int64, keep func([]requestlog.Log) []requestlog.Log) error {
 	const ofKey = `account_id = $1 AND sec = $2 AND ($3 = '' OR key_id = $3)`
 	rows, err := tx.QueryContext(ctx, `SELECT key_id, logs FROM request_log_batches WHERE `+ofKey, acct, sec, keyID)
-	if err != nil {
-		return fmt.Errorf("read request logs: %w", err)
-	}
 	var logs []requestlog.Log
-	for rows.Next() {
+	_, err = collect("read request logs", rows, err, func(r *sql.Rows) (struct{}, error) {
 		var keyID string
 		var blob []byte
-		if err := rows.Scan(&keyID, &blob); err != nil {
-			rows.Close()
-			return fmt.Errorf("read request logs: %w", err)
+		if err := r.Scan(&keyID, &blob); err != nil {
+			return struct{}{}, err
 		}
+		var err error
 		if logs, err = requestlog.Unpack(logs, blob, sec, acct, keyID); err != nil {
-			rows.Close()
-			return fmt.Errorf("request logs of %d: %w", sec, err)
+			return struct{}{}, fmt.Errorf("request logs of %d: %w", sec, err)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read request logs: %w", err)
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return err
 	}
 	logs = requestlog.NewestFirst(logs)
 	n := len(logs)

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -54,11 +52,8 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, now time.Time
 		tokenHash, toMS(now), true,
 	).Scan(&sess.TokenHash, &sess.UserID, &sess.CSRF, &created, &expires,
 		&u.ID, &u.AccountID, &u.Email, &role, &u.PasswordHash, &u.MustChangePassword, &u.Active, &userCreated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return domain.Session{}, domain.User{}, domain.ErrNotFound
-	}
 	if err != nil {
-		return domain.Session{}, domain.User{}, fmt.Errorf("get session user: %w", err)
+		return domain.Session{}, domain.User{}, rowErr("get session user", err)
 	}
 	sess.CreatedAt, sess.ExpiresAt = fromMS(created), fromMS(expires)
 	u.Role = domain.Role(role)

@@ -151,14 +151,11 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // joinList and splitList store a list of words (scopes, features, ids) in
 // one TEXT column.
 func joinList[T ~string](list []T) string {
-	var b strings.Builder
+	words := make([]string, len(list))
 	for i, v := range list {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(string(v))
+		words[i] = string(v)
 	}
-	return b.String()
+	return strings.Join(words, " ")
 }
 
 func splitList[T ~string](s string) []T {
@@ -173,16 +170,35 @@ func splitList[T ~string](s string) []T {
 	return out
 }
 
-// collect reads every row of rows through scan, then closes rows.
-func collect[T any](rows *sql.Rows, scan func(*sql.Rows) (T, error)) ([]T, error) {
+// collect reads every row of a query through scan, then closes rows; rows
+// and err are the query's results, and what names the query in errors.
+func collect[T any](what string, rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
 	defer rows.Close()
 	var out []T
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// rowErr is the error of a read of one row: ErrNotFound when there was
+// none, else err (nil or not) wrapped with what.
+func rowErr(what string, err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return domain.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }

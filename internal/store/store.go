@@ -128,13 +128,11 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
 	if err := useWAL(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	if err := migrateSQLite(ctx, w); err != nil {
+	if err := migrate(ctx, w, EngineSQLite); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("migrate sqlite %s: %w", path, err)
 	}
@@ -155,8 +153,6 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
-	wdb.SetConnMaxLifetime(0)
-	wdb.SetConnMaxIdleTime(0)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
 		checker: checker{sem: make(chan struct{}, 1)}, watch: &sqliteWatch{db: wdb}}
 	if err := s.prepare(ctx); err != nil {

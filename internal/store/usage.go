@@ -196,16 +196,14 @@ func (s *Store) KeyUsage(ctx context.Context, keyID string, from, to time.Time, 
 			UNION ALL
 			SELECT (hour / $4) * $4 AS b, class, count AS n FROM usage_hour WHERE key_id = $1 AND hour >= $2 AND hour < $3
 		) u GROUP BY b, class ORDER BY b, class`, keyID, toMS(from), toMS(to), w)
-	if err != nil {
-		return nil, fmt.Errorf("key usage: %w", err)
-	}
-	return collect(rows, func(r *sql.Rows) (UsageBucket, error) {
-		var b UsageBucket
-		var ms int64
-		err := r.Scan(&ms, &b.Class, &b.Count)
-		b.Start = fromMS(ms)
-		return b, err
-	})
+	return collect("key usage", rows, err, scanUsageBucket)
+}
+
+func scanUsageBucket(r *sql.Rows) (b UsageBucket, err error) {
+	var ms int64
+	err = r.Scan(&ms, &b.Class, &b.Count)
+	b.Start = fromMS(ms)
+	return
 }
 
 // AccountKeyRequests returns, per key of the account, its requests since
@@ -217,17 +215,11 @@ func (s *Store) AccountKeyRequests(ctx context.Context, accountID string, since 
 	}
 	rows, err := s.queryRead(ctx, `SELECT key_id, SUM(count) FROM usage_minute WHERE account_id = $1 AND minute >= $2 GROUP BY key_id`,
 		accountID, toMS(since.Truncate(time.Minute)))
-	if err != nil {
-		return nil, fmt.Errorf("account usage: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
+	_, err = collect("account usage", rows, err, func(r *sql.Rows) (id string, err error) {
 		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("scan usage: %w", err)
-		}
+		err = r.Scan(&id, &n)
 		out[id] = n
-	}
-	return out, rows.Err()
+		return
+	})
+	return out, err
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 )
 
@@ -19,14 +18,12 @@ const accountUsageFrom = ` FROM (
 
 // AccountUsage is KeyUsage for all of an account's keys together.
 func (s *Store) AccountUsage(ctx context.Context, accountID string, from, to time.Time, width time.Duration) ([]UsageBucket, error) {
-	return accountUsage(ctx, s, `SELECT b, class, SUM(n)`+accountUsageFrom+` GROUP BY b, class ORDER BY b, class`,
-		accountID, from, to, width, func(rows *sql.Rows) (UsageBucket, error) {
-			var b UsageBucket
-			var ms int64
-			err := rows.Scan(&ms, &b.Class, &b.Count)
-			b.Start = fromMS(ms)
-			return b, err
-		})
+	if !storable(accountID) {
+		return nil, nil
+	}
+	rows, err := s.queryRead(ctx, `SELECT b, class, SUM(n)`+accountUsageFrom+` GROUP BY b, class ORDER BY b, class`,
+		accountID, toMS(from), toMS(to), width.Milliseconds())
+	return collect("account usage", rows, err, scanUsageBucket)
 }
 
 // KeyClassCount is how many requests of one class a key made.
@@ -39,24 +36,13 @@ type KeyClassCount struct {
 // in [from, to) (to the minute within the minute grain's 48 hours, to the
 // hour before).
 func (s *Store) AccountKeyUsage(ctx context.Context, accountID string, from, to time.Time) ([]KeyClassCount, error) {
-	return accountUsage(ctx, s, `SELECT key_id, class, SUM(n)`+accountUsageFrom+` GROUP BY key_id, class`,
-		accountID, from, to, time.Minute, func(rows *sql.Rows) (KeyClassCount, error) {
-			var c KeyClassCount
-			return c, rows.Scan(&c.KeyID, &c.Class, &c.Count)
-		})
-}
-
-func accountUsage[T any](ctx context.Context, s *Store, query, accountID string, from, to time.Time, width time.Duration, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	if !storable(accountID) {
 		return nil, nil
 	}
-	rows, err := s.queryRead(ctx, query, accountID, toMS(from), toMS(to), width.Milliseconds())
-	if err != nil {
-		return nil, fmt.Errorf("account usage: %w", err)
-	}
-	out, err := collect(rows, scan)
-	if err != nil {
-		return nil, fmt.Errorf("scan account usage: %w", err)
-	}
-	return out, nil
+	rows, err := s.queryRead(ctx, `SELECT key_id, class, SUM(n)`+accountUsageFrom+` GROUP BY key_id, class`,
+		accountID, toMS(from), toMS(to), time.Minute.Milliseconds())
+	return collect("account usage", rows, err, func(r *sql.Rows) (c KeyClassCount, err error) {
+		err = r.Scan(&c.KeyID, &c.Class, &c.Count)
+		return
+	})
 }
