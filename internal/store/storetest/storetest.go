@@ -7,6 +7,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -84,14 +85,15 @@ func openDSN(t testing.TB, engine, dsn string) *store.Store {
 // skipped elsewhere.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	base := strings.TrimSpace(os.Getenv(EnvPostgresURL))
-	if base == "" {
-		base = DefaultPostgresURL
-	}
+	base := cmp.Or(strings.TrimSpace(os.Getenv(EnvPostgresURL)), DefaultPostgresURL)
 	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+	if err != nil {
 		// A configuration mistake, not a missing service.
-		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, redact(base))
+		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, "(unparsable)")
+		return ""
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, u.Redacted())
 		return ""
 	}
 	admin, err := sql.Open("pgx", base)
@@ -99,7 +101,9 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("%s: %v", EnvPostgresURL, err)
 		return ""
 	}
-	defer admin.Close()
+	// Kept for the drop when the test ends, holding no connection meanwhile.
+	admin.SetMaxIdleConns(0)
+	t.Cleanup(func() { admin.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pingCtx, pingCancel := context.WithTimeout(ctx, 3*time.Second)
@@ -116,30 +120,14 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("create test database on %s: %v", u.Redacted(), err)
 		return ""
 	}
-	t.Cleanup(func() { dropDatabase(t, base, name) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
 	fresh := *u
 	fresh.Path = "/" + name
 	return fresh.String()
-}
-
-func dropDatabase(t testing.TB, base, name string) {
-	t.Helper()
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Errorf("drop test database %s: %v", name, err)
-		return
-	}
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
-		t.Errorf("drop test database %s: %v", name, err)
-	}
-}
-
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable)"
 }
