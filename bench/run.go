@@ -166,7 +166,12 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e *engine, out 
 		}
 		defer procs[i].stop()
 	}
-	floor, err := startFloor(ctx, tmp, target{procs[0].base + "/v1/me", s[0].as[asMe]})
+	// The floor (this program, -floor-bytes) answers as many bytes as serve's me.
+	me, err := get(ctx, http.DefaultClient, target{procs[0].base + "/v1/me", s[0].as[asMe]})
+	if err != nil {
+		return err
+	}
+	floor, err := startProc(ctx, filepath.Join(tmp, "floor.log"), os.Args[0], "-floor-bytes", fmt.Sprint(len(me)))
 	if err != nil {
 		return err
 	}
