@@ -12,12 +12,10 @@ import (
 
 // proc is a child process serving HTTP.
 type proc struct {
-	cmd  *exec.Cmd
+	pid  int
 	base string
 	stop func() // interrupts it, and kills it if it is still up 10 s later
 }
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
 
 // startProc runs bin with args and --addr, a free address of the loopback,
 // its output going to logPath, and waits until it answers /healthz.
@@ -42,7 +40,7 @@ func startProc(ctx context.Context, logPath, bin string, args ...string) (*proc,
 		cancel()
 		return nil, err
 	}
-	p := &proc{cmd: cmd, base: "http://" + addr, stop: func() { cancel(); _ = cmd.Wait() }}
+	p := &proc{pid: cmd.Process.Pid, base: "http://" + addr, stop: func() { cancel(); _ = cmd.Wait() }}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get(p.base + "/healthz"); err == nil {
 			resp.Body.Close()

@@ -185,12 +185,12 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e *engine, out 
 	fmt.Fprintf(out, "[%s] walked %d pages in %.0f s; measuring…\n", e.name, pages, time.Since(t0).Seconds())
 	scs[4].path = "/v1/ai-agents?limit=100&next=" + deepest
 
-	probes := []probe{{target: target{url: floor.base + "/"}, meter: meter{pid: floor.pid()}}}
+	probes := []probe{{target: target{url: floor.base + "/"}, meter: meter{pid: floor.pid}}}
 	for _, sc := range scs {
 		i := sc.store
 		probes = append(probes, probe{
 			target: target{url: procs[i].base + sc.path, header: s[i].as[sc.as]},
-			meter:  meter{pid: procs[i].pid(), admin: e.admin, db: e.db[i], redis: e.info},
+			meter:  meter{pid: procs[i].pid, admin: e.admin, db: e.db[i], redis: e.info},
 		})
 	}
 	tallies, err := rounds(ctx, c, probes)

@@ -29,11 +29,7 @@ type Mirrored struct {
 func OpenMirrored(t testing.TB, dsn string, opts *redis.Options) *Mirrored {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openDSN(t, store.EnginePostgres, dsn)
 	rc := redis.NewClient(opts)
 	t.Cleanup(func() { rc.Close() })
 	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
