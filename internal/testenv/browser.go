@@ -14,9 +14,8 @@ import (
 // with the test.
 func Browser(t testing.TB, width, height int, bound time.Duration) context.Context {
 	t.Helper()
-	chromium := Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
+		chromedp.ExecPath(Chromium(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(width, height))
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)

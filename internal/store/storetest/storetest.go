@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -112,9 +111,7 @@ func PostgresURL(t testing.TB) string {
 		testenv.Require(t, "postgresql", fmt.Sprintf("%s: %v (set %s)", u.Redacted(), err, EnvPostgresURL))
 		return ""
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "agentapi_test_" + hex.EncodeToString(b[:])
+	name := "agentapi_test_" + strings.ToLower(rand.Text()[:16])
 	// name is made of [a-z0-9_] only, so quoting it is safe.
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
 		t.Fatalf("create test database on %s: %v", u.Redacted(), err)
