@@ -124,7 +124,6 @@ func PostgresURL(t testing.TB) string {
 			t.Errorf("drop test database %s: %v", name, err)
 		}
 	})
-	fresh := *u
-	fresh.Path = "/" + name
-	return fresh.String()
+	u.Path = "/" + name
+	return u.String()
 }
