@@ -17,12 +17,6 @@ type target struct {
 	header http.Header // read only: shared by every request
 }
 
-func (t target) request(ctx context.Context) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
-	req.Header = t.header
-	return req
-}
-
 func newClient(conns int) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
@@ -39,28 +33,27 @@ func drive(ctx context.Context, client *http.Client, conns int, d time.Duration,
 	errs := make([]error, conns)
 	var wg sync.WaitGroup
 	for i := range conns {
-		wg.Go(func() { errs[i] = sendUntilDone(ctx, client, t, &n) })
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if _, err := get(ctx, client, t); err != nil {
+					if ctx.Err() == nil {
+						errs[i] = err
+					}
+					return
+				}
+				n.Add(1)
+			}
+		})
 	}
 	wg.Wait()
 	return int(n.Load()), errors.Join(errs...)
 }
 
-func sendUntilDone(ctx context.Context, client *http.Client, t target, n *atomic.Int64) error {
-	for ctx.Err() == nil {
-		if _, err := get(ctx, client, t); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		n.Add(1)
-	}
-	return nil
-}
-
 // get sends t once and returns the body of its answer, which must be 200.
 func get(ctx context.Context, client *http.Client, t target) ([]byte, error) {
-	resp, err := client.Do(t.request(ctx))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+	req.Header = t.header
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

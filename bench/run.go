@@ -166,7 +166,12 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e *engine, out 
 		}
 		defer procs[i].stop()
 	}
-	floor, err := startFloor(ctx, tmp, target{procs[0].base + "/v1/me", s[0].as[asMe]})
+	// The floor (this program, -floor-bytes) answers as many bytes as serve's me.
+	me, err := get(ctx, http.DefaultClient, target{procs[0].base + "/v1/me", s[0].as[asMe]})
+	if err != nil {
+		return err
+	}
+	floor, err := startProc(ctx, filepath.Join(tmp, "floor.log"), os.Args[0], "-floor-bytes", fmt.Sprint(len(me)))
 	if err != nil {
 		return err
 	}
@@ -180,12 +185,12 @@ func benchEngine(ctx context.Context, c config, bin, tmp string, e *engine, out 
 	fmt.Fprintf(out, "[%s] walked %d pages in %.0f s; measuring…\n", e.name, pages, time.Since(t0).Seconds())
 	scs[4].path = "/v1/ai-agents?limit=100&next=" + deepest
 
-	probes := []probe{{target: target{url: floor.base + "/"}, meter: meter{pid: floor.pid()}}}
+	probes := []probe{{target: target{url: floor.base + "/"}, meter: meter{pid: floor.pid}}}
 	for _, sc := range scs {
 		i := sc.store
 		probes = append(probes, probe{
 			target: target{url: procs[i].base + sc.path, header: s[i].as[sc.as]},
-			meter:  meter{pid: procs[i].pid(), admin: e.admin, db: e.db[i], redis: e.info},
+			meter:  meter{pid: procs[i].pid, admin: e.admin, db: e.db[i], redis: e.info},
 		})
 	}
 	tallies, err := rounds(ctx, c, probes)

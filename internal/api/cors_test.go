@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -172,7 +173,7 @@ func TestCORSPreflight(t *testing.T) {
 // the API from headless Chromium with a key, through the browser's real
 // preflight, and reads the bodies and the exposed rate-limit field.
 func TestBrowserCORS(t *testing.T) {
-	bctx := testenv.Browser(t)
+	bctx := testenv.Browser(t, 1360, 900, 90*time.Second)
 	f := newFixture(t, "sqlite")
 	key := f.key(allAgentScopes...)
 	var preflights atomic.Int32

@@ -45,7 +45,7 @@ func newTab(t *testing.T, base string, width int, bound time.Duration) *tab {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", dir)
-	b := &tab{t: t, ctx: testenv.BrowserFor(t, width, 900, bound), base: base, dir: dir, dialogs: make(chan string, 16)}
+	b := &tab{t: t, ctx: testenv.Browser(t, width, 900, bound), base: base, dir: dir, dialogs: make(chan string, 16)}
 	openings := chromedp.Events(b.ctx, cdppage.JavascriptDialogOpening)
 	go func() {
 		for ev, err := range openings {

@@ -70,8 +70,8 @@ func (p *Proxy) forward(c net.Conn) {
 	p.mu.Lock()
 	p.conns = append(p.conns, u)
 	p.mu.Unlock()
-	go func() { _ = p.copy(u, c); u.Close() }()
-	go func() { _ = p.copy(c, u); c.Close() }()
+	go func() { _, _ = io.Copy(u, stalling{p, c}); u.Close() }()
+	go func() { _, _ = io.Copy(c, stalling{p, u}); c.Close() }()
 }
 
 // wait returns once bytes flow.
@@ -82,21 +82,19 @@ func (p *Proxy) wait() {
 	<-ch
 }
 
-// copy is io.Copy that holds each chunk read while the proxy is stalled.
-func (p *Proxy) copy(dst io.Writer, src io.Reader) error {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.wait()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return werr
-			}
-		}
-		if err != nil {
-			return err
-		}
+// stalling is src read by copy: each chunk read is held while the proxy
+// is stalled.
+type stalling struct {
+	p   *Proxy
+	src io.Reader
+}
+
+func (s stalling) Read(b []byte) (int, error) {
+	n, err := s.src.Read(b)
+	if n > 0 {
+		s.p.wait()
 	}
+	return n, err
 }
 
 // Cut closes every open connection and refuses new ones until Restore.

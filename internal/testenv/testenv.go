@@ -85,16 +85,8 @@ func RedisURL(t testing.TB) string {
 		t.Fatalf("%s: %v", EnvRedisURL, err)
 		return ""
 	}
-	if err := pingRedis(opts); err != nil {
-		Require(t, "redis", fmt.Sprintf("%s: %v (set %s)", u.Redacted(), err, EnvRedisURL))
-		return ""
-	}
-	return raw
-}
-
-// pingRedis connects as opts say (AUTH, SELECT) and sends PING, all within
-// dialTimeout and without retrying.
-func pingRedis(opts *redis.Options) error {
+	// Connect as opts say (AUTH, SELECT) and PING, within dialTimeout and
+	// without retrying.
 	opts.MaxRetries, opts.DialerRetries = -1, 1
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = dialTimeout, dialTimeout, dialTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
@@ -105,7 +97,11 @@ func pingRedis(opts *redis.Options) error {
 	if err == nil && pong != "PONG" {
 		err = fmt.Errorf("unexpected reply %q", pong)
 	}
-	return err
+	if err != nil {
+		Require(t, "redis", fmt.Sprintf("%s: %v (set %s)", u.Redacted(), err, EnvRedisURL))
+		return ""
+	}
+	return raw
 }
 
 // Chromium returns the path of a Chromium (or Chrome) binary:

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/llm"
 )
@@ -35,6 +36,8 @@ type Server struct {
 	URL string
 
 	reply  func(Request) (int, string)
+	delay  time.Duration // between the words of a streamed reply
+	record bool
 	mu     sync.Mutex
 	reqs   []Request
 	stream func(Request, func(token string) bool)
@@ -48,13 +51,24 @@ func NewServer(t testing.TB, reply func(req Request) (status int, body string)) 
 	if reply == nil {
 		reply = Echo
 	}
-	s := &Server{reply: reply}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.handle)
-	srv := httptest.NewServer(mux)
+	s := &Server{reply: reply, record: true}
+	srv := httptest.NewServer(s.mux())
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL + "/v1"
 	return s
+}
+
+// Handler is the peer's POST /v1/chat/completions without a test: it
+// records nothing, and streams reply's answer a word at a time, delay
+// apart. agentapi fake-model serves it.
+func Handler(reply func(req Request) (status int, body string), delay time.Duration) http.Handler {
+	return (&Server{reply: reply, delay: delay}).mux()
+}
+
+func (s *Server) mux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handle)
+	return mux
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
@@ -65,21 +79,23 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	// Read to the end: only then does the server watch the connection, and
 	// Request.Context end when the client goes away.
-	data, err := io.ReadAll(r.Body)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err == nil {
 		err = json.Unmarshal(data, &body)
 	}
 	if err != nil {
-		http.Error(w, `{"error":{"message":"request body is not JSON"}}`, http.StatusBadRequest)
+		http.Error(w, `{"error":{"message":"the body is not a chat completions request"}}`, http.StatusBadRequest)
 		return
 	}
 	req := Request{
 		Model: body.Model, Messages: body.Messages, Stream: body.Stream,
 		Authorization: r.Header.Get("Authorization"), Context: r.Context(),
 	}
-	s.mu.Lock()
-	s.reqs = append(s.reqs, req)
-	s.mu.Unlock()
+	if s.record {
+		s.mu.Lock()
+		s.reqs = append(s.reqs, req)
+		s.mu.Unlock()
+	}
 	if req.Stream {
 		s.serveStream(w, req)
 		return
@@ -101,36 +117,32 @@ func (s *Server) Requests() []Request {
 	return slices.Clone(s.reqs)
 }
 
-// Echo answers "echo: " followed by the last user message.
-func Echo(req Request) (int, string) {
-	last := ""
+// Question is the last user message of req.
+func (req Request) Question() string {
 	for _, m := range slices.Backward(req.Messages) {
 		if m.Role == "user" {
-			last = m.Content
-			break
+			return m.Content
 		}
 	}
-	return http.StatusOK, Answer("echo: " + last)
+	return ""
 }
 
-// Answer is a successful Chat Completions body whose reply is content.
+// Echo answers "echo: " followed by the last user message.
+func Echo(req Request) (int, string) {
+	return http.StatusOK, Answer("echo: " + req.Question())
+}
+
+// Answer is a successful Chat Completions body whose reply is content,
+// ending in a newline as json.Encoder ends it.
 func Answer(content string) string {
-	return completion("chat.completion", "message", map[string]string{"role": "assistant", "content": content}, "stop")
+	message := map[string]string{"role": "assistant", "content": content}
+	return completion("chat.completion", map[string]any{"index": 0, "message": message, "finish_reason": "stop"}) + "\n"
 }
 
 // completion is a Chat Completions object of the given kind with one
-// choice, which holds part under key.
-func completion(object, key string, part map[string]string, finish any) string {
-	b, err := json.Marshal(map[string]any{
-		"id":      "chatcmpl-llmtest",
-		"object":  object,
-		"created": 0,
-		"model":   "llmtest",
-		"choices": []any{map[string]any{"index": 0, key: part, "finish_reason": finish}},
-	})
-	if err != nil {
-		panic(err) // only strings and numbers above: cannot happen
-	}
+// choice.
+func completion(object string, choice map[string]any) string {
+	b, _ := json.Marshal(map[string]any{"object": object, "choices": []any{choice}}) // strings and numbers: cannot fail
 	return string(b)
 }
 
@@ -155,10 +167,9 @@ func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 			writeJSON(w, status, out)
 			return
 		}
-		play = words(contentOf(out))
+		play = words(contentOf(out), s.delay)
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
@@ -178,10 +189,18 @@ func (s *Server) serveStream(w http.ResponseWriter, req Request) {
 	}
 }
 
-// words plays content one word (with its following space) at a time.
-func words(content string) func(Request, func(string) bool) {
-	return func(_ Request, send func(string) bool) {
-		for _, tok := range strings.SplitAfter(content, " ") {
+// words plays content one word (with its following space) at a time,
+// delay apart.
+func words(content string, delay time.Duration) func(Request, func(string) bool) {
+	return func(req Request, send func(string) bool) {
+		for i, tok := range strings.SplitAfter(content, " ") {
+			if i > 0 {
+				select {
+				case <-req.Context.Done():
+					return
+				case <-time.After(delay):
+				}
+			}
 			if tok != "" && !send(tok) {
 				return
 			}
@@ -205,5 +224,5 @@ func contentOf(body string) string {
 // Chunk is one streamed Chat Completions chunk (without the "data: " of
 // its event) carrying token.
 func Chunk(token string) string {
-	return completion("chat.completion.chunk", "delta", map[string]string{"content": token}, nil)
+	return completion("chat.completion.chunk", map[string]any{"index": 0, "delta": map[string]string{"content": token}})
 }

@@ -28,15 +28,10 @@ type Mirrored struct {
 // test ends.
 func OpenMirrored(t testing.TB, dsn string, opts *redis.Options) *Mirrored {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openDSN(t, store.EnginePostgres, dsn)
 	rc := redis.NewClient(opts)
 	t.Cleanup(func() { rc.Close() })
-	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
+	id, err := st.Secret(context.Background(), ratelimit.MirrorSecret)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,10 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -84,14 +84,15 @@ func openDSN(t testing.TB, engine, dsn string) *store.Store {
 // skipped elsewhere.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	base := strings.TrimSpace(os.Getenv(EnvPostgresURL))
-	if base == "" {
-		base = DefaultPostgresURL
-	}
+	base := cmp.Or(strings.TrimSpace(os.Getenv(EnvPostgresURL)), DefaultPostgresURL)
 	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+	if err != nil {
 		// A configuration mistake, not a missing service.
-		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, redact(base))
+		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, "(unparsable)")
+		return ""
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		t.Fatalf("%s must be a postgres:// URL: %q", EnvPostgresURL, u.Redacted())
 		return ""
 	}
 	admin, err := sql.Open("pgx", base)
@@ -99,7 +100,9 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("%s: %v", EnvPostgresURL, err)
 		return ""
 	}
-	defer admin.Close()
+	// Kept for the drop when the test ends, holding no connection meanwhile.
+	admin.SetMaxIdleConns(0)
+	t.Cleanup(func() { admin.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pingCtx, pingCancel := context.WithTimeout(ctx, 3*time.Second)
@@ -108,38 +111,19 @@ func PostgresURL(t testing.TB) string {
 		testenv.Require(t, "postgresql", fmt.Sprintf("%s: %v (set %s)", u.Redacted(), err, EnvPostgresURL))
 		return ""
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "agentapi_test_" + hex.EncodeToString(b[:])
+	name := "agentapi_test_" + strings.ToLower(rand.Text()[:16])
 	// name is made of [a-z0-9_] only, so quoting it is safe.
 	if _, err := admin.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
 		t.Fatalf("create test database on %s: %v", u.Redacted(), err)
 		return ""
 	}
-	t.Cleanup(func() { dropDatabase(t, base, name) })
-	fresh := *u
-	fresh.Path = "/" + name
-	return fresh.String()
-}
-
-func dropDatabase(t testing.TB, base, name string) {
-	t.Helper()
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Errorf("drop test database %s: %v", name, err)
-		return
-	}
-	defer admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
-		t.Errorf("drop test database %s: %v", name, err)
-	}
-}
-
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable)"
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
 }
