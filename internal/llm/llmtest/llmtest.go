@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/llm"
@@ -43,10 +42,17 @@ type Server struct {
 	stream func(Request, func(token string) bool)
 }
 
+// TB is the part of testing.TB that NewServer uses; naming it here keeps
+// package testing out of the agentapi binary, which serves Handler.
+type TB interface {
+	Helper()
+	Cleanup(func())
+}
+
 // NewServer starts a peer that answers each completion request with the
 // status and JSON body reply returns; nil reply means Echo. A reply that
 // blocks must return once req.Context is done, or closing the server waits.
-func NewServer(t testing.TB, reply func(req Request) (status int, body string)) *Server {
+func NewServer(t TB, reply func(req Request) (status int, body string)) *Server {
 	t.Helper()
 	if reply == nil {
 		reply = Echo
