@@ -57,17 +57,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/agentapi/agentapi/internal/credential"
 )
 
 // DefaultUserAgent is sent when WithUserAgent is not given.
@@ -181,15 +181,31 @@ type secret struct{ s string }
 // errKeyForm never names the key: an error message may well be logged.
 var errKeyForm = errors.New("client: the API key is not of the form agk_<env>_<prefix>_<secret> (check that it was copied whole)")
 
-// checkKey checks the credential's form and checksum with the server's own
-// parser, so a truncated or mistyped key fails here rather than as a 401
-// later. It returns the public prefix.
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// keyShape is the credential's form, its public prefix the submatch; the
+// checksum at the end of the secret is checked apart.
+var keyShape = regexp.MustCompile(`^agk_(?:live|test)_([0-9a-z]{12})_[0-9A-Za-z]{38}$`)
+
+// checkKey checks the credential's form and checksum, so a truncated or
+// mistyped key fails here rather than as a 401 later. It returns the
+// public prefix.
 func checkKey(key string) (string, error) {
-	c, err := credential.Parse(key)
-	if err != nil {
+	m := keyShape.FindStringSubmatch(key)
+	if m == nil {
 		return "", errKeyForm
 	}
-	return c.Prefix, nil
+	sum := crc32.ChecksumIEEE([]byte(key[:len(key)-6]))
+	for i := len(key) - 1; i >= len(key)-6; i-- {
+		if key[i] != base62[sum%62] {
+			return "", errKeyForm
+		}
+		sum /= 62
+	}
+	if sum != 0 {
+		return "", errKeyForm
+	}
+	return m[1], nil
 }
 
 func checkBase(raw string, insecure bool) (string, error) {
