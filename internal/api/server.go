@@ -58,9 +58,6 @@ type Config struct {
 	Console http.Handler
 	// Metrics receives request, auth, rate-limit and store figures; nil is fine.
 	Metrics *metrics.Metrics
-	// OpenAPI serves the API description at GET /v1/openapi.json, without a
-	// key; nil serves the embedded document (openapi.json).
-	OpenAPI http.Handler
 	// Background counts the writes a request starts but does not wait for
 	// (the audit event of an expired key's use); a graceful stop waits on it
 	// after the server drains, so they are not lost. Nil: not counted.
@@ -127,12 +124,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := s.root(cfg)
-	openAPI := cfg.OpenAPI
-	if openAPI == nil {
-		openAPI = handleOpenAPI()
-	}
-	return s.observe(s.dispatch(root, openAPI)), nil
+	return s.observe(s.dispatch(s.root(cfg))), nil
 }
 
 // check names the dependencies every request needs that cfg lacks.
@@ -220,7 +212,7 @@ func (s *Server) root(cfg Config) *http.ServeMux {
 // /v1 bypasses root's ServeMux: a mux would redirect unclean paths
 // (//, /./) before authentication, and the contract wants every /v1
 // request authenticated first and unknown paths answered 404.
-func (s *Server) dispatch(root, openAPI http.Handler) http.Handler {
+func (s *Server) dispatch(root http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if uncleanPath(r.URL.Path) && !strings.HasPrefix(r.URL.Path, "/v1/") {
 			// A mux would answer 301 to the cleaned path; an API answers 404.
@@ -239,7 +231,7 @@ func (s *Server) dispatch(root, openAPI http.Handler) http.Handler {
 			// requests without one, and carries its headers like every
 			// other /v1 response.
 			if s.limitAnonymous(w, r, true) {
-				openAPI.ServeHTTP(w, r)
+				serveOpenAPI(w, r)
 			}
 			return
 		}
