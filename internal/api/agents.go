@@ -23,8 +23,8 @@ type agentItem = wire.AgentItem
 // toRecord is an agent in a single-agent response (docs/api.md, Resources).
 func toRecord(a domain.Agent) wire.Agent {
 	return wire.Agent{
-		ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
-		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt),
+		ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt),
+		Instructions: a.Instructions, UpdatedAt: wire.Time(a.UpdatedAt),
 	}
 }
 

@@ -13,12 +13,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // MaxBodyBytes is the largest request body accepted (docs/api.md, Limits: 1 MiB).
@@ -43,13 +41,6 @@ func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
-
-// timeFormat is how every timestamp leaves the service (wire.TimeFormat).
-const timeFormat = wire.TimeFormat
-
-func formatTime(t time.Time) string { return wire.Time(t) }
-
-func formatTimePtr(t *time.Time) *string { return wire.TimePtr(t) }
 
 // object is a request body checked to be one JSON object whose attribute
 // names are unique. Its members are found in the body again when asked

@@ -23,6 +23,7 @@ import (
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm/llmtest"
 	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/wire"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -1035,7 +1036,7 @@ func BenchmarkOpenAPICheck(b *testing.B) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	items := make([]agentItem, 30)
 	for i := range items {
-		items[i] = agentItem{ID: domain.NewID(domain.PrefixAgent, now), Name: fmt.Sprint("Agent ", i), Enabled: true, CreatedAt: formatTime(now)}
+		items[i] = agentItem{ID: domain.NewID(domain.PrefixAgent, now), Name: fmt.Sprint("Agent ", i), Enabled: true, CreatedAt: wire.Time(now)}
 	}
 	next := "AQAAAZqxL8gAYWd0XzAxbTgxajE4ZzA4d3l4Y2Z6ams5NHpyanBj"
 	rec := httptest.NewRecorder()

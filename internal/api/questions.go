@@ -23,7 +23,7 @@ func handleAgentStats(svc *agents.Service) handlerFunc {
 		}
 		writeJSON(w, http.StatusOK, single{Data: wire.Stats{
 			AgentID: st.AgentID, QuestionsTotal: st.QuestionsTotal, AnsweredTotal: st.AnsweredTotal,
-			FailedTotal: st.FailedTotal, LastQuestionAt: formatTimePtr(st.LastQuestionAt),
+			FailedTotal: st.FailedTotal, LastQuestionAt: wire.TimePtr(st.LastQuestionAt),
 			AverageAnswerMS: st.AverageAnswerMS, ConversationsTotal: st.ConversationsTotal,
 		}})
 		return nil
@@ -49,7 +49,7 @@ func (p *problems) optionalString(obj map[string]json.RawMessage, field string) 
 func toAnswerObject(q domain.Question) wire.Answer {
 	return wire.Answer{
 		ID: q.ID, ConversationID: q.ConversationID, Question: q.Question, Answer: q.Answer,
-		CreatedAt: formatTime(q.CreatedAt), AnswerMS: q.AnswerMS,
+		CreatedAt: wire.Time(q.CreatedAt), AnswerMS: q.AnswerMS,
 	}
 }
 

@@ -130,7 +130,7 @@ func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *q
 	defer close(stop)
 	go s.keepAlive(keepAlive, stop)
 	pq := p.Question()
-	_ = s.event("question.created", createdEvent{ID: pq.ID, ConversationID: pq.ConversationID, CreatedAt: formatTime(pq.CreatedAt)})
+	_ = s.event("question.created", createdEvent{ID: pq.ID, ConversationID: pq.ConversationID, CreatedAt: wire.Time(pq.CreatedAt)})
 	q, err := p.AnswerStream(r.Context(), func(delta string) error {
 		return s.event("answer.delta", deltaEvent{Delta: delta})
 	})
