@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"io"
@@ -44,12 +45,6 @@ func idempotencyHash(r *http.Request, body []byte) []byte {
 	h.Write([]byte{0})
 	h.Write(body)
 	return h.Sum(nil)
-}
-
-// savable reports whether a response is kept for replays: the handler ran
-// to an outcome (2xx, 404, 409), not a refusal a retry may pass.
-func savable(status int) bool {
-	return status >= 200 && status < 300 || status == http.StatusNotFound || status == http.StatusConflict
 }
 
 // idempotent runs next at most once per Idempotency-Key of an account:
@@ -134,7 +129,9 @@ func (s *Server) endIdempotent(r *http.Request, res store.IdemReservation, resp 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idemStoreTimeout)
 	defer cancel()
 	var err error
-	if savable(resp.Status) {
+	// A response is kept for replays when the handler ran to an outcome
+	// (2xx, 404, 409), not a refusal a retry may pass.
+	if st := resp.Status; st >= 200 && st < 300 || st == http.StatusNotFound || st == http.StatusConflict {
 		err = s.store.SaveIdempotentResponse(ctx, res, resp)
 	} else {
 		err = s.store.ReleaseIdempotencyKey(ctx, res)
@@ -196,11 +193,7 @@ func (rec *idemRecorder) outcome() store.IdemResponse {
 	case rec.through:
 		return store.IdemResponse{}
 	}
-	status := rec.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	return store.IdemResponse{Status: status, Location: rec.w.Header().Get("Location"), Body: bytes.Clone(rec.body.Bytes())}
+	return store.IdemResponse{Status: cmp.Or(rec.status, http.StatusOK), Location: rec.w.Header().Get("Location"), Body: bytes.Clone(rec.body.Bytes())}
 }
 
 // finish sends what is still held, and passes the rest through.
