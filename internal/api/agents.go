@@ -17,9 +17,6 @@ const (
 	MaxPageSize     = 100
 )
 
-// agentItem is an agent in a list: exactly the contract's four fields.
-type agentItem = wire.AgentItem
-
 // toRecord is an agent in a single-agent response (docs/api.md, Resources).
 func toRecord(a domain.Agent) wire.Agent {
 	return wire.Agent{

@@ -15,7 +15,7 @@ import (
 // encoding/json's reflection: without it a page of 100 agents cost serve
 // 116 µs of CPU instead of 71 on SQLite, and serve + PostgreSQL + Redis
 // 156 µs instead of 112 (+65 % and +40 % end to end; bench/RESULTS.md).
-// It writes the very bytes json.Marshal writes for collection of agentItem,
+// It writes the very bytes json.Marshal writes for collection of wire.AgentItem,
 // newline included; listjson_test.go holds it to that.
 
 // appendBufPool holds encode buffers; ones grown past 64 KiB are dropped

@@ -60,9 +60,9 @@ func TestAppendAgentPageMatchesEncodingJSON(t *testing.T) {
 		{agents[:1], meta{Limit: 1, Next: &next, HasMore: true}},
 		{agents, meta{Limit: 100}},
 	} {
-		items := make([]agentItem, len(c.agents))
+		items := make([]wire.AgentItem, len(c.agents))
 		for i, ag := range c.agents {
-			items[i] = agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: wire.Time(ag.CreatedAt)}
+			items[i] = wire.AgentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: wire.Time(ag.CreatedAt)}
 		}
 		want := encodeStd(t, collection{Data: items, Meta: c.m})
 		if got := appendAgentPage(nil, c.agents, c.m); !bytes.Equal(got, want) {
