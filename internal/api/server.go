@@ -214,32 +214,29 @@ func (s *Server) root(cfg Config) *http.ServeMux {
 // request authenticated first and unknown paths answered 404.
 func (s *Server) dispatch(root http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if uncleanPath(r.URL.Path) && !strings.HasPrefix(r.URL.Path, "/v1/") {
-			// A mux would answer 301 to the cleaned path; an API answers 404.
-			writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
-			return
-		}
-		if isV1(r.URL.Path) {
-			setCORS(w.Header())
-			if isPreflight(r) {
-				s.servePreflight(w, r)
+		if !isV1(r.URL.Path) {
+			if uncleanPath(r.URL.Path) {
+				// A mux would answer 301 to the cleaned path; an API answers 404.
+				writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 				return
 			}
+			root.ServeHTTP(w, r)
+			return
 		}
-		if isOpenAPIRequest(r) {
+		setCORS(w.Header())
+		switch {
+		case isPreflight(r):
+			s.servePreflight(w, r)
+		case isOpenAPIRequest(r):
 			// No key needed, so it counts against the address's limit of
 			// requests without one, and carries its headers like every
 			// other /v1 response.
 			if s.limitAnonymous(w, r, true) {
 				serveOpenAPI(w, r)
 			}
-			return
-		}
-		if isV1(r.URL.Path) {
+		default:
 			s.serveV1(w, r)
-			return
 		}
-		root.ServeHTTP(w, r)
 	})
 }
 
