@@ -162,11 +162,12 @@ func newServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
-		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
+		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)),
 		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
 		authn: authn, lists: cmp.Or(cfg.ListCache, agents.NewListCache()), usage: cfg.Usage, listVersions: cfg.ListVersions,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
+		mux: http.NewServeMux(),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -174,13 +175,9 @@ func newServer(cfg Config) (*Server, error) {
 	if s.keepAlive = cfg.StreamKeepAlive; s.keepAlive <= 0 {
 		s.keepAlive = DefaultStreamKeepAlive
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	if s.unauthLimit <= 0 {
 		s.unauthLimit = DefaultUnauthRateLimit
 	}
-	s.mux = http.NewServeMux()
 	s.routes(s.mux)
 	return s, nil
 }
