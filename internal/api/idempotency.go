@@ -57,7 +57,7 @@ func (s *Server) idempotent(next handlerFunc) handlerFunc {
 		if len(values) > 1 || len(values) == 1 && !validIdempotencyKey(values[0]) {
 			return idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters.")
 		}
-		body, err := bodyOf(w, r)
+		body, err := bodyOf(r)
 		if len(values) == 0 || err != nil {
 			// No key, or a body too large or cut short: the handler
 			// refuses the latter (413 or 400), which would not be saved.

@@ -100,12 +100,11 @@ func (s *Server) withBody(next handlerFunc) handlerFunc {
 	}
 }
 
-// bodyOf is r's body as withBody held it, or read now.
-func bodyOf(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if h, ok := r.Body.(*heldBody); ok {
-		return h.b, h.err
-	}
-	return readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+// bodyOf is r's body as withBody held it: every route that reads a body
+// runs under withBody.
+func bodyOf(r *http.Request) ([]byte, error) {
+	h := r.Body.(*heldBody)
+	return h.b, h.err
 }
 
 // readObject reads a request body that must be one JSON object. It returns
@@ -123,7 +122,7 @@ func readObject(w http.ResponseWriter, r *http.Request) (_ object, twice int, _ 
 	if compressed(r.Header) {
 		return object{}, 0, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
 	}
-	body, err := bodyOf(w, r)
+	body, err := bodyOf(r)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
