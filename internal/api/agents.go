@@ -85,11 +85,7 @@ var rfc3339Form = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.
 // ceilMilli rounds up to the store's millisecond precision, so that
 // updated_at >= updated_since never admits a record from before it.
 func ceilMilli(t time.Time) time.Time {
-	tr := t.Truncate(time.Millisecond)
-	if tr.Before(t) {
-		tr = tr.Add(time.Millisecond)
-	}
-	return tr
+	return t.Add(time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // agentActor is the caller of an agent route: its key, whose restriction
