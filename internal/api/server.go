@@ -186,8 +186,10 @@ func newServer(cfg Config) (*Server, error) {
 // the secret-scanning endpoint and the console when configured, and 404.
 func (s *Server) root(cfg Config) *http.ServeMux {
 	root := http.NewServeMux()
-	root.Handle("GET /healthz", handleHealth())
-	root.Handle("GET /readyz", handleReady(s.store))
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	root.HandleFunc("GET /readyz", s.serveReady)
 	// The API reference needs no key and no session (internal/apidocs).
 	root.Handle("GET "+apidocs.Path, apidocs.Handler())
 	root.Handle("GET "+apidocs.BundlePath, apidocs.Handler())
@@ -243,24 +245,16 @@ func isOpenAPIRequest(r *http.Request) bool {
 	return r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == ""
 }
 
-func handleHealth() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-}
-
-func handleReady(st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), store.AuthReadTimeout)
-		defer cancel()
-		if err := st.Ping(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorFields{
-				Code: domain.CodeServerError, Message: "The store is unreachable.",
-			}})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), store.AuthReadTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorFields{
+			Code: domain.CodeServerError, Message: "The store is unreachable.",
+		}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // uncleanPath reports a path with empty, "." or ".." segments.
