@@ -103,11 +103,10 @@ func writeReplay(w http.ResponseWriter, saved store.IdemResponse) {
 	writeJSONBytes(w, saved.Status, saved.Body)
 }
 
-// runIdempotent runs next under a reservation and ends it: the response is
-// saved when savable, the key released otherwise. A plain response is held
-// until it is saved, so that a client that has it finds it saved; a
-// streamed one goes out as it comes and is saved from what the stream
-// handler records (recordAnswer).
+// runIdempotent runs next under a reservation and ends it (endIdempotent).
+// A plain response is held until it is saved, so that a client that has it
+// finds it saved; a streamed one goes out as it comes and is saved from
+// what the stream handler records (recordAnswer).
 func (s *Server) runIdempotent(w http.ResponseWriter, r *http.Request, next http.Handler, res store.IdemReservation) {
 	rec := &idemRecorder{w: w}
 	ended := false
@@ -122,9 +121,9 @@ func (s *Server) runIdempotent(w http.ResponseWriter, r *http.Request, next http
 	rec.finish()
 }
 
-// endIdempotent saves resp under res, or releases res when resp is not
-// savable. It runs after the request, however it ended, so it does not
-// take the request's cancellation.
+// endIdempotent saves resp under res, or releases res. It runs after the
+// request, however it ended, so it does not take the request's
+// cancellation.
 func (s *Server) endIdempotent(r *http.Request, res store.IdemReservation, resp store.IdemResponse) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idemStoreTimeout)
 	defer cancel()
