@@ -438,12 +438,9 @@ func endOfValue(b []byte, i int) int {
 	return i
 }
 
-// jsonKind names the JSON type of a raw value by its first byte.
+// jsonKind names the JSON type of a member's value by its first byte
+// (walkObject's values start at it: no space before).
 func jsonKind(raw json.RawMessage) string {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 {
-		return ""
-	}
 	switch raw[0] {
 	case '"':
 		return "string"
