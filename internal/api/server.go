@@ -99,12 +99,8 @@ type Server struct {
 	toucher      *keys.Toucher
 	log          *slog.Logger
 	now          func() time.Time
-	cursors      *cursorSigner
-	llm          *llm.Client
-	keepAlive    time.Duration
 	metrics      *metrics.Metrics
 	authn        *keys.Authenticator
-	lists        *agents.ListCache
 	usage        UsageRecorder
 	models       *modelCalls
 	bodies       *semaphore.Weighted // Config.MaxBodyMemory
@@ -163,8 +159,7 @@ func newServer(cfg Config) (*Server, error) {
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)),
-		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
-		authn: authn, lists: cmp.Or(cfg.ListCache, agents.NewListCache()), usage: cfg.Usage, listVersions: cfg.ListVersions,
+		now: cfg.Now, metrics: cfg.Metrics, authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
 		mux: http.NewServeMux(),
@@ -172,13 +167,10 @@ func newServer(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.keepAlive = cfg.StreamKeepAlive; s.keepAlive <= 0 {
-		s.keepAlive = DefaultStreamKeepAlive
-	}
 	if s.unauthLimit <= 0 {
 		s.unauthLimit = DefaultUnauthRateLimit
 	}
-	s.routes(s.mux)
+	s.routes(s.mux, cfg)
 	return s, nil
 }
 
