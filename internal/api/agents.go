@@ -17,14 +17,11 @@ const (
 	MaxPageSize     = 100
 )
 
-// agentItem is an agent in a list: exactly the contract's four fields.
-type agentItem = wire.AgentItem
-
 // toRecord is an agent in a single-agent response (docs/api.md, Resources).
 func toRecord(a domain.Agent) wire.Agent {
 	return wire.Agent{
-		ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: formatTime(a.CreatedAt),
-		Instructions: a.Instructions, UpdatedAt: formatTime(a.UpdatedAt),
+		ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt),
+		Instructions: a.Instructions, UpdatedAt: wire.Time(a.UpdatedAt),
 	}
 }
 
@@ -88,11 +85,7 @@ var rfc3339Form = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.
 // ceilMilli rounds up to the store's millisecond precision, so that
 // updated_at >= updated_since never admits a record from before it.
 func ceilMilli(t time.Time) time.Time {
-	tr := t.Truncate(time.Millisecond)
-	if tr.Before(t) {
-		tr = tr.Add(time.Millisecond)
-	}
-	return tr
+	return t.Add(time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // agentActor is the caller of an agent route: its key, whose restriction

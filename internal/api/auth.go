@@ -28,10 +28,7 @@ var errAddressNotAllowed = domain.Errorf(domain.CodeAccessDenied, "This API key 
 
 // authFrom is the key serveV1 admitted for the request of ctx.
 func authFrom(ctx context.Context) auth {
-	if rec, _ := ctx.Value(ctxLogAttrs).(*recorder); rec != nil && rec.authed {
-		return rec.auth
-	}
-	return auth{}
+	return ctx.Value(ctxLogAttrs).(*recorder).auth
 }
 
 // refuseQueryCredential answers, and reports true, a request with a
@@ -146,7 +143,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key reaches the handlers through the request's recorder, which
 	// its context already holds (authFrom): no second copy of the request.
-	rec.auth, rec.authed = auth{key: key, now: now, listVersion: agents.ListVersion{Value: watched.Value, OK: watched.OK}}, true
+	rec.auth = auth{key: key, now: now, listVersion: agents.ListVersion{Value: watched.Value, OK: watched.OK}}
 	s.mux.ServeHTTP(w, r)
 	rec.route = r.Pattern
 }

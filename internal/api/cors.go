@@ -44,9 +44,7 @@ func isPreflight(r *http.Request) bool {
 // counted against the client address's limit like any request without a
 // key (429 past it).
 func (s *Server) servePreflight(w http.ResponseWriter, r *http.Request) {
-	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
-		rec.route = "/v1 (preflight)"
-	}
+	r.Context().Value(ctxLogAttrs).(*recorder).route = "/v1 (preflight)"
 	if s.refuseQueryCredential(w, r) || !s.limitAnonymous(w, r, true) {
 		return
 	}

@@ -82,9 +82,7 @@ func (s *Server) serve(h handlerFunc) http.Handler {
 // writeError is the only way an error reaches a client, as asDomain shows it.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	de := asDomain(r, log, err)
-	if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
-		rec.code = string(de.Code) // for the request log (usage.go)
-	}
+	r.Context().Value(ctxLogAttrs).(*recorder).code = string(de.Code) // for the request log (usage.go)
 	if de.Code == domain.CodeInvalidCredentials || de.Code == domain.CodeTokenExpired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentapi"`)
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"io"
@@ -46,12 +47,6 @@ func idempotencyHash(r *http.Request, body []byte) []byte {
 	return h.Sum(nil)
 }
 
-// savable reports whether a response is kept for replays: the handler ran
-// to an outcome (2xx, 404, 409), not a refusal a retry may pass.
-func savable(status int) bool {
-	return status >= 200 && status < 300 || status == http.StatusNotFound || status == http.StatusConflict
-}
-
 // idempotent runs next at most once per Idempotency-Key of an account:
 // a request without the header runs as it is; the first with a key
 // reserves it in the store and runs; later ones get the saved response,
@@ -62,7 +57,7 @@ func (s *Server) idempotent(next handlerFunc) handlerFunc {
 		if len(values) > 1 || len(values) == 1 && !validIdempotencyKey(values[0]) {
 			return idemKeyError("Idempotency-Key must be one value of 1 to 255 printable ASCII characters.")
 		}
-		body, err := bodyOf(w, r)
+		body, err := bodyOf(r)
 		if len(values) == 0 || err != nil {
 			// No key, or a body too large or cut short: the handler
 			// refuses the latter (413 or 400), which would not be saved.
@@ -108,11 +103,10 @@ func writeReplay(w http.ResponseWriter, saved store.IdemResponse) {
 	writeJSONBytes(w, saved.Status, saved.Body)
 }
 
-// runIdempotent runs next under a reservation and ends it: the response is
-// saved when savable, the key released otherwise. A plain response is held
-// until it is saved, so that a client that has it finds it saved; a
-// streamed one goes out as it comes and is saved from what the stream
-// handler records (recordAnswer).
+// runIdempotent runs next under a reservation and ends it (endIdempotent).
+// A plain response is held until it is saved, so that a client that has it
+// finds it saved; a streamed one goes out as it comes and is saved from
+// what the stream handler records (recordAnswer).
 func (s *Server) runIdempotent(w http.ResponseWriter, r *http.Request, next http.Handler, res store.IdemReservation) {
 	rec := &idemRecorder{w: w}
 	ended := false
@@ -127,14 +121,16 @@ func (s *Server) runIdempotent(w http.ResponseWriter, r *http.Request, next http
 	rec.finish()
 }
 
-// endIdempotent saves resp under res, or releases res when resp is not
-// savable. It runs after the request, however it ended, so it does not
-// take the request's cancellation.
+// endIdempotent saves resp under res, or releases res. It runs after the
+// request, however it ended, so it does not take the request's
+// cancellation.
 func (s *Server) endIdempotent(r *http.Request, res store.IdemReservation, resp store.IdemResponse) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), idemStoreTimeout)
 	defer cancel()
 	var err error
-	if savable(resp.Status) {
+	// A response is kept for replays when the handler ran to an outcome
+	// (2xx, 404, 409), not a refusal a retry may pass.
+	if st := resp.Status; st >= 200 && st < 300 || st == http.StatusNotFound || st == http.StatusConflict {
 		err = s.store.SaveIdempotentResponse(ctx, res, resp)
 	} else {
 		err = s.store.ReleaseIdempotencyKey(ctx, res)
@@ -196,11 +192,7 @@ func (rec *idemRecorder) outcome() store.IdemResponse {
 	case rec.through:
 		return store.IdemResponse{}
 	}
-	status := rec.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	return store.IdemResponse{Status: status, Location: rec.w.Header().Get("Location"), Body: bytes.Clone(rec.body.Bytes())}
+	return store.IdemResponse{Status: cmp.Or(rec.status, http.StatusOK), Location: rec.w.Header().Get("Location"), Body: bytes.Clone(rec.body.Bytes())}
 }
 
 // finish sends what is still held, and passes the rest through.

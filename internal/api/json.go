@@ -13,25 +13,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // MaxBodyBytes is the largest request body accepted (docs/api.md, Limits: 1 MiB).
 const MaxBodyBytes = 1 << 20
 
-// writeJSON sends v as JSON, encoded fully before anything is written, so
-// that a failure to encode can still become a clean 500.
+// writeJSON sends v as JSON. Every v is the wire types, errorBody, maps
+// of strings or secret-scanning answers: strings, numbers and booleans,
+// which json.Marshal cannot fail to encode.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}`)
-	}
+	body, _ := json.Marshal(v)
 	writeJSONBytes(w, status, append(body, '\n'))
 }
 
@@ -43,13 +38,6 @@ func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
-
-// timeFormat is how every timestamp leaves the service (wire.TimeFormat).
-const timeFormat = wire.TimeFormat
-
-func formatTime(t time.Time) string { return wire.Time(t) }
-
-func formatTimePtr(t *time.Time) *string { return wire.TimePtr(t) }
 
 // object is a request body checked to be one JSON object whose attribute
 // names are unique. Its members are found in the body again when asked
@@ -112,12 +100,11 @@ func (s *Server) withBody(next handlerFunc) handlerFunc {
 	}
 }
 
-// bodyOf is r's body as withBody held it, or read now.
-func bodyOf(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if h, ok := r.Body.(*heldBody); ok {
-		return h.b, h.err
-	}
-	return readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+// bodyOf is r's body as withBody held it: every route that reads a body
+// runs under withBody.
+func bodyOf(r *http.Request) ([]byte, error) {
+	h := r.Body.(*heldBody)
+	return h.b, h.err
 }
 
 // readObject reads a request body that must be one JSON object. It returns
@@ -135,7 +122,7 @@ func readObject(w http.ResponseWriter, r *http.Request) (_ object, twice int, _ 
 	if compressed(r.Header) {
 		return object{}, 0, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
 	}
-	body, err := bodyOf(w, r)
+	body, err := bodyOf(r)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -451,12 +438,9 @@ func endOfValue(b []byte, i int) int {
 	return i
 }
 
-// jsonKind names the JSON type of a raw value by its first byte.
+// jsonKind names the JSON type of a member's value by its first byte
+// (walkObject's values start at it: no space before).
 func jsonKind(raw json.RawMessage) string {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 {
-		return ""
-	}
 	switch raw[0] {
 	case '"':
 		return "string"

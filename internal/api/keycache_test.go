@@ -14,6 +14,7 @@ import (
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // sharedStores opens the fixture's store and a second store on the same
@@ -120,7 +121,7 @@ func TestMeShowsThisRequestsTimeWithTheKeyHeld(t *testing.T) {
 	for i := range 3 {
 		r := f.get("/v1/me", key)
 		r.wantStatus(t, 200)
-		want := f.clock.Now().UTC().Format(timeFormat)
+		want := f.clock.Now().UTC().Format(wire.TimeFormat)
 		if got := r.data()["last_used_at"]; got != want {
 			t.Fatalf("request %d: last_used_at %v, want %s", i, got, want)
 		}

@@ -8,13 +8,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // The agent list is written by this append encoder rather than through
 // encoding/json's reflection: without it a page of 100 agents cost serve
 // 116 µs of CPU instead of 71 on SQLite, and serve + PostgreSQL + Redis
 // 156 µs instead of 112 (+65 % and +40 % end to end; bench/RESULTS.md).
-// It writes the very bytes json.Marshal writes for collection of agentItem,
+// It writes the very bytes json.Marshal writes for collection of wire.AgentItem,
 // newline included; listjson_test.go holds it to that.
 
 // appendBufPool holds encode buffers; ones grown past 64 KiB are dropped
@@ -31,14 +32,14 @@ func writeAgentPage(w http.ResponseWriter, agents []store.AgentItem, m meta) {
 	}
 }
 
-// appendTime appends t as formatTime writes it, quoted, by hand: the
+// appendTime appends t as wire.Time writes it, quoted, by hand: the
 // layout interpreter of AppendFormat was most of a list page's encoding.
 func appendTime(dst []byte, t time.Time) []byte {
 	t = t.UTC()
 	y, mo, d := t.Date()
 	if y < 0 || y > 9999 {
 		dst = append(dst, '"')
-		dst = t.AppendFormat(dst, timeFormat)
+		dst = t.AppendFormat(dst, wire.TimeFormat)
 		return append(dst, '"')
 	}
 	h, mi, sec := t.Clock()

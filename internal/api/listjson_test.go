@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // collection is the envelope of a list, as encoding/json writes it: what
@@ -59,9 +60,9 @@ func TestAppendAgentPageMatchesEncodingJSON(t *testing.T) {
 		{agents[:1], meta{Limit: 1, Next: &next, HasMore: true}},
 		{agents, meta{Limit: 100}},
 	} {
-		items := make([]agentItem, len(c.agents))
+		items := make([]wire.AgentItem, len(c.agents))
 		for i, ag := range c.agents {
-			items[i] = agentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: formatTime(ag.CreatedAt)}
+			items[i] = wire.AgentItem{ID: ag.ID, Name: ag.Name, Enabled: ag.Enabled, CreatedAt: wire.Time(ag.CreatedAt)}
 		}
 		want := encodeStd(t, collection{Data: items, Meta: c.m})
 		if got := appendAgentPage(nil, c.agents, c.m); !bytes.Equal(got, want) {
@@ -75,9 +76,9 @@ func FuzzAppendTime(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ns int64) {
 		tm := time.Unix(0, ns).In(time.FixedZone("z", int(ns%50_000)))
-		want := `"` + formatTime(tm) + `"`
+		want := `"` + wire.Time(tm) + `"`
 		if got := string(appendTime(nil, tm)); got != want {
-			t.Fatalf("appendTime(%v) = %s, formatTime %s", tm, got, want)
+			t.Fatalf("appendTime(%v) = %s, wire.Time %s", tm, got, want)
 		}
 	})
 }
@@ -88,7 +89,7 @@ func TestAppendTimeEdges(t *testing.T) {
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(2026, 2, 28, 23, 59, 59, 1_000_000, time.FixedZone("m", -3600)),
 	} {
-		if got, want := string(appendTime(nil, tm)), `"`+formatTime(tm)+`"`; got != want {
+		if got, want := string(appendTime(nil, tm)), `"`+wire.Time(tm)+`"`; got != want {
 			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
 		}
 	}

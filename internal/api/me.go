@@ -21,7 +21,7 @@ func handleMe(w http.ResponseWriter, r *http.Request) error {
 	buf := appendBufPool.Get().(*[]byte)
 	*buf = appendMe((*buf)[:0], keyObject{Key: wire.Key{
 		ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
-		RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: formatTimePtr(&a.now), ExpiresAt: formatTimePtr(k.ExpiresAt),
+		RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(&a.now), ExpiresAt: wire.TimePtr(k.ExpiresAt),
 	}, AllowedIPs: k.AllowedIPs.Strings()})
 	writeJSONBytes(w, http.StatusOK, *buf)
 	appendBufPool.Put(buf)

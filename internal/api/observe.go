@@ -41,8 +41,7 @@ type recorder struct {
 	keyPfx  string
 	route   string // the matched pattern, for metrics
 	id      string
-	auth    auth // the authenticated key, when authed
-	authed  bool
+	auth    auth // the authenticated key, once serveV1 admitted it
 	// The identified key (even when its rate limit then refused the
 	// request) and the error code answered, for the usage recorder.
 	keyID, acctID, code string

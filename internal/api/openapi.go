@@ -25,29 +25,25 @@ var openAPIETag = func() string {
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }()
 
-// handleOpenAPI serves the embedded document. It needs no key and is not
-// rate limited (the server routes it before authentication): it is public,
-// the same for everyone, and clients fetch it to learn how to authenticate.
-// Clients may cache it briefly and revalidate with If-None-Match.
-func handleOpenAPI() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rec, _ := r.Context().Value(ctxLogAttrs).(*recorder); rec != nil {
-			rec.route = "GET /v1/openapi.json" // in metrics and the request log
-		}
-		h := w.Header()
-		h.Set("ETag", openAPIETag)
-		h.Set("Cache-Control", "public, max-age=300")
-		if etagMatches(r.Header.Values("If-None-Match"), openAPIETag) {
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		h.Set("Content-Type", "application/json")
-		h.Set("Content-Length", strconv.Itoa(len(openAPIDocument)))
-		w.WriteHeader(http.StatusOK)
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(openAPIDocument)
-		}
-	})
+// serveOpenAPI serves the embedded document. It needs no key (dispatch
+// routes it before authentication): it is public, the same for everyone,
+// and clients fetch it to learn how to authenticate. Clients may cache it
+// briefly and revalidate with If-None-Match.
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	r.Context().Value(ctxLogAttrs).(*recorder).route = "GET /v1/openapi.json" // in metrics and the request log
+	h := w.Header()
+	h.Set("ETag", openAPIETag)
+	h.Set("Cache-Control", "public, max-age=300")
+	if etagMatches(r.Header.Values("If-None-Match"), openAPIETag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(openAPIDocument)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(openAPIDocument)
+	}
 }
 
 // etagMatches applies If-None-Match's weak comparison (RFC 9110 13.1.2).

@@ -23,6 +23,7 @@ import (
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm/llmtest"
 	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/wire"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -1033,9 +1034,9 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 // (a list page of 30 agents); the validator is built once per test binary.
 func BenchmarkOpenAPICheck(b *testing.B) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	items := make([]agentItem, 30)
+	items := make([]wire.AgentItem, 30)
 	for i := range items {
-		items[i] = agentItem{ID: domain.NewID(domain.PrefixAgent, now), Name: fmt.Sprint("Agent ", i), Enabled: true, CreatedAt: formatTime(now)}
+		items[i] = wire.AgentItem{ID: domain.NewID(domain.PrefixAgent, now), Name: fmt.Sprint("Agent ", i), Enabled: true, CreatedAt: wire.Time(now)}
 	}
 	next := "AQAAAZqxL8gAYWd0XzAxbTgxajE4ZzA4d3l4Y2Z6ams5NHpyanBj"
 	rec := httptest.NewRecorder()

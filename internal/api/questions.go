@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -23,7 +22,7 @@ func handleAgentStats(svc *agents.Service) handlerFunc {
 		}
 		writeJSON(w, http.StatusOK, single{Data: wire.Stats{
 			AgentID: st.AgentID, QuestionsTotal: st.QuestionsTotal, AnsweredTotal: st.AnsweredTotal,
-			FailedTotal: st.FailedTotal, LastQuestionAt: formatTimePtr(st.LastQuestionAt),
+			FailedTotal: st.FailedTotal, LastQuestionAt: wire.TimePtr(st.LastQuestionAt),
 			AverageAnswerMS: st.AverageAnswerMS, ConversationsTotal: st.ConversationsTotal,
 		}})
 		return nil
@@ -34,22 +33,10 @@ func handleAgentStats(svc *agents.Service) handlerFunc {
 // is no id of ours.
 const maxIDJSON = 1 << 10
 
-// optionalString reads an optional string attribute; null counts as absent.
-func (p *problems) optionalString(obj map[string]json.RawMessage, field string) (string, bool) {
-	raw, present := obj[field]
-	if !present || jsonKind(raw) == "null" {
-		return "", false
-	}
-	if longJSON(raw, maxIDJSON) { // names no conversation: not decoded
-		return "", true
-	}
-	return p.str(raw, field)
-}
-
 func toAnswerObject(q domain.Question) wire.Answer {
 	return wire.Answer{
 		ID: q.ID, ConversationID: q.ConversationID, Question: q.Question, Answer: q.Answer,
-		CreatedAt: formatTime(q.CreatedAt), AnswerMS: q.AnswerMS,
+		CreatedAt: wire.Time(q.CreatedAt), AnswerMS: q.AnswerMS,
 	}
 }
 
@@ -66,7 +53,12 @@ func decodeAsk(w http.ResponseWriter, r *http.Request) (askInput, error) {
 	p.query(r)
 	obj := p.object(w, r, "question", "conversation_id", "stream")
 	in.question, _ = p.text(obj, "question", domain.MaxQuestionLength, true)
-	if id, given := p.optionalString(obj, "conversation_id"); given {
+	// conversation_id is optional; null counts as absent.
+	if raw, given := obj["conversation_id"]; given && jsonKind(raw) != "null" {
+		var id string // a longer one names no conversation: not decoded
+		if !longJSON(raw, maxIDJSON) {
+			id, _ = p.str(raw, "conversation_id")
+		}
 		in.conv = &id
 	}
 	if _, given := obj["stream"]; given {

@@ -50,7 +50,7 @@ func readSignedReport(w http.ResponseWriter, r *http.Request, ks *secretscan.Key
 	if compressed(r.Header) {
 		return nil, domain.Errorf(domain.CodeUnsupportedType, "Compressed bodies are not accepted (Content-Encoding); send the body uncompressed.")
 	}
-	body, err := bodyOf(w, r)
+	body, err := bodyOf(r)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):

@@ -58,9 +58,6 @@ type Config struct {
 	Console http.Handler
 	// Metrics receives request, auth, rate-limit and store figures; nil is fine.
 	Metrics *metrics.Metrics
-	// OpenAPI serves the API description at GET /v1/openapi.json, without a
-	// key; nil serves the embedded document (openapi.json).
-	OpenAPI http.Handler
 	// Background counts the writes a request starts but does not wait for
 	// (the audit event of an expired key's use); a graceful stop waits on it
 	// after the server drains, so they are not lost. Nil: not counted.
@@ -102,12 +99,8 @@ type Server struct {
 	toucher      *keys.Toucher
 	log          *slog.Logger
 	now          func() time.Time
-	cursors      *cursorSigner
-	llm          *llm.Client
-	keepAlive    time.Duration
 	metrics      *metrics.Metrics
 	authn        *keys.Authenticator
-	lists        *agents.ListCache
 	usage        UsageRecorder
 	models       *modelCalls
 	bodies       *semaphore.Weighted // Config.MaxBodyMemory
@@ -127,12 +120,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := s.root(cfg)
-	openAPI := cfg.OpenAPI
-	if openAPI == nil {
-		openAPI = handleOpenAPI()
-	}
-	return s.observe(s.dispatch(root, openAPI)), nil
+	return s.observe(s.dispatch(s.root(cfg))), nil
 }
 
 // check names the dependencies every request needs that cfg lacks.
@@ -170,26 +158,19 @@ func newServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
-		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cfg.Log,
-		now: cfg.Now, cursors: newCursorSigner(cfg.CursorKey), llm: cfg.LLM, metrics: cfg.Metrics,
-		authn: authn, lists: cmp.Or(cfg.ListCache, agents.NewListCache()), usage: cfg.Usage, listVersions: cfg.ListVersions,
+		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)),
+		now: cfg.Now, metrics: cfg.Metrics, authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
+		mux: http.NewServeMux(),
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.keepAlive = cfg.StreamKeepAlive; s.keepAlive <= 0 {
-		s.keepAlive = DefaultStreamKeepAlive
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	if s.unauthLimit <= 0 {
 		s.unauthLimit = DefaultUnauthRateLimit
 	}
-	s.mux = http.NewServeMux()
-	s.routes(s.mux)
+	s.routes(s.mux, cfg)
 	return s, nil
 }
 
@@ -197,8 +178,10 @@ func newServer(cfg Config) (*Server, error) {
 // the secret-scanning endpoint and the console when configured, and 404.
 func (s *Server) root(cfg Config) *http.ServeMux {
 	root := http.NewServeMux()
-	root.Handle("GET /healthz", handleHealth())
-	root.Handle("GET /readyz", handleReady(s.store))
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	root.HandleFunc("GET /readyz", s.serveReady)
 	// The API reference needs no key and no session (internal/apidocs).
 	root.Handle("GET "+apidocs.Path, apidocs.Handler())
 	root.Handle("GET "+apidocs.BundlePath, apidocs.Handler())
@@ -220,34 +203,31 @@ func (s *Server) root(cfg Config) *http.ServeMux {
 // /v1 bypasses root's ServeMux: a mux would redirect unclean paths
 // (//, /./) before authentication, and the contract wants every /v1
 // request authenticated first and unknown paths answered 404.
-func (s *Server) dispatch(root, openAPI http.Handler) http.Handler {
+func (s *Server) dispatch(root http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if uncleanPath(r.URL.Path) && !strings.HasPrefix(r.URL.Path, "/v1/") {
-			// A mux would answer 301 to the cleaned path; an API answers 404.
-			writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
-			return
-		}
-		if isV1(r.URL.Path) {
-			setCORS(w.Header())
-			if isPreflight(r) {
-				s.servePreflight(w, r)
+		if !isV1(r.URL.Path) {
+			if uncleanPath(r.URL.Path) {
+				// A mux would answer 301 to the cleaned path; an API answers 404.
+				writeError(w, r, s.log, domain.Errorf(domain.CodeNotFound, "There is no such endpoint; the API lives under /v1."))
 				return
 			}
+			root.ServeHTTP(w, r)
+			return
 		}
-		if isOpenAPIRequest(r) {
+		setCORS(w.Header())
+		switch {
+		case isPreflight(r):
+			s.servePreflight(w, r)
+		case isOpenAPIRequest(r):
 			// No key needed, so it counts against the address's limit of
 			// requests without one, and carries its headers like every
 			// other /v1 response.
 			if s.limitAnonymous(w, r, true) {
-				openAPI.ServeHTTP(w, r)
+				serveOpenAPI(w, r)
 			}
-			return
-		}
-		if isV1(r.URL.Path) {
+		default:
 			s.serveV1(w, r)
-			return
 		}
-		root.ServeHTTP(w, r)
 	})
 }
 
@@ -257,24 +237,16 @@ func isOpenAPIRequest(r *http.Request) bool {
 	return r.URL.Path == "/v1/openapi.json" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.RawQuery == ""
 }
 
-func handleHealth() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-}
-
-func handleReady(st *store.Store) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), store.AuthReadTimeout)
-		defer cancel()
-		if err := st.Ping(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorFields{
-				Code: domain.CodeServerError, Message: "The store is unreachable.",
-			}})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), store.AuthReadTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorFields{
+			Code: domain.CodeServerError, Message: "The store is unreachable.",
+		}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // uncleanPath reports a path with empty, "." or ".." segments.

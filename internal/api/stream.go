@@ -56,12 +56,10 @@ func startSSE(w http.ResponseWriter) *sse {
 	return s
 }
 
-// event writes one event whose data is v as JSON.
+// event writes one event whose data is v as JSON. Every v is strings
+// and numbers, which json.Marshal cannot fail to encode.
 func (s *sse) event(name string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
+	data, _ := json.Marshal(v)
 	return s.eventRaw(name, data)
 }
 
@@ -130,32 +128,22 @@ func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *q
 	defer close(stop)
 	go s.keepAlive(keepAlive, stop)
 	pq := p.Question()
-	_ = s.event("question.created", createdEvent{ID: pq.ID, ConversationID: pq.ConversationID, CreatedAt: formatTime(pq.CreatedAt)})
+	_ = s.event("question.created", createdEvent{ID: pq.ID, ConversationID: pq.ConversationID, CreatedAt: wire.Time(pq.CreatedAt)})
 	q, err := p.AnswerStream(r.Context(), func(delta string) error {
 		return s.event("answer.delta", deltaEvent{Delta: delta})
 	})
 	if err != nil {
-		status, body := errorEnvelope(r, log, err)
-		recordAnswer(w, status, body)
+		// What writeError would send; an internal cause is logged with
+		// the request id.
+		de := asDomain(r, log, err)
+		body, _ := json.Marshal(envelope(de))
+		recordAnswer(w, statusOf(de.Code), body)
 		_ = s.eventRaw("error", body)
 		return
 	}
-	body, err := json.Marshal(single{Data: toAnswerObject(q)})
-	if err != nil { // only strings and numbers: cannot happen
-		body = []byte(`{"error":{"code":"server_error","message":"The service failed to encode its response."}}`)
-		_ = s.eventRaw("error", body)
-		return
-	}
+	body, _ := json.Marshal(single{Data: toAnswerObject(q)}) // strings and numbers: cannot fail
 	recordAnswer(w, http.StatusCreated, body)
 	_ = s.eventRaw("answer.completed", body)
-}
-
-// errorEnvelope is what writeError would send for err: its status and the
-// compact JSON envelope. An internal cause is logged with the request id.
-func errorEnvelope(r *http.Request, log *slog.Logger, err error) (int, []byte) {
-	de := asDomain(r, log, err)
-	body, _ := json.Marshal(envelope(de))
-	return statusOf(de.Code), body
 }
 
 // writeStreamReplay answers a replay of a streamed question from the

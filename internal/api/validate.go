@@ -368,10 +368,9 @@ func (p *problems) boolean(obj map[string]json.RawMessage, field string) (bool, 
 		}
 		return false, false
 	}
-	var b bool
-	if jsonKind(raw) != "boolean" || json.Unmarshal(raw, &b) != nil {
+	if jsonKind(raw) != "boolean" { // then raw is true or false: valid JSON
 		p.add(field, domain.CodeInvalidValue, "%s must be true or false.", field)
 		return false, false
 	}
-	return b, true
+	return raw[0] == 't', true
 }
