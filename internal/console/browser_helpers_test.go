@@ -20,7 +20,7 @@ import (
 // screenshots (a temporary directory when unset).
 const EnvArtifacts = "AGENTAPI_ARTIFACTS_DIR"
 
-// tab is one headless Chromium tab (testenv.BrowserFor) on a console test
+// tab is one headless Chromium tab (testenv.Browser) on a console test
 // server: the browser tests' steps, fatal on the first failure, and their
 // screenshots. It accepts every confirmation dialog console.js opens and
 // keeps the messages for dialog.
