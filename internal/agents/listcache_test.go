@@ -36,7 +36,8 @@ func (s *listStore) ListAgentItems(ctx context.Context, q store.AgentQuery) ([]s
 
 func (s *listStore) ListCacheStats() agents.ListCacheStats { return s.lists.Stats() }
 
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// t0 is the tests' clock, the fixtures' (storetest.T0): nothing here reads the real time.
+var t0 = storetest.T0
 
 // twoStores opens two stores on one fresh database: two processes (or two
 // instances) sharing it, as far as each store can tell.
@@ -45,58 +46,10 @@ func twoStores(t *testing.T, engine string) (*listStore, *listStore) {
 	return newListStore(a), newListStore(b)
 }
 
-func forEachEngineName(t *testing.T, fn func(t *testing.T, engine string)) {
-	for _, e := range storetest.Engines() {
-		t.Run(e, func(t *testing.T) { fn(t, e) })
-	}
-}
-
 func forEachEngine(t *testing.T, fn func(t *testing.T, s *listStore)) {
 	t.Helper()
 	for _, e := range storetest.Engines() {
 		t.Run(e, func(t *testing.T) { fn(t, newListStore(storetest.Open(t, e))) })
-	}
-}
-
-func newAccount(t testing.TB, s *listStore) domain.Account {
-	t.Helper()
-	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Acme", Active: true, CreatedAt: t0}
-	if err := s.CreateAccount(context.Background(), a); err != nil {
-		t.Fatalf("create account: %v", err)
-	}
-	return a
-}
-
-func newAgent(t *testing.T, s *listStore, accountID, name string, at time.Time) domain.Agent {
-	t.Helper()
-	a := domain.Agent{
-		ID: domain.NewID(domain.PrefixAgent, at), AccountID: accountID, Name: name,
-		Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at,
-	}
-	if err := s.CreateAgent(context.Background(), a); err != nil {
-		t.Fatalf("create agent %q: %v", name, err)
-	}
-	return a
-}
-
-func newKey(t *testing.T, s *listStore, accountID string, agentIDs ...string) domain.APIKey {
-	t.Helper()
-	id := domain.NewID(domain.PrefixKey, t0)
-	k := domain.APIKey{
-		ID: id, AccountID: accountID, Name: "k", Description: "d", Prefix: "pfx_" + id[len(id)-12:],
-		Env: domain.EnvLive, Hash: []byte{1, 2, 3, 0, 255}, Scopes: []domain.Scope{domain.ScopeAgentsRead, domain.ScopeAgentsQuery},
-		AgentIDs: agentIDs, RateLimitPerMinute: 120, CreatedAt: t0, CreatedBy: "usr_1",
-	}
-	if err := s.CreateKey(context.Background(), k, event(accountID, k.ID, "created", t0)); err != nil {
-		t.Fatalf("create key: %v", err)
-	}
-	return k
-}
-
-func event(accountID, keyID string, action domain.AuditAction, at time.Time) domain.AuditEvent {
-	return domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, at), AccountID: accountID, KeyID: keyID,
-		Action: action, ActorID: "usr_1", Actor: "a@example.com", CreatedAt: at,
 	}
 }
 
@@ -119,10 +72,10 @@ func itemIDs(t *testing.T, s *listStore, q store.AgentQuery) []string {
 // process or instance) shows on the next page read. On PostgreSQL every
 // page is read.
 func TestListCacheServesRepeatsUntilAnyCommit(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		a, b := twoStores(t, engine)
-		acct := newAccount(t, a)
-		first := newAgent(t, a, acct.ID, "first", t0)
+		acct := storetest.Account(t, a)
+		first := storetest.Agent(t, a, acct.ID, "first", t0)
 		q := store.AgentQuery{AccountID: acct.ID, Limit: 31}
 		wantRepeatsFromMemory(t, engine, a, q)
 
@@ -136,7 +89,7 @@ func TestListCacheServesRepeatsUntilAnyCommit(t *testing.T) {
 				before := itemIDs(t, a, q)
 				itemIDs(t, a, q) // held now, on SQLite
 				if i == 0 && by == b {
-					newAgent(t, b, acct.ID, "third", t0.Add(1500*time.Millisecond))
+					storetest.Agent(t, b, acct.ID, "third", t0.Add(1500*time.Millisecond))
 				} else {
 					w.write(by)
 				}
@@ -185,7 +138,7 @@ func listWrites(t *testing.T, accountID, agentID string) []listWrite {
 		}
 	}
 	return []listWrite{
-		{"create", func(s *listStore) { newAgent(t, s, accountID, "second", t0.Add(time.Second)) }},
+		{"create", func(s *listStore) { storetest.Agent(t, s, accountID, "second", t0.Add(time.Second)) }},
 		{"rename", func(s *listStore) {
 			update(s, func(ag *domain.Agent) { ag.Name, ag.UpdatedAt = "renamed", t0.Add(2*time.Second) })
 		}},
@@ -224,10 +177,10 @@ func wantDatabasePage(t *testing.T, a, b *listStore, q store.AgentQuery, before 
 // TestListCacheUnderConcurrentWrites: readers list while another store
 // creates agents; every read begun after a create committed includes it.
 func TestListCacheUnderConcurrentWrites(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
 		a, b := twoStores(t, engine)
-		acct := newAccount(t, b)
+		acct := storetest.Account(t, b)
 		q := store.AgentQuery{AccountID: acct.ID, Limit: 1000}
 		var (
 			created atomic.Int64 // agents known committed
@@ -253,7 +206,7 @@ func TestListCacheUnderConcurrentWrites(t *testing.T) {
 			}()
 		}
 		for i := range 40 {
-			newAgent(t, b, acct.ID, "agent-"+string(rune('a'+i%26))+string(rune('a'+i/26)), t0.Add(time.Duration(i)*time.Millisecond))
+			storetest.Agent(t, b, acct.ID, "agent-"+string(rune('a'+i%26))+string(rune('a'+i/26)), t0.Add(time.Duration(i)*time.Millisecond))
 			created.Add(1)
 			time.Sleep(time.Millisecond)
 		}
@@ -269,14 +222,14 @@ func TestListCacheUnderConcurrentWrites(t *testing.T) {
 // confused with one another.
 func TestListCacheKeysEveryQueryField(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *listStore) {
-		acct := newAccount(t, s)
-		other := newAccount(t, s)
+		acct := storetest.Account(t, s)
+		other := storetest.Account(t, s)
 		var ags []domain.Agent
 		for i := range 5 {
-			ags = append(ags, newAgent(t, s, acct.ID, "a"+string(rune('0'+i)), t0.Add(time.Duration(i)*time.Second)))
+			ags = append(ags, storetest.Agent(t, s, acct.ID, "a"+string(rune('0'+i)), t0.Add(time.Duration(i)*time.Second)))
 		}
-		newAgent(t, s, other.ID, "elsewhere", t0)
-		k := newKey(t, s, acct.ID, ags[1].ID, ags[3].ID)
+		storetest.Agent(t, s, other.ID, "elsewhere", t0)
+		k := storetest.Key(t, s, acct.ID, ags[1].ID, ags[3].ID)
 		since := t0.Add(2 * time.Second)
 		queries := []store.AgentQuery{
 			{AccountID: acct.ID, Limit: 10},
@@ -339,19 +292,19 @@ func (n *listRecorder) took() []string {
 // for under a version is served from memory until this store changes the
 // account's agents, whatever the version says.
 func TestListNotifierHearsEveryChangeOfAgents(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
 		st, _ := twoStores(t, engine)
 		n := &listRecorder{}
 		st.SetListNotifier(n)
-		acct, other := newAccount(t, st), newAccount(t, st)
+		acct, other := storetest.Account(t, st), storetest.Account(t, st)
 		want := func(step string, accounts ...string) {
 			t.Helper()
 			if got := n.took(); !slices.Equal(got, accounts) {
 				t.Fatalf("%s: notified %v, want %v", step, got, accounts)
 			}
 		}
-		first := newAgent(t, st, acct.ID, "first", t0)
+		first := storetest.Agent(t, st, acct.ID, "first", t0)
 		want("create", acct.ID)
 		if err := st.CreateAgent(ctx, first); err == nil {
 			t.Fatal("a second create of one agent succeeded")
@@ -392,7 +345,7 @@ func TestListNotifierHearsEveryChangeOfAgents(t *testing.T) {
 		if hits := after.Hits - before.Hits; hits < 5 {
 			t.Fatalf("%d of 6 reads under one version served from memory, want at least 5", hits)
 		}
-		newAgent(t, st, acct.ID, "second", t0.Add(2*time.Minute))
+		storetest.Agent(t, st, acct.ID, "second", t0.Add(2*time.Minute))
 		if got := itemIDs(t, st, q); len(got) != len(page)+1 {
 			t.Fatalf("after a create here, under the same version: %v", got)
 		}
@@ -403,15 +356,15 @@ func TestListNotifierHearsEveryChangeOfAgents(t *testing.T) {
 // is its restriction, so editing the key's access tells the notifier its
 // account and drops the pages held here, whatever the version says.
 func TestKeyAccessEditChangesTheRestrictedList(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
 		st, _ := twoStores(t, engine)
 		n := &listRecorder{}
 		st.SetListNotifier(n)
-		acct := newAccount(t, st)
-		first := newAgent(t, st, acct.ID, "first", t0)
-		second := newAgent(t, st, acct.ID, "second", t0.Add(time.Second))
-		k := newKey(t, st, acct.ID, first.ID)
+		acct := storetest.Account(t, st)
+		first := storetest.Agent(t, st, acct.ID, "first", t0)
+		second := storetest.Agent(t, st, acct.ID, "second", t0.Add(time.Second))
+		k := storetest.Key(t, st, acct.ID, first.ID)
 		q := store.AgentQuery{AccountID: acct.ID, Limit: 10, OnlyKeyID: k.ID}
 		st.version = agents.ListVersion{Value: 42, OK: true}
 		if got := itemIDs(t, st, q); len(got) != 1 || got[0] != first.ID+"/first/on" {
@@ -419,7 +372,7 @@ func TestKeyAccessEditChangesTheRestrictedList(t *testing.T) {
 		}
 		n.took()
 		if err := st.UpdateKeyAccess(ctx, acct.ID, k.ID, k.Scopes, []string{second.ID}, nil,
-			event(acct.ID, k.ID, domain.AuditAccessChanged, t0)); err != nil {
+			storetest.Event(acct.ID, k.ID, domain.AuditAccessChanged, t0)); err != nil {
 			t.Fatal(err)
 		}
 		if got := n.took(); !slices.Equal(got, []string{acct.ID}) {

@@ -34,19 +34,14 @@ func (c cachedStore) KeyByPrefix(ctx context.Context, prefix string) (domain.API
 
 func (c cachedStore) KeyCacheStats() keys.CacheStats { return c.a.CacheStats() }
 
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// t0 is the tests' clock, the fixtures' (storetest.T0): nothing here reads the real time.
+var t0 = storetest.T0
 
 // twoStores opens two stores on one fresh database: two processes (or two
 // instances) sharing it, as far as each store can tell.
 func twoStores(t *testing.T, engine string) (cachedStore, cachedStore) {
 	a, b := storetest.OpenTwo(t, engine)
 	return newCachedStore(t, a), newCachedStore(t, b)
-}
-
-func forEachEngineName(t *testing.T, fn func(t *testing.T, engine string)) {
-	for _, e := range storetest.Engines() {
-		t.Run(e, func(t *testing.T) { fn(t, e) })
-	}
 }
 
 func forEachEngine(t *testing.T, fn func(t *testing.T, s cachedStore)) {
@@ -56,55 +51,13 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, s cachedStore)) {
 	}
 }
 
-func cacheAccount(t testing.TB, s cachedStore) domain.Account {
-	t.Helper()
-	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Acme", Active: true, CreatedAt: t0}
-	if err := s.CreateAccount(context.Background(), a); err != nil {
-		t.Fatalf("create account: %v", err)
-	}
-	return a
-}
-
-func cacheAgent(t *testing.T, s cachedStore, accountID, name string, at time.Time) domain.Agent {
-	t.Helper()
-	a := domain.Agent{
-		ID: domain.NewID(domain.PrefixAgent, at), AccountID: accountID, Name: name,
-		Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at,
-	}
-	if err := s.CreateAgent(context.Background(), a); err != nil {
-		t.Fatalf("create agent %q: %v", name, err)
-	}
-	return a
-}
-
-func cacheKey(t *testing.T, s cachedStore, accountID string) domain.APIKey {
-	t.Helper()
-	id := domain.NewID(domain.PrefixKey, t0)
-	k := domain.APIKey{
-		ID: id, AccountID: accountID, Name: "k", Description: "d", Prefix: "pfx_" + id[len(id)-12:],
-		Env: domain.EnvLive, Hash: []byte{1, 2, 3, 0, 255}, Scopes: []domain.Scope{domain.ScopeAgentsRead, domain.ScopeAgentsQuery},
-		RateLimitPerMinute: 120, CreatedAt: t0, CreatedBy: "usr_1",
-	}
-	if err := s.CreateKey(context.Background(), k, keyEvent(accountID, k.ID, "created", t0)); err != nil {
-		t.Fatalf("create key: %v", err)
-	}
-	return k
-}
-
-func keyEvent(accountID, keyID string, action domain.AuditAction, at time.Time) domain.AuditEvent {
-	return domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, at), AccountID: accountID, KeyID: keyID,
-		Action: action, ActorID: "usr_1", Actor: "a@example.com", CreatedAt: at,
-	}
-}
-
 // TestKeyCacheServesRepeatsFromMemory fails if KeyByPrefix stops using the
 // cache: repeated lookups of one key read it from the database once.
 func TestKeyCacheServesRepeatsFromMemory(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s cachedStore) {
 		ctx := context.Background()
-		acct := cacheAccount(t, s)
-		k := cacheKey(t, s, acct.ID)
+		acct := storetest.Account(t, s)
+		k := storetest.Key(t, s, acct.ID)
 		before := s.KeyCacheStats()
 		for range 50 {
 			got, active, err := s.KeyByPrefix(ctx, k.Prefix)
@@ -117,7 +70,7 @@ func TestKeyCacheServesRepeatsFromMemory(t *testing.T) {
 			t.Fatalf("50 lookups: %d database reads, %d from memory; want 1 and 49", misses, hits)
 		}
 		// Writes that change no key leave the cache alone.
-		cacheAgent(t, s, acct.ID, "unrelated", t0)
+		storetest.Agent(t, s, acct.ID, "unrelated", t0)
 		if err := s.TouchKeys(ctx, map[string]time.Time{k.ID: t0.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +88,7 @@ func TestKeyCacheServesRepeatsFromMemory(t *testing.T) {
 // process, another instance), is seen by the very next lookup; and so is
 // one made through the same store.
 func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
 		a, b := twoStores(t, engine)
 		for _, writer := range []struct {
@@ -144,8 +97,8 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 		}{{"other store", b}, {"same store", a}} {
 			t.Run(writer.name, func(t *testing.T) {
 				w := writer.s
-				acct := cacheAccount(t, w)
-				k := cacheKey(t, w, acct.ID)
+				acct := storetest.Account(t, w)
+				k := storetest.Key(t, w, acct.ID)
 				lookup := func() (domain.APIKey, bool) {
 					t.Helper()
 					got, active, err := a.KeyByPrefix(ctx, k.Prefix)
@@ -159,7 +112,7 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 				}
 				lookup() // now held in memory
 
-				if err := w.SetKeyRateLimit(ctx, k.ID, 7, keyEvent(acct.ID, k.ID, "rate_limit_changed", t0)); err != nil {
+				if err := w.SetKeyRateLimit(ctx, k.ID, 7, storetest.Event(acct.ID, k.ID, "rate_limit_changed", t0)); err != nil {
 					t.Fatal(err)
 				}
 				if got, _ := lookup(); got.RateLimitPerMinute != 7 {
@@ -177,7 +130,7 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 				if _, active := lookup(); !active {
 					t.Fatal("after activation: account still inactive")
 				}
-				if err := w.RevokeKey(ctx, acct.ID, k.ID, "usr_1", t0, keyEvent(acct.ID, k.ID, "revoked", t0)); err != nil {
+				if err := w.RevokeKey(ctx, acct.ID, k.ID, "usr_1", t0, storetest.Event(acct.ID, k.ID, "revoked", t0)); err != nil {
 					t.Fatal(err)
 				}
 				if got, _ := lookup(); got.RevokedAt == nil {
@@ -192,12 +145,12 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 // revocation by another store commits; every lookup that began after the
 // commit returned must see it.
 func TestKeyCacheRevocationUnderLoad(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
 		a, b := twoStores(t, engine)
 		for round := range 5 {
-			acct := cacheAccount(t, b)
-			k := cacheKey(t, b, acct.ID)
+			acct := storetest.Account(t, b)
+			k := storetest.Key(t, b, acct.ID)
 			var (
 				revoked atomic.Bool
 				stop    atomic.Bool
@@ -223,7 +176,7 @@ func TestKeyCacheRevocationUnderLoad(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 			at := t0.Add(time.Duration(round) * time.Second)
-			if err := b.RevokeKey(ctx, acct.ID, k.ID, "usr_1", at, keyEvent(acct.ID, k.ID, "revoked", at)); err != nil {
+			if err := b.RevokeKey(ctx, acct.ID, k.ID, "usr_1", at, storetest.Event(acct.ID, k.ID, "revoked", at)); err != nil {
 				t.Fatal(err)
 			}
 			revoked.Store(true)
@@ -244,11 +197,11 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 		b.Run(e, func(b *testing.B) {
 			s := newCachedStore(b, storetest.Open(b, e))
 			ctx := context.Background()
-			acct := cacheAccount(b, s)
+			acct := storetest.Account(b, s)
 			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
 				Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
 				RateLimitPerMinute: 1, CreatedAt: t0}
-			if err := s.CreateKey(ctx, k, keyEvent(acct.ID, k.ID, "created", t0)); err != nil {
+			if err := s.CreateKey(ctx, k, storetest.Event(acct.ID, k.ID, "created", t0)); err != nil {
 				b.Fatal(err)
 			}
 			b.Run("read", func(b *testing.B) {
@@ -294,10 +247,10 @@ func BenchmarkKeyAuthPath(b *testing.B) {
 
 // TestKeyByPrefixAfterClose fails rather than blocks.
 func TestKeyByPrefixAfterClose(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		a, _ := twoStores(t, engine)
-		acct := cacheAccount(t, a)
-		k := cacheKey(t, a, acct.ID)
+		acct := storetest.Account(t, a)
+		k := storetest.Key(t, a, acct.ID)
 		if _, _, err := a.KeyByPrefix(context.Background(), k.Prefix); err != nil {
 			t.Fatal(err)
 		}
@@ -320,8 +273,8 @@ func TestKeyByPrefixAfterClose(t *testing.T) {
 func TestHeldKeyNeedsNoStore(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s cachedStore) {
 		ctx := context.Background()
-		acct := cacheAccount(t, s)
-		k := cacheKey(t, s, acct.ID)
+		acct := storetest.Account(t, s)
+		k := storetest.Key(t, s, acct.ID)
 		if _, _, err := s.KeyByPrefix(ctx, k.Prefix); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // The console's agents page, on both engines: pages of agents oldest first
@@ -21,7 +22,7 @@ import (
 func TestAgentPage(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a, other := newAccount(t, s), newAccount(t, s)
+		a, other := storetest.Account(t, s), storetest.Account(t, s)
 		var ags []domain.Agent
 		for i := range 12 {
 			at := t0.Add(time.Duration(i/3) * time.Millisecond)

@@ -14,10 +14,10 @@ import (
 // next lookup (the epoch bump), with its audit event; another account's key
 // is ErrNotFound.
 func TestKeyAllowedIPs(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		ctx := context.Background()
 		s1, s2 := storetest.OpenTwo(t, engine)
-		a, other := newAccount(t, s1), newAccount(t, s1)
+		a, other := storetest.Account(t, s1), storetest.Account(t, s1)
 		list, err := domain.ParseAllowList("127.0.0.2, 10.0.0.0/8 ::1")
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // The console's keyset pages, on both engines: pages of keys newest first
@@ -19,7 +20,7 @@ import (
 func TestConsolePages(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a, other := newAccount(t, s), newAccount(t, s)
+		a, other := storetest.Account(t, s), storetest.Account(t, s)
 		mk := func(acct string, i int, at time.Time) domain.APIKey {
 			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, at), AccountID: acct, Name: fmt.Sprintf("Key_%02d", i),
 				Prefix: fmt.Sprintf("p%011d", i) + acct[len(acct)-3:], Env: domain.EnvLive, Hash: []byte{byte(i)},
@@ -116,7 +117,7 @@ func TestConsolePages(t *testing.T) {
 			t.Fatalf("user search: %d", len(us))
 		}
 		for _, n := range []string{"Zeta", "alpha", "Beta", "gamma"} {
-			newAgent(t, s, a.ID, n, t0)
+			storetest.Agent(t, s, a.ID, n, t0)
 		}
 		ags, anext, err := s.AgentPickerPage(ctx, a.ID, "", "", 2)
 		if err != nil || len(ags) != 2 || ags[0].Name != "alpha" || ags[1].Name != "Beta" || anext == "" {
@@ -137,7 +138,7 @@ func TestConsolePages(t *testing.T) {
 func TestRetiringAndText(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a, other := newAccount(t, s), newAccount(t, s)
+		a, other := storetest.Account(t, s), storetest.Account(t, s)
 		mk := func(name, prefix string, expires *time.Time) domain.APIKey {
 			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: a.ID, Name: name, Prefix: prefix, Env: domain.EnvLive,
 				Hash: []byte(prefix), Scopes: []domain.Scope{domain.ScopeAgentsRead}, RateLimitPerMinute: 1, CreatedAt: t0, ExpiresAt: expires}

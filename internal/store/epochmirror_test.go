@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // recordingNotifier records the epochs it is told, failing when err is set.
@@ -38,8 +39,8 @@ func TestEpochNotifierToldAfterEveryBump(t *testing.T) {
 		ctx := context.Background()
 		n := &recordingNotifier{}
 		s.SetEpochNotifier(n)
-		acct := newAccount(t, s)
-		k := newKey(t, s, acct.ID)
+		acct := storetest.Account(t, s)
+		k := storetest.Key(t, s, acct.ID)
 		ev := func() domain.AuditEvent {
 			return domain.AuditEvent{ID: domain.NewID(domain.PrefixEvent, k.CreatedAt), AccountID: acct.ID, KeyID: k.ID, Action: "rate_limit_changed", Actor: "test", CreatedAt: k.CreatedAt}
 		}
@@ -73,7 +74,7 @@ func TestEpochNotifierFailureKeepsTheChange(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		n := &recordingNotifier{err: errors.New("redis away")}
 		s.SetEpochNotifier(n)
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		ctx, report := store.WithEpochReport(context.Background())
 		if err := s.SetAccountActive(ctx, acct.ID, false); err != nil {
 			t.Fatalf("the write failed with its raise: %v", err)

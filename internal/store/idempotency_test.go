@@ -34,7 +34,7 @@ func reserve(t *testing.T, s *store.Store, req store.IdemRequest, want store.Ide
 func TestIdempotencyKeyLifecycle(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct, other := newAccount(t, s), newAccount(t, s)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
 		_, res := reserve(t, s, idemReq(acct.ID, "k1", "a", t0), store.IdemRun)
 		reserve(t, s, idemReq(acct.ID, "k1", "a", t0.Add(time.Second)), store.IdemInProgress)
 		reserve(t, s, idemReq(acct.ID, "k1", "b", t0.Add(time.Second)), store.IdemMismatch)
@@ -67,7 +67,7 @@ func TestIdempotencyKeyLifecycle(t *testing.T) {
 func TestIdempotencyLeaseTakeover(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		_, dead := reserve(t, s, idemReq(acct.ID, "k", "a", t0), store.IdemRun)
 		reserve(t, s, idemReq(acct.ID, "k", "a", t0.Add(59*time.Second)), store.IdemInProgress)
 		_, live := reserve(t, s, idemReq(acct.ID, "k", "a", t0.Add(time.Minute)), store.IdemRun)
@@ -87,7 +87,7 @@ func TestIdempotencyLeaseTakeover(t *testing.T) {
 func TestSweepIdempotencyKeys(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		for i := range 7 {
 			reserve(t, s, idemReq(acct.ID, fmt.Sprint("old", i), "a", t0), store.IdemRun)
 		}
@@ -112,7 +112,7 @@ func TestSweepIdempotencyKeys(t *testing.T) {
 // TestIdempotencyReserveConcurrently reserves one key from many goroutines
 // on two stores opened on one database (two instances): exactly one runs.
 func TestIdempotencyReserveConcurrently(t *testing.T) {
-	forEachEngineName(t, func(t *testing.T, engine string) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
 		dsn := filepath.Join(t.TempDir(), "agentapi.db")
 		if engine == store.EnginePostgres {
 			dsn = storetest.PostgresURL(t)
@@ -126,7 +126,7 @@ func TestIdempotencyReserveConcurrently(t *testing.T) {
 			t.Cleanup(func() { st.Close() })
 			stores[i] = st
 		}
-		acct := newAccount(t, stores[0])
+		acct := storetest.Account(t, stores[0])
 		for round := range 5 {
 			key := fmt.Sprint("key-", round)
 			var (

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // TestAgentsOfOneMillisecondListInCreationOrder: agents created one after
@@ -14,10 +15,10 @@ import (
 // page after page, on every engine.
 func TestAgentsOfOneMillisecondListInCreationOrder(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		var made []string
 		for i := range 200 {
-			made = append(made, newAgent(t, s, acct.ID, fmt.Sprint("same ms ", i), t0).ID)
+			made = append(made, storetest.Agent(t, s, acct.ID, fmt.Sprint("same ms ", i), t0).ID)
 		}
 		var listed []string
 		q := store.AgentQuery{AccountID: acct.ID, Limit: 70}

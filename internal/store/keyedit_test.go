@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // TestUpdateKeyAccess, on both engines: scopes, agents and an earlier
@@ -17,7 +18,7 @@ import (
 func TestUpdateKeyAccess(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		ag := domain.Agent{ID: domain.NewID(domain.PrefixAgent, t0), AccountID: a.ID, Name: "a", Enabled: true, CreatedAt: t0, UpdatedAt: t0}
 		if err := s.CreateAgent(ctx, ag); err != nil {
 			t.Fatal(err)

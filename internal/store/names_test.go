@@ -18,7 +18,7 @@ import (
 func TestAgentNamesUniqueUnderCaseFolding(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		var greek domain.Agent
 		for i, pair := range [][2]string{
 			{"ΟΔΟΣ", "οδος"},
@@ -26,7 +26,7 @@ func TestAgentNamesUniqueUnderCaseFolding(t *testing.T) {
 			{"Straße", "STRASSE"},
 			{"Å", "å"},
 		} {
-			first := newAgent(t, s, acct.ID, pair[0], t0.Add(time.Duration(i)*time.Second))
+			first := storetest.Agent(t, s, acct.ID, pair[0], t0.Add(time.Duration(i)*time.Second))
 			if i == 0 {
 				greek = first
 			}
@@ -37,7 +37,7 @@ func TestAgentNamesUniqueUnderCaseFolding(t *testing.T) {
 			wantDuplicate(t, pair[1]+" after "+pair[0], s.CreateAgent(ctx, dup), first.ID)
 		}
 		// Renaming onto a folded name is refused the same way.
-		other := newAgent(t, s, acct.ID, "Other", t0)
+		other := storetest.Agent(t, s, acct.ID, "Other", t0)
 		_, err := s.UpdateAgent(ctx, acct.ID, other.ID, func(a *domain.Agent) (bool, error) {
 			a.Name = "Οδος"
 			return true, nil
@@ -85,7 +85,7 @@ func TestRefoldAgentNamesMigration(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			acct, other := newAccount(t, s1), newAccount(t, s1)
+			acct, other := storetest.Account(t, s1), storetest.Account(t, s1)
 			type row struct {
 				name, oldKey string
 				acct         string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // TestPagesBackwards, on both engines: reading a list backwards (a Back
@@ -18,7 +19,7 @@ import (
 func TestPagesBackwards(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		for i := range 23 {
 			// Three rows a millisecond: the cursor needs the id too.
 			at := t0.Add(time.Duration(i/3) * time.Millisecond)

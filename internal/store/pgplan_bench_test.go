@@ -76,7 +76,7 @@ func BenchmarkListAgentPagePostgresCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { admin.Close() })
-			acct := newAccount(b, s)
+			acct := storetest.Account(b, s)
 			agents := make([]domain.Agent, 3000)
 			for i := range agents {
 				at := t0.Add(time.Duration(i) * time.Millisecond)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 func question(acct, agent, conv string, at time.Time, ms int64) domain.Question {
@@ -21,9 +22,9 @@ func question(acct, agent, conv string, at time.Time, ms int64) domain.Question 
 func TestConversations(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct, other := newAccount(t, s), newAccount(t, s)
-		ag := newAgent(t, s, acct.ID, "talker", t0)
-		ag2 := newAgent(t, s, acct.ID, "other", t0)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
+		ag := storetest.Agent(t, s, acct.ID, "talker", t0)
+		ag2 := storetest.Agent(t, s, acct.ID, "other", t0)
 		conv := domain.NewID(domain.PrefixConvo, t0)
 
 		first := question(acct.ID, ag.ID, conv, t0, 10)
@@ -107,8 +108,8 @@ func assertStats(t *testing.T, got, want domain.AgentStats) {
 func TestAgentStatsEmptyAndRounding(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
-		ag := newAgent(t, s, acct.ID, "quiet", t0)
+		acct := storetest.Account(t, s)
+		ag := storetest.Agent(t, s, acct.ID, "quiet", t0)
 		st, err := s.AgentStats(ctx, acct.ID, ag.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -141,8 +142,8 @@ func TestAgentStatsEmptyAndRounding(t *testing.T) {
 func TestAgentStatsExactUnderConcurrency(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
-		ag := newAgent(t, s, acct.ID, "busy", t0)
+		acct := storetest.Account(t, s)
+		ag := storetest.Agent(t, s, acct.ID, "busy", t0)
 		const n = 50
 		var wg sync.WaitGroup
 		for i := range n {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 func newUser(t *testing.T, s *store.Store, accountID, email string, role domain.Role) domain.User {
@@ -34,7 +35,7 @@ func newSession(t *testing.T, s *store.Store, userID string, tag byte, expires t
 func TestSessionUser(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		u := newUser(t, s, a.ID, "owner@example.com", domain.RoleOwner)
 		h := newSession(t, s, u.ID, 1, t0.Add(time.Hour))
 
@@ -58,7 +59,7 @@ func TestSessionUser(t *testing.T) {
 		// A deactivated account ends its users' sessions, for good:
 		// activating it again does not bring them back (a session stolen
 		// before the deactivation stays dead). Another account's stay.
-		other := newAccount(t, s)
+		other := storetest.Account(t, s)
 		ou := newUser(t, s, other.ID, "other@example.com", domain.RoleOwner)
 		oh := newSession(t, s, ou.ID, 2, t0.Add(time.Hour))
 		if err := s.SetAccountActive(ctx, a.ID, false); err != nil {
@@ -94,7 +95,7 @@ func TestSessionUser(t *testing.T) {
 func TestDeactivateUser(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a, b := newAccount(t, s), newAccount(t, s)
+		a, b := storetest.Account(t, s), storetest.Account(t, s)
 		u := newUser(t, s, a.ID, "u@example.com", domain.RoleAgent)
 		keep := newUser(t, s, a.ID, "keep@example.com", domain.RoleAdmin)
 		h1 := newSession(t, s, u.ID, 1, t0.Add(time.Hour))
@@ -128,7 +129,7 @@ func TestDeactivateUser(t *testing.T) {
 func TestChangePassword(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		u := newUser(t, s, a.ID, "u@example.com", domain.RoleOwner)
 		other := newUser(t, s, a.ID, "o@example.com", domain.RoleAdmin)
 		mine := newSession(t, s, u.ID, 1, t0.Add(time.Hour))
@@ -167,7 +168,7 @@ func TestChangePassword(t *testing.T) {
 func TestDeleteExpiredSessions(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		u := newUser(t, s, a.ID, "u@example.com", domain.RoleOwner)
 		old := newSession(t, s, u.ID, 1, t0)
 		live := newSession(t, s, u.ID, 2, t0.Add(time.Millisecond))

@@ -12,12 +12,6 @@ import (
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
-func forEachEngineName(t *testing.T, fn func(t *testing.T, engine string)) {
-	for _, e := range storetest.Engines() {
-		t.Run(e, func(t *testing.T) { fn(t, e) })
-	}
-}
-
 // TestCheckpointEmptiesTheWAL: after Checkpoint the SQLite write-ahead log
 // is empty and the data is all there; on PostgreSQL it does nothing.
 func TestCheckpointEmptiesTheWAL(t *testing.T) {
@@ -28,9 +22,9 @@ func TestCheckpointEmptiesTheWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	acct := newAccount(t, s)
+	acct := storetest.Account(t, s)
 	for i := range 50 {
-		newAgent(t, s, acct.ID, "agent "+strconv.Itoa(i), t0.Add(time.Duration(i)*time.Millisecond))
+		storetest.Agent(t, s, acct.ID, "agent "+strconv.Itoa(i), t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() == 0 {
 		t.Fatalf("no WAL to checkpoint: %v", err)

@@ -17,8 +17,8 @@ import (
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
-// t0 is the tests' clock: nothing here reads the real time.
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+// t0 is the tests' clock, the fixtures' (storetest.T0): nothing here reads the real time.
+var t0 = storetest.T0
 
 // forEachEngine runs fn on a fresh store of every engine: SQLite always,
 // PostgreSQL where the environment provides it (see storetest).
@@ -26,48 +26,6 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	t.Helper()
 	for _, e := range storetest.Engines() {
 		t.Run(e, func(t *testing.T) { fn(t, storetest.Open(t, e)) })
-	}
-}
-
-func newAccount(t testing.TB, s *store.Store) domain.Account {
-	t.Helper()
-	a := domain.Account{ID: domain.NewID(domain.PrefixAccount, t0), Name: "Acme", Active: true, CreatedAt: t0}
-	if err := s.CreateAccount(context.Background(), a); err != nil {
-		t.Fatalf("create account: %v", err)
-	}
-	return a
-}
-
-func newAgent(t *testing.T, s *store.Store, accountID, name string, at time.Time) domain.Agent {
-	t.Helper()
-	a := domain.Agent{
-		ID: domain.NewID(domain.PrefixAgent, at), AccountID: accountID, Name: name,
-		Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at,
-	}
-	if err := s.CreateAgent(context.Background(), a); err != nil {
-		t.Fatalf("create agent %q: %v", name, err)
-	}
-	return a
-}
-
-func newKey(t *testing.T, s *store.Store, accountID string, agentIDs ...string) domain.APIKey {
-	t.Helper()
-	id := domain.NewID(domain.PrefixKey, t0)
-	k := domain.APIKey{
-		ID: id, AccountID: accountID, Name: "k", Description: "d", Prefix: "pfx_" + id[len(id)-12:],
-		Env: domain.EnvLive, Hash: []byte{1, 2, 3, 0, 255}, Scopes: []domain.Scope{domain.ScopeAgentsRead, domain.ScopeAgentsQuery},
-		AgentIDs: agentIDs, RateLimitPerMinute: 120, CreatedAt: t0, CreatedBy: "usr_1",
-	}
-	if err := s.CreateKey(context.Background(), k, event(accountID, k.ID, "created", t0)); err != nil {
-		t.Fatalf("create key: %v", err)
-	}
-	return k
-}
-
-func event(accountID, keyID string, action domain.AuditAction, at time.Time) domain.AuditEvent {
-	return domain.AuditEvent{
-		ID: domain.NewID(domain.PrefixEvent, at), AccountID: accountID, KeyID: keyID,
-		Action: action, ActorID: "usr_1", Actor: "a@example.com", CreatedAt: at,
 	}
 }
 
@@ -141,7 +99,7 @@ func TestMigrationsIdempotentOnReopen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := newAccount(t, s1)
+			a := storetest.Account(t, s1)
 			if migrationCount(t, s1) == 0 {
 				t.Fatal("no migration recorded")
 			}
@@ -184,7 +142,7 @@ func TestConcurrentOpen(t *testing.T) {
 				}
 			}
 			// Every instance works on the same schema.
-			a := newAccount(t, stores[1])
+			a := storetest.Account(t, stores[1])
 			if _, err := stores[n-1].GetAccount(ctx, a.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +156,7 @@ func TestAccounts(t *testing.T) {
 		if n, err := s.CountAccounts(ctx); err != nil || n != 0 {
 			t.Fatalf("count on empty: %d, %v", n, err)
 		}
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		got, err := s.GetAccount(ctx, a.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -241,7 +199,7 @@ func TestAccounts(t *testing.T) {
 func TestUsers(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a, b := newAccount(t, s), newAccount(t, s)
+		a, b := storetest.Account(t, s), storetest.Account(t, s)
 		u := domain.User{
 			ID: domain.NewID(domain.PrefixUser, t0), AccountID: a.ID, Email: "  Ann@Example.COM ",
 			Role: domain.RoleOwner, PasswordHash: "h1", MustChangePassword: true, Active: true, CreatedAt: t0,
@@ -309,7 +267,7 @@ func TestUsers(t *testing.T) {
 func TestSessions(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
+		a := storetest.Account(t, s)
 		u := domain.User{ID: domain.NewID(domain.PrefixUser, t0), AccountID: a.ID, Email: "s@example.com",
 			Role: domain.RoleAdmin, PasswordHash: "h", Active: true, CreatedAt: t0}
 		if err := s.CreateUser(ctx, u); err != nil {
@@ -366,7 +324,7 @@ func TestTimestampsRoundTripInUTC(t *testing.T) {
 		}
 		check("account created_at", a.CreatedAt)
 
-		ag := newAgent(t, s, acct.ID, "zoned", in)
+		ag := storetest.Agent(t, s, acct.ID, "zoned", in)
 		got, err := s.GetAgent(ctx, acct.ID, ag.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -374,11 +332,11 @@ func TestTimestampsRoundTripInUTC(t *testing.T) {
 		check("agent created_at", got.CreatedAt)
 		check("agent updated_at", got.UpdatedAt)
 
-		k := newKey(t, s, acct.ID)
+		k := storetest.Key(t, s, acct.ID)
 		exp := in
 		k2 := k
 		k2.ID, k2.Prefix, k2.ExpiresAt = domain.NewID(domain.PrefixKey, t0), "pfx_zoned", &exp
-		if err := s.CreateKey(ctx, k2, event(acct.ID, k2.ID, "created", in)); err != nil {
+		if err := s.CreateKey(ctx, k2, storetest.Event(acct.ID, k2.ID, "created", in)); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.TouchKeys(ctx, map[string]time.Time{k2.ID: in}); err != nil {
@@ -404,12 +362,12 @@ func TestTimestampsRoundTripInUTC(t *testing.T) {
 func TestKeys(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct, other := newAccount(t, s), newAccount(t, s)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
 		// Given out of id order: the restriction keeps the given order.
-		ag2 := newAgent(t, s, acct.ID, "two", t0.Add(time.Millisecond))
-		ag1 := newAgent(t, s, acct.ID, "one", t0)
-		k := newKey(t, s, acct.ID, ag2.ID, ag1.ID)
-		plain := newKey(t, s, acct.ID)
+		ag2 := storetest.Agent(t, s, acct.ID, "two", t0.Add(time.Millisecond))
+		ag1 := storetest.Agent(t, s, acct.ID, "one", t0)
+		k := storetest.Key(t, s, acct.ID, ag2.ID, ag1.ID)
+		plain := storetest.Key(t, s, acct.ID)
 
 		got, active, err := s.ReadKeyByPrefix(ctx, k.Prefix)
 		if err != nil {
@@ -440,7 +398,7 @@ func TestKeys(t *testing.T) {
 
 		dup := k
 		dup.ID = domain.NewID(domain.PrefixKey, t0)
-		wantDuplicate(t, "taken prefix", s.CreateKey(ctx, dup, event(acct.ID, dup.ID, "created", t0)), k.ID)
+		wantDuplicate(t, "taken prefix", s.CreateKey(ctx, dup, storetest.Event(acct.ID, dup.ID, "created", t0)), k.ID)
 
 		if _, err := s.GetKey(ctx, acct.ID, k.ID); err != nil {
 			t.Fatal(err)
@@ -472,32 +430,32 @@ func TestKeys(t *testing.T) {
 			t.Fatalf("other account's keys: %v, %v", l, err)
 		}
 
-		if err := s.SetKeyRateLimit(ctx, k.ID, 7, event(acct.ID, k.ID, "rate_limit_changed", t0.Add(time.Second))); err != nil {
+		if err := s.SetKeyRateLimit(ctx, k.ID, 7, storetest.Event(acct.ID, k.ID, "rate_limit_changed", t0.Add(time.Second))); err != nil {
 			t.Fatal(err)
 		}
 		if g, _ := s.GetKeyByID(ctx, k.ID); g.RateLimitPerMinute != 7 {
 			t.Fatalf("rate limit %d", g.RateLimitPerMinute)
 		}
-		wantNotFound(t, "rate limit of unknown", s.SetKeyRateLimit(ctx, "key_nope", 7, event(acct.ID, "key_nope", "x", t0)))
+		wantNotFound(t, "rate limit of unknown", s.SetKeyRateLimit(ctx, "key_nope", 7, storetest.Event(acct.ID, "key_nope", "x", t0)))
 	})
 }
 
 func TestRevokeKey(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct, other := newAccount(t, s), newAccount(t, s)
-		k := newKey(t, s, acct.ID)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
+		k := storetest.Key(t, s, acct.ID)
 		at := t0.Add(time.Minute)
 
 		wantNotFound(t, "revoke from another account",
-			s.RevokeKey(ctx, other.ID, k.ID, "usr_2", at, event(other.ID, k.ID, "revoked", at)))
+			s.RevokeKey(ctx, other.ID, k.ID, "usr_2", at, storetest.Event(other.ID, k.ID, "revoked", at)))
 		wantNotFound(t, "revoke unknown",
-			s.RevokeKey(ctx, acct.ID, "key_nope", "usr_2", at, event(acct.ID, "key_nope", "revoked", at)))
-		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_2", at, event(acct.ID, k.ID, "revoked", at)); err != nil {
+			s.RevokeKey(ctx, acct.ID, "key_nope", "usr_2", at, storetest.Event(acct.ID, "key_nope", "revoked", at)))
+		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_2", at, storetest.Event(acct.ID, k.ID, "revoked", at)); err != nil {
 			t.Fatal(err)
 		}
 		later := at.Add(time.Minute)
-		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_3", later, event(acct.ID, k.ID, "revoked", later)); err != nil {
+		if err := s.RevokeKey(ctx, acct.ID, k.ID, "usr_3", later, storetest.Event(acct.ID, k.ID, "revoked", later)); err != nil {
 			t.Fatalf("revoking a revoked key: %v", err)
 		}
 		got, _, err := s.ReadKeyByPrefix(ctx, k.Prefix)
@@ -524,11 +482,11 @@ func TestRevokeKey(t *testing.T) {
 func TestAuditEvents(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		var evs []domain.AuditEvent
 		for i := range 5 {
 			// Pairs share a millisecond: ties are broken by id.
-			ev := event(acct.ID, "key_x", domain.AuditAction(fmt.Sprint("a", i)), t0.Add(time.Duration(i/2)*time.Second))
+			ev := storetest.Event(acct.ID, "key_x", domain.AuditAction(fmt.Sprint("a", i)), t0.Add(time.Duration(i/2)*time.Second))
 			ev.Detail = "detail"
 			if err := s.AddAuditEvent(ctx, ev); err != nil {
 				t.Fatal(err)
@@ -554,8 +512,8 @@ func TestAuditEvents(t *testing.T) {
 
 		// One key's history: its events only, newest first, never another
 		// account's even under the same key id.
-		other := event(acct.ID, "key_y", "created", t0.Add(time.Minute))
-		foreign := event(newAccount(t, s).ID, "key_x", "created", t0.Add(time.Minute))
+		other := storetest.Event(acct.ID, "key_y", "created", t0.Add(time.Minute))
+		foreign := storetest.Event(storetest.Account(t, s).ID, "key_x", "created", t0.Add(time.Minute))
 		for _, ev := range []domain.AuditEvent{other, foreign} {
 			if err := s.AddAuditEvent(ctx, ev); err != nil {
 				t.Fatal(err)
@@ -573,8 +531,8 @@ func TestAuditEvents(t *testing.T) {
 func TestTouchKeysMonotonic(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
-		k1, k2 := newKey(t, s, acct.ID), newKey(t, s, acct.ID)
+		acct := storetest.Account(t, s)
+		k1, k2 := storetest.Key(t, s, acct.ID), storetest.Key(t, s, acct.ID)
 		t1, t2, t3 := t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second)
 		lastUsed := func(id string) *time.Time {
 			t.Helper()
@@ -620,8 +578,8 @@ func TestTouchKeysMonotonic(t *testing.T) {
 func TestAgents(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct, other := newAccount(t, s), newAccount(t, s)
-		ag := newAgent(t, s, acct.ID, "Support Bot", t0)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
+		ag := storetest.Agent(t, s, acct.ID, "Support Bot", t0)
 		got, err := s.GetAgent(ctx, acct.ID, ag.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -637,7 +595,7 @@ func TestAgents(t *testing.T) {
 		dup.ID, dup.Name = domain.NewID(domain.PrefixAgent, t0), "  support BOT "
 		wantDuplicate(t, "same name key", s.CreateAgent(ctx, dup), ag.ID)
 		// Names are unique per account only.
-		newAgent(t, s, other.ID, "Support Bot", t0)
+		storetest.Agent(t, s, other.ID, "Support Bot", t0)
 
 		disabled := ag
 		disabled.ID, disabled.Name, disabled.Enabled = domain.NewID(domain.PrefixAgent, t0), "Off", false
@@ -653,7 +611,7 @@ func TestAgents(t *testing.T) {
 func TestConcurrentCreateAgentOneWinner(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		const n = 20
 		ids := make([]string, n)
 		errs := make([]error, n)
@@ -699,9 +657,9 @@ func TestConcurrentCreateAgentOneWinner(t *testing.T) {
 func TestUpdateAgent(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct, other := newAccount(t, s), newAccount(t, s)
-		a := newAgent(t, s, acct.ID, "Alpha", t0)
-		b := newAgent(t, s, acct.ID, "Beta", t0)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
+		a := storetest.Agent(t, s, acct.ID, "Alpha", t0)
+		b := storetest.Agent(t, s, acct.ID, "Beta", t0)
 		later := t0.Add(time.Hour + 1500*time.Microsecond)
 
 		_, err := s.UpdateAgent(ctx, other.ID, a.ID, func(*domain.Agent) (bool, error) {
@@ -805,13 +763,13 @@ func listBoth(t *testing.T, s *store.Store, q store.AgentQuery) ([]domain.Agent,
 
 func TestListAgentsKeysetPagination(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		acct, other := newAccount(t, s), newAccount(t, s)
-		newAgent(t, s, other.ID, "elsewhere", t0)
+		acct, other := storetest.Account(t, s), storetest.Account(t, s)
+		storetest.Agent(t, s, other.ID, "elsewhere", t0)
 		// 23 agents over 5 distinct milliseconds: ties are broken by id.
 		var all []domain.Agent
 		for i := range 23 {
 			at := t0.Add(time.Duration(i%5) * time.Millisecond)
-			all = append(all, newAgent(t, s, acct.ID, fmt.Sprint("agent ", i), at))
+			all = append(all, storetest.Agent(t, s, acct.ID, fmt.Sprint("agent ", i), at))
 		}
 		slices.SortFunc(all, func(a, b domain.Agent) int {
 			if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
@@ -852,10 +810,10 @@ func TestListAgentsKeysetPagination(t *testing.T) {
 func TestListAgentsFilters(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		acct := newAccount(t, s)
+		acct := storetest.Account(t, s)
 		var agents []domain.Agent
 		for i := range 6 {
-			agents = append(agents, newAgent(t, s, acct.ID, fmt.Sprint("f", i), t0.Add(time.Duration(i)*time.Second)))
+			agents = append(agents, storetest.Agent(t, s, acct.ID, fmt.Sprint("f", i), t0.Add(time.Duration(i)*time.Second)))
 		}
 		ids := func(list []domain.Agent) []string {
 			var out []string
@@ -885,7 +843,7 @@ func TestListAgentsFilters(t *testing.T) {
 			t.Fatalf("updated since after update: %v, want %v", ids(list), want)
 		}
 
-		k := newKey(t, s, acct.ID, agents[4].ID, agents[1].ID, agents[2].ID)
+		k := storetest.Key(t, s, acct.ID, agents[4].ID, agents[1].ID, agents[2].ID)
 		list, err = listBoth(t, s, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: k.ID})
 		if err != nil {
 			t.Fatal(err)
@@ -901,7 +859,7 @@ func TestListAgentsFilters(t *testing.T) {
 		if want := []string{agents[4].ID}; !slices.Equal(ids(list), want) {
 			t.Fatalf("combined: %v, want %v", ids(list), want)
 		}
-		plain := newKey(t, s, acct.ID)
+		plain := storetest.Key(t, s, acct.ID)
 		if list, _ := listBoth(t, s, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: plain.ID}); len(list) != 0 {
 			t.Fatalf("unrestricted key as a filter keeps nothing, got %v", ids(list))
 		}
@@ -1041,7 +999,7 @@ func BenchmarkKeyByPrefix(b *testing.B) {
 		b.Run(e, func(b *testing.B) {
 			s := storetest.Open(b, e)
 			ctx := context.Background()
-			acct := newAccount(b, s)
+			acct := storetest.Account(b, s)
 			ag := domain.Agent{ID: domain.NewID(domain.PrefixAgent, t0), AccountID: acct.ID, Name: "a", CreatedAt: t0, UpdatedAt: t0}
 			if err := s.CreateAgent(ctx, ag); err != nil {
 				b.Fatal(err)
@@ -1049,7 +1007,7 @@ func BenchmarkKeyByPrefix(b *testing.B) {
 			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
 				Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
 				AgentIDs: []string{ag.ID}, RateLimitPerMinute: 1, CreatedAt: t0}
-			if err := s.CreateKey(ctx, k, event(acct.ID, k.ID, "created", t0)); err != nil {
+			if err := s.CreateKey(ctx, k, storetest.Event(acct.ID, k.ID, "created", t0)); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
@@ -1104,7 +1062,7 @@ func BenchmarkListAgentPage(b *testing.B) {
 		b.Run(e, func(b *testing.B) {
 			s := storetest.Open(b, e)
 			ctx := context.Background()
-			acct := newAccount(b, s)
+			acct := storetest.Account(b, s)
 			agents := make([]domain.Agent, 3000)
 			for i := range agents {
 				at := t0.Add(time.Duration(i) * time.Millisecond)
@@ -1145,8 +1103,8 @@ func BenchmarkListAgentPage(b *testing.B) {
 func TestReadPoolKeepsItsConnections(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		a := newAccount(t, s)
-		k := newKey(t, s, a.ID)
+		a := storetest.Account(t, s)
+		k := storetest.Key(t, s, a.ID)
 		open := s.ReadPoolStats().MaxOpenConnections
 		var wg sync.WaitGroup
 		for range open {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // The account's counts are its keys' summed, from the minute grain and,
@@ -16,8 +17,8 @@ func TestAccountUsage(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 22, 12, 30, 0, 0, time.UTC)
-		a, b := newAccount(t, s), newAccount(t, s)
-		k1, k2, other := newKey(t, s, a.ID), newKey(t, s, a.ID), newKey(t, s, b.ID)
+		a, b := storetest.Account(t, s), storetest.Account(t, s)
+		k1, k2, other := storetest.Key(t, s, a.ID), storetest.Key(t, s, a.ID), storetest.Key(t, s, b.ID)
 		old := now.Add(-10 * 24 * time.Hour)
 		counts := []store.UsageCount{
 			{AccountID: a.ID, KeyID: k1.ID, Minute: now, Class: requestlog.Class2xx, Count: 3},
