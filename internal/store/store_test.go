@@ -122,31 +122,47 @@ func TestConcurrentOpen(t *testing.T) {
 				dsn = storetest.PostgresURL(t)
 			}
 			const n = 4
-			stores := make([]*store.Store, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() { stores[i], errs[i] = store.Open(ctx, dsn) })
-			}
-			wg.Wait()
+			stores, errs := concurrentOpenAll(ctx, dsn, n)
 			for i := range n {
 				if errs[i] != nil {
 					t.Fatalf("open %d: %v", i, errs[i])
 				}
 				defer stores[i].Close()
 			}
-			want := migrationCount(t, stores[0])
-			for i := range n {
-				if got := migrationCount(t, stores[i]); got != want || got == 0 {
-					t.Fatalf("store %d sees %d migrations, want %d", i, got, want)
-				}
-			}
-			// Every instance works on the same schema.
-			a := storetest.Account(t, stores[1])
-			if _, err := stores[n-1].GetAccount(ctx, a.ID); err != nil {
-				t.Fatal(err)
-			}
+			concurrentOpenCheckSameSchema(t, stores)
 		})
+	}
+}
+
+// concurrentOpenAll opens n stores on dsn at once and returns each open's
+// store and error.
+func concurrentOpenAll(ctx context.Context, dsn string, n int) ([]*store.Store, []error) {
+	stores := make([]*store.Store, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { stores[i], errs[i] = store.Open(ctx, dsn) })
+	}
+	wg.Wait()
+	return stores, errs
+}
+
+// concurrentOpenCheckSameSchema checks that every store sees the same
+// migrations, and that an account one creates is read by another.
+func concurrentOpenCheckSameSchema(t *testing.T, stores []*store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	n := len(stores)
+	want := migrationCount(t, stores[0])
+	for i := range n {
+		if got := migrationCount(t, stores[i]); got != want || got == 0 {
+			t.Fatalf("store %d sees %d migrations, want %d", i, got, want)
+		}
+	}
+	// Every instance works on the same schema.
+	a := storetest.Account(t, stores[1])
+	if _, err := stores[n-1].GetAccount(ctx, a.ID); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -157,43 +173,66 @@ func TestAccounts(t *testing.T) {
 			t.Fatalf("count on empty: %d, %v", n, err)
 		}
 		a := storetest.Account(t, s)
-		got, err := s.GetAccount(ctx, a.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.ID != a.ID || got.Name != "Acme" || !got.Active || len(got.Features) != 0 || !got.CreatedAt.Equal(t0) {
-			t.Fatalf("got %+v", got)
-		}
-		if n, err := s.CountAccounts(ctx); err != nil || n != 1 {
-			t.Fatalf("count: %d, %v", n, err)
-		}
-		wantDuplicate(t, "same id", s.CreateAccount(ctx, a), a.ID)
+		accountsCheckCreated(t, s, a)
 
-		_, err = s.GetAccount(ctx, "acct_nope")
+		_, err := s.GetAccount(ctx, "acct_nope")
 		wantNotFound(t, "get unknown", err)
 		wantNotFound(t, "deactivate unknown", s.SetAccountActive(ctx, "acct_nope", false))
 		wantNotFound(t, "feature of unknown", s.SetAccountFeature(ctx, "acct_nope", domain.FeatureAIAnswers, true))
 
-		if err := s.SetAccountActive(ctx, a.ID, false); err != nil {
-			t.Fatal(err)
-		}
-		for range 2 { // switching on twice keeps one
-			if err := s.SetAccountFeature(ctx, a.ID, domain.FeatureAIAnswers, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, _ = s.GetAccount(ctx, a.ID)
-		if got.Active || !slices.Equal(got.Features, []domain.Feature{domain.FeatureAIAnswers}) {
-			t.Fatalf("after deactivate and feature on: %+v", got)
-		}
-		if err := s.SetAccountFeature(ctx, a.ID, domain.FeatureAIAnswers, false); err != nil {
-			t.Fatal(err)
-		}
-		got, _ = s.GetAccount(ctx, a.ID)
-		if got.HasFeature(domain.FeatureAIAnswers) {
-			t.Fatalf("feature still on: %+v", got)
-		}
+		accountsCheckDeactivateAndFeatureOn(t, s, a.ID)
+		accountsCheckFeatureOff(t, s, a.ID)
 	})
+}
+
+// accountsCheckCreated checks the account just created: read back as
+// given, counted, and its id refused a second time.
+func accountsCheckCreated(t *testing.T, s *store.Store, a domain.Account) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.GetAccount(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != a.ID || got.Name != "Acme" || !got.Active || len(got.Features) != 0 || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("got %+v", got)
+	}
+	if n, err := s.CountAccounts(ctx); err != nil || n != 1 {
+		t.Fatalf("count: %d, %v", n, err)
+	}
+	wantDuplicate(t, "same id", s.CreateAccount(ctx, a), a.ID)
+}
+
+// accountsCheckDeactivateAndFeatureOn deactivates the account and switches
+// a feature on twice, which keeps it once.
+func accountsCheckDeactivateAndFeatureOn(t *testing.T, s *store.Store, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.SetAccountActive(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // switching on twice keeps one
+		if err := s.SetAccountFeature(ctx, id, domain.FeatureAIAnswers, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := s.GetAccount(ctx, id)
+	if got.Active || !slices.Equal(got.Features, []domain.Feature{domain.FeatureAIAnswers}) {
+		t.Fatalf("after deactivate and feature on: %+v", got)
+	}
+}
+
+// accountsCheckFeatureOff switches the feature off again.
+func accountsCheckFeatureOff(t *testing.T, s *store.Store, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.SetAccountFeature(ctx, id, domain.FeatureAIAnswers, false); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.GetAccount(ctx, id)
+	if got.HasFeature(domain.FeatureAIAnswers) {
+		t.Fatalf("feature still on: %+v", got)
+	}
 }
 
 func TestUsers(t *testing.T) {
@@ -212,56 +251,87 @@ func TestUsers(t *testing.T) {
 		other.ID, other.AccountID, other.Email = domain.NewID(domain.PrefixUser, t0), b.ID, "ann@example.com"
 		wantDuplicate(t, "taken email", s.CreateUser(ctx, other), u.ID)
 
-		got, err := s.GetUserByEmail(ctx, "ANN@example.com")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.ID != u.ID || got.Email != "ann@example.com" || got.Role != domain.RoleOwner ||
-			!got.MustChangePassword || !got.Active || got.PasswordHash != "h1" || !got.CreatedAt.Equal(t0) {
-			t.Fatalf("got %+v", got)
-		}
-		if _, err := s.GetUser(ctx, u.ID); err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.GetUser(ctx, "usr_nope")
-		wantNotFound(t, "get unknown", err)
-		_, err = s.GetUserByEmail(ctx, "nobody@example.com")
-		wantNotFound(t, "get unknown email", err)
-
-		u2 := domain.User{
-			ID: domain.NewID(domain.PrefixUser, t0.Add(time.Second)), AccountID: a.ID, Email: "bob@example.com",
-			Role: domain.RoleOwner, PasswordHash: "h", Active: true, CreatedAt: t0.Add(time.Second),
-		}
-		if err := s.CreateUser(ctx, u2); err != nil {
-			t.Fatal(err)
-		}
-		list, err := s.ListUsers(ctx, a.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list) != 2 || list[0].ID != u.ID || list[1].ID != u2.ID {
-			t.Fatalf("list: %+v", list)
-		}
-
-		wantNotFound(t, "deactivate from another account", s.DeactivateUser(ctx, b.ID, u.ID))
-		if got, _ := s.GetUser(ctx, u.ID); !got.Active {
-			t.Fatal("another account deactivated the user")
-		}
-		if err := s.DeactivateUser(ctx, a.ID, u.ID); err != nil {
-			t.Fatal(err)
-		}
-		got, _ = s.GetUser(ctx, u.ID)
-		if got.Active || got.PasswordHash != "h1" {
-			t.Fatalf("after deactivation: %+v", got)
-		}
-		// Bob is now the account's last active Owner.
-		if err := s.DeactivateUser(ctx, a.ID, u2.ID); !errors.Is(err, store.ErrLastOwner) {
-			t.Fatalf("deactivate the last Owner: %v", err)
-		}
-		if got, _ := s.GetUser(ctx, u2.ID); !got.Active {
-			t.Fatal("the last Owner was deactivated")
-		}
+		usersCheckGet(t, s, u)
+		u2 := usersCheckList(t, s, a.ID, u)
+		usersCheckDeactivate(t, s, a.ID, b.ID, u)
+		usersCheckLastOwner(t, s, a.ID, u2)
 	})
+}
+
+// usersCheckGet reads u back by its email in any spelling and by its id,
+// and an unknown id and email not at all.
+func usersCheckGet(t *testing.T, s *store.Store, u domain.User) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.GetUserByEmail(ctx, "ANN@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != u.ID || got.Email != "ann@example.com" || got.Role != domain.RoleOwner ||
+		!got.MustChangePassword || !got.Active || got.PasswordHash != "h1" || !got.CreatedAt.Equal(t0) {
+		t.Fatalf("got %+v", got)
+	}
+	if _, err := s.GetUser(ctx, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetUser(ctx, "usr_nope")
+	wantNotFound(t, "get unknown", err)
+	_, err = s.GetUserByEmail(ctx, "nobody@example.com")
+	wantNotFound(t, "get unknown email", err)
+}
+
+// usersCheckList adds Bob, a second Owner, to the account and checks the
+// account lists u then him; it returns Bob.
+func usersCheckList(t *testing.T, s *store.Store, accountID string, u domain.User) domain.User {
+	t.Helper()
+	ctx := context.Background()
+	u2 := domain.User{
+		ID: domain.NewID(domain.PrefixUser, t0.Add(time.Second)), AccountID: accountID, Email: "bob@example.com",
+		Role: domain.RoleOwner, PasswordHash: "h", Active: true, CreatedAt: t0.Add(time.Second),
+	}
+	if err := s.CreateUser(ctx, u2); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListUsers(ctx, accountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != u.ID || list[1].ID != u2.ID {
+		t.Fatalf("list: %+v", list)
+	}
+	return u2
+}
+
+// usersCheckDeactivate checks that another account cannot deactivate u and
+// that its own can, keeping the password hash.
+func usersCheckDeactivate(t *testing.T, s *store.Store, accountID, otherID string, u domain.User) {
+	t.Helper()
+	ctx := context.Background()
+	wantNotFound(t, "deactivate from another account", s.DeactivateUser(ctx, otherID, u.ID))
+	if got, _ := s.GetUser(ctx, u.ID); !got.Active {
+		t.Fatal("another account deactivated the user")
+	}
+	if err := s.DeactivateUser(ctx, accountID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.GetUser(ctx, u.ID)
+	if got.Active || got.PasswordHash != "h1" {
+		t.Fatalf("after deactivation: %+v", got)
+	}
+}
+
+// usersCheckLastOwner checks that the account's last active Owner, u2,
+// cannot be deactivated.
+func usersCheckLastOwner(t *testing.T, s *store.Store, accountID string, u2 domain.User) {
+	t.Helper()
+	ctx := context.Background()
+	// Bob is now the account's last active Owner.
+	if err := s.DeactivateUser(ctx, accountID, u2.ID); !errors.Is(err, store.ErrLastOwner) {
+		t.Fatalf("deactivate the last Owner: %v", err)
+	}
+	if got, _ := s.GetUser(ctx, u2.ID); !got.Active {
+		t.Fatal("the last Owner was deactivated")
+	}
 }
 
 func TestSessions(t *testing.T) {
@@ -310,9 +380,7 @@ func TestTimestampsRoundTripInUTC(t *testing.T) {
 		want := time.Date(2026, 7, 4, 14, 30, 15, 123_000_000, time.UTC)
 		check := func(what string, got time.Time) {
 			t.Helper()
-			if !got.Equal(want) || got.Location() != time.UTC || got != want {
-				t.Fatalf("%s: got %v (%v), want %v", what, got, got.Location(), want)
-			}
+			timestampsCheckUTC(t, what, got, want)
 		}
 		acct := domain.Account{ID: domain.NewID(domain.PrefixAccount, in), Name: "Zoned", Active: true, CreatedAt: in}
 		if err := s.CreateAccount(ctx, acct); err != nil {
@@ -332,23 +400,7 @@ func TestTimestampsRoundTripInUTC(t *testing.T) {
 		check("agent created_at", got.CreatedAt)
 		check("agent updated_at", got.UpdatedAt)
 
-		k := storetest.Key(t, s, acct.ID)
-		exp := in
-		k2 := k
-		k2.ID, k2.Prefix, k2.ExpiresAt = domain.NewID(domain.PrefixKey, t0), "pfx_zoned", &exp
-		if err := s.CreateKey(ctx, k2, storetest.Event(acct.ID, k2.ID, "created", in)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.TouchKeys(ctx, map[string]time.Time{k2.ID: in}); err != nil {
-			t.Fatal(err)
-		}
-		gk, err := s.GetKey(ctx, acct.ID, k2.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if gk.ExpiresAt == nil || gk.LastUsedAt == nil || gk.RevokedAt != nil {
-			t.Fatalf("nullable times: %+v", gk)
-		}
+		gk := timestampsZonedKey(t, s, acct.ID, in)
 		check("key expires_at", *gk.ExpiresAt)
 		check("key last_used_at", *gk.LastUsedAt)
 		evs, err := s.ListAuditEvents(ctx, acct.ID, 1)
@@ -357,6 +409,40 @@ func TestTimestampsRoundTripInUTC(t *testing.T) {
 		}
 		check("event created_at", evs[0].CreatedAt)
 	})
+}
+
+// timestampsCheckUTC fails unless got is want, in UTC.
+func timestampsCheckUTC(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) || got.Location() != time.UTC || got != want {
+		t.Fatalf("%s: got %v (%v), want %v", what, got, got.Location(), want)
+	}
+}
+
+// timestampsZonedKey creates a key of the account that expires at in, and
+// was last used at in, and returns it as read back, both times set and no
+// revocation.
+func timestampsZonedKey(t *testing.T, s *store.Store, accountID string, in time.Time) domain.APIKey {
+	t.Helper()
+	ctx := context.Background()
+	k := storetest.Key(t, s, accountID)
+	exp := in
+	k2 := k
+	k2.ID, k2.Prefix, k2.ExpiresAt = domain.NewID(domain.PrefixKey, t0), "pfx_zoned", &exp
+	if err := s.CreateKey(ctx, k2, storetest.Event(accountID, k2.ID, "created", in)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TouchKeys(ctx, map[string]time.Time{k2.ID: in}); err != nil {
+		t.Fatal(err)
+	}
+	gk, err := s.GetKey(ctx, accountID, k2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gk.ExpiresAt == nil || gk.LastUsedAt == nil || gk.RevokedAt != nil {
+		t.Fatalf("nullable times: %+v", gk)
+	}
+	return gk
 }
 
 func TestKeys(t *testing.T) {
@@ -369,75 +455,112 @@ func TestKeys(t *testing.T) {
 		k := storetest.Key(t, s, acct.ID, ag2.ID, ag1.ID)
 		plain := storetest.Key(t, s, acct.ID)
 
-		got, active, err := s.ReadKeyByPrefix(ctx, k.Prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !active {
-			t.Fatal("account reported inactive")
-		}
-		if got.ID != k.ID || got.AccountID != acct.ID || got.Name != "k" || got.Description != "d" ||
-			got.Env != domain.EnvLive || !bytes.Equal(got.Hash, k.Hash) || !slices.Equal(got.Scopes, k.Scopes) ||
-			!slices.Equal(got.AgentIDs, []string{ag2.ID, ag1.ID}) || got.RateLimitPerMinute != 120 ||
-			got.LastUsedAt != nil || got.ExpiresAt != nil || got.RevokedAt != nil || !got.CreatedAt.Equal(t0) ||
-			got.CreatedBy != "usr_1" || got.RevokedBy != "" || got.RotatedFrom != "" {
-			t.Fatalf("got %+v", got)
-		}
-		if p, _, _ := s.ReadKeyByPrefix(ctx, plain.Prefix); p.Restricted() {
-			t.Fatalf("unrestricted key came back restricted: %v", p.AgentIDs)
-		}
-		_, _, err = s.ReadKeyByPrefix(ctx, "pfx_unknown")
-		wantNotFound(t, "unknown prefix", err)
-
-		if err := s.SetAccountActive(ctx, acct.ID, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, active, _ := s.ReadKeyByPrefix(ctx, k.Prefix); active {
-			t.Fatal("deactivated account reported active")
-		}
+		keysCheckReadByPrefix(t, s, k, plain, []string{ag2.ID, ag1.ID})
+		keysCheckInactiveAccount(t, s, k)
 
 		dup := k
 		dup.ID = domain.NewID(domain.PrefixKey, t0)
 		wantDuplicate(t, "taken prefix", s.CreateKey(ctx, dup, storetest.Event(acct.ID, dup.ID, "created", t0)), k.ID)
 
-		if _, err := s.GetKey(ctx, acct.ID, k.ID); err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.GetKey(ctx, other.ID, k.ID)
-		wantNotFound(t, "key of another account", err)
-		if g, err := s.GetKeyByID(ctx, k.ID); err != nil || g.ID != k.ID {
-			t.Fatalf("by id: %v, %v", g.ID, err)
-		}
-		_, err = s.GetKeyByID(ctx, "key_nope")
-		wantNotFound(t, "unknown id", err)
-
-		list, err := s.ListKeys(ctx, acct.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Same creation time: in id order.
-		want := []string{k.ID, plain.ID}
-		slices.Sort(want)
-		if len(list) != 2 || list[0].ID != want[0] || list[1].ID != want[1] {
-			t.Fatalf("list: %+v", list)
-		}
-		for _, l := range list {
-			if l.ID == k.ID && !slices.Equal(l.AgentIDs, k.AgentIDs) {
-				t.Fatalf("listed restriction %v, want %v", l.AgentIDs, k.AgentIDs)
-			}
-		}
-		if l, err := s.ListKeys(ctx, other.ID); err != nil || len(l) != 0 {
-			t.Fatalf("other account's keys: %v, %v", l, err)
-		}
-
-		if err := s.SetKeyRateLimit(ctx, k.ID, 7, storetest.Event(acct.ID, k.ID, "rate_limit_changed", t0.Add(time.Second))); err != nil {
-			t.Fatal(err)
-		}
-		if g, _ := s.GetKeyByID(ctx, k.ID); g.RateLimitPerMinute != 7 {
-			t.Fatalf("rate limit %d", g.RateLimitPerMinute)
-		}
-		wantNotFound(t, "rate limit of unknown", s.SetKeyRateLimit(ctx, "key_nope", 7, storetest.Event(acct.ID, "key_nope", "x", t0)))
+		keysCheckGet(t, s, k, other.ID)
+		keysCheckList(t, s, k, plain, other.ID)
+		keysCheckRateLimit(t, s, k)
 	})
+}
+
+// keysCheckReadByPrefix reads k back whole by its prefix, restricted to
+// agentIDs in that order, with its account active; plain unrestricted; and
+// an unknown prefix not at all.
+func keysCheckReadByPrefix(t *testing.T, s *store.Store, k, plain domain.APIKey, agentIDs []string) {
+	t.Helper()
+	ctx := context.Background()
+	got, active, err := s.ReadKeyByPrefix(ctx, k.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !active {
+		t.Fatal("account reported inactive")
+	}
+	if got.ID != k.ID || got.AccountID != k.AccountID || got.Name != "k" || got.Description != "d" ||
+		got.Env != domain.EnvLive || !bytes.Equal(got.Hash, k.Hash) || !slices.Equal(got.Scopes, k.Scopes) ||
+		!slices.Equal(got.AgentIDs, agentIDs) || got.RateLimitPerMinute != 120 ||
+		got.LastUsedAt != nil || got.ExpiresAt != nil || got.RevokedAt != nil || !got.CreatedAt.Equal(t0) ||
+		got.CreatedBy != "usr_1" || got.RevokedBy != "" || got.RotatedFrom != "" {
+		t.Fatalf("got %+v", got)
+	}
+	if p, _, _ := s.ReadKeyByPrefix(ctx, plain.Prefix); p.Restricted() {
+		t.Fatalf("unrestricted key came back restricted: %v", p.AgentIDs)
+	}
+	_, _, err = s.ReadKeyByPrefix(ctx, "pfx_unknown")
+	wantNotFound(t, "unknown prefix", err)
+}
+
+// keysCheckInactiveAccount deactivates k's account and checks the read by
+// prefix says so.
+func keysCheckInactiveAccount(t *testing.T, s *store.Store, k domain.APIKey) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.SetAccountActive(ctx, k.AccountID, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, active, _ := s.ReadKeyByPrefix(ctx, k.Prefix); active {
+		t.Fatal("deactivated account reported active")
+	}
+}
+
+// keysCheckGet reads k by account and id, not from another account, and by
+// its id alone; an unknown id not at all.
+func keysCheckGet(t *testing.T, s *store.Store, k domain.APIKey, otherID string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.GetKey(ctx, k.AccountID, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.GetKey(ctx, otherID, k.ID)
+	wantNotFound(t, "key of another account", err)
+	if g, err := s.GetKeyByID(ctx, k.ID); err != nil || g.ID != k.ID {
+		t.Fatalf("by id: %v, %v", g.ID, err)
+	}
+	_, err = s.GetKeyByID(ctx, "key_nope")
+	wantNotFound(t, "unknown id", err)
+}
+
+// keysCheckList lists the account's two keys, k and plain, in id order,
+// k with its restriction, and none for the other account.
+func keysCheckList(t *testing.T, s *store.Store, k, plain domain.APIKey, otherID string) {
+	t.Helper()
+	ctx := context.Background()
+	list, err := s.ListKeys(ctx, k.AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same creation time: in id order.
+	want := []string{k.ID, plain.ID}
+	slices.Sort(want)
+	if len(list) != 2 || list[0].ID != want[0] || list[1].ID != want[1] {
+		t.Fatalf("list: %+v", list)
+	}
+	for _, l := range list {
+		if l.ID == k.ID && !slices.Equal(l.AgentIDs, k.AgentIDs) {
+			t.Fatalf("listed restriction %v, want %v", l.AgentIDs, k.AgentIDs)
+		}
+	}
+	if l, err := s.ListKeys(ctx, otherID); err != nil || len(l) != 0 {
+		t.Fatalf("other account's keys: %v, %v", l, err)
+	}
+}
+
+// keysCheckRateLimit sets k's rate limit to 7, and an unknown key's not.
+func keysCheckRateLimit(t *testing.T, s *store.Store, k domain.APIKey) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.SetKeyRateLimit(ctx, k.ID, 7, storetest.Event(k.AccountID, k.ID, "rate_limit_changed", t0.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.GetKeyByID(ctx, k.ID); g.RateLimitPerMinute != 7 {
+		t.Fatalf("rate limit %d", g.RateLimitPerMinute)
+	}
+	wantNotFound(t, "rate limit of unknown", s.SetKeyRateLimit(ctx, "key_nope", 7, storetest.Event(k.AccountID, "key_nope", "x", t0)))
 }
 
 func TestRevokeKey(t *testing.T) {
@@ -483,22 +606,7 @@ func TestAuditEvents(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		acct := storetest.Account(t, s)
-		var evs []domain.AuditEvent
-		for i := range 5 {
-			// Pairs share a millisecond: ties are broken by id.
-			ev := storetest.Event(acct.ID, "key_x", domain.AuditAction(fmt.Sprint("a", i)), t0.Add(time.Duration(i/2)*time.Second))
-			ev.Detail = "detail"
-			if err := s.AddAuditEvent(ctx, ev); err != nil {
-				t.Fatal(err)
-			}
-			evs = append(evs, ev)
-		}
-		slices.SortFunc(evs, func(a, b domain.AuditEvent) int {
-			if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-				return c
-			}
-			return strings.Compare(b.ID, a.ID)
-		})
+		evs := auditEventsAddFive(t, s, acct.ID)
 		got, err := s.ListAuditEvents(ctx, acct.ID, 3)
 		if err != nil {
 			t.Fatal(err)
@@ -509,23 +617,54 @@ func TestAuditEvents(t *testing.T) {
 		if all, err := s.ListAuditEvents(ctx, acct.ID, 0); err != nil || !slices.Equal(all, evs) {
 			t.Fatalf("no limit: %+v, %v", all, err)
 		}
-
-		// One key's history: its events only, newest first, never another
-		// account's even under the same key id.
-		other := storetest.Event(acct.ID, "key_y", "created", t0.Add(time.Minute))
-		foreign := storetest.Event(storetest.Account(t, s).ID, "key_x", "created", t0.Add(time.Minute))
-		for _, ev := range []domain.AuditEvent{other, foreign} {
-			if err := s.AddAuditEvent(ctx, ev); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got, err := s.ListKeyAuditEvents(ctx, acct.ID, "key_x"); err != nil || !slices.Equal(got, evs) {
-			t.Fatalf("key_x's events: %+v, %v; want %+v", got, err, evs)
-		}
-		if got, err := s.ListKeyAuditEvents(ctx, acct.ID, "key_y"); err != nil || !slices.Equal(got, []domain.AuditEvent{other}) {
-			t.Fatalf("key_y's events: %+v, %v", got, err)
-		}
+		auditEventsCheckKeyHistory(t, s, acct.ID, evs)
 	})
+}
+
+// auditEventsAddFive adds five events of key_x to the account, two by two
+// in the same second, and returns them newest first.
+func auditEventsAddFive(t *testing.T, s *store.Store, accountID string) []domain.AuditEvent {
+	t.Helper()
+	ctx := context.Background()
+	var evs []domain.AuditEvent
+	for i := range 5 {
+		// Pairs share a millisecond: ties are broken by id.
+		ev := storetest.Event(accountID, "key_x", domain.AuditAction(fmt.Sprint("a", i)), t0.Add(time.Duration(i/2)*time.Second))
+		ev.Detail = "detail"
+		if err := s.AddAuditEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	slices.SortFunc(evs, func(a, b domain.AuditEvent) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return evs
+}
+
+// auditEventsCheckKeyHistory adds an event of key_y and one of key_x in
+// another account, and checks each key's history: evs for key_x.
+func auditEventsCheckKeyHistory(t *testing.T, s *store.Store, accountID string, evs []domain.AuditEvent) {
+	t.Helper()
+	ctx := context.Background()
+	// One key's history: its events only, newest first, never another
+	// account's even under the same key id.
+	other := storetest.Event(accountID, "key_y", "created", t0.Add(time.Minute))
+	foreign := storetest.Event(storetest.Account(t, s).ID, "key_x", "created", t0.Add(time.Minute))
+	for _, ev := range []domain.AuditEvent{other, foreign} {
+		if err := s.AddAuditEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.ListKeyAuditEvents(ctx, accountID, "key_x"); err != nil || !slices.Equal(got, evs) {
+		t.Fatalf("key_x's events: %+v, %v; want %+v", got, err, evs)
+	}
+	if got, err := s.ListKeyAuditEvents(ctx, accountID, "key_y"); err != nil || !slices.Equal(got, []domain.AuditEvent{other}) {
+		t.Fatalf("key_y's events: %+v, %v", got, err)
+	}
 }
 
 func TestTouchKeysMonotonic(t *testing.T) {
@@ -536,11 +675,7 @@ func TestTouchKeysMonotonic(t *testing.T) {
 		t1, t2, t3 := t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second)
 		lastUsed := func(id string) *time.Time {
 			t.Helper()
-			k, err := s.GetKeyByID(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return k.LastUsedAt
+			return touchKeysMonotonicLastUsed(t, s, id)
 		}
 		if err := s.TouchKeys(ctx, nil); err != nil {
 			t.Fatal(err)
@@ -559,20 +694,38 @@ func TestTouchKeysMonotonic(t *testing.T) {
 			t.Fatalf("k2 last used %v, want %v", got, t2)
 		}
 		// Concurrent flushes end at the newest time.
-		var wg sync.WaitGroup
-		for i := range 20 {
-			wg.Go(func() {
-				at := t0.Add(time.Duration(10+i) * time.Second)
-				if err := s.TouchKeys(ctx, map[string]time.Time{k1.ID: at, k2.ID: at}); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
+		touchKeysMonotonicConcurrent(t, s, k1.ID, k2.ID)
 		if got, want := lastUsed(k1.ID), t0.Add(29*time.Second); got == nil || !got.Equal(want) {
 			t.Fatalf("after concurrent touches %v, want %v", got, want)
 		}
 	})
+}
+
+// touchKeysMonotonicLastUsed returns when the key was last used.
+func touchKeysMonotonicLastUsed(t *testing.T, s *store.Store, id string) *time.Time {
+	t.Helper()
+	k, err := s.GetKeyByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.LastUsedAt
+}
+
+// touchKeysMonotonicConcurrent flushes 20 times at once, each time both
+// keys at a time of its own, from t0+10s to t0+29s.
+func touchKeysMonotonicConcurrent(t *testing.T, s *store.Store, id1, id2 string) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			at := t0.Add(time.Duration(10+i) * time.Second)
+			if err := s.TouchKeys(ctx, map[string]time.Time{id1: at, id2: at}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestAgents(t *testing.T) {
@@ -613,35 +766,8 @@ func TestConcurrentCreateAgentOneWinner(t *testing.T) {
 		ctx := context.Background()
 		acct := storetest.Account(t, s)
 		const n = 20
-		ids := make([]string, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				a := domain.Agent{
-					ID: domain.NewID(domain.PrefixAgent, t0), AccountID: acct.ID, Name: fmt.Sprintf("Racer%s", strings.Repeat(" ", i%3)),
-					Enabled: true, CreatedAt: t0, UpdatedAt: t0,
-				}
-				ids[i] = a.ID
-				<-start
-				errs[i] = s.CreateAgent(ctx, a)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := ""
-		for i, err := range errs {
-			if err == nil {
-				if winner != "" {
-					t.Fatalf("two winners: %s and %s", winner, ids[i])
-				}
-				winner = ids[i]
-			}
-		}
-		if winner == "" {
-			t.Fatalf("no winner: %v", errs)
-		}
+		ids, errs := concurrentCreateAgentRace(s, acct.ID, n)
+		winner := concurrentCreateAgentWinner(t, ids, errs)
 		for i, err := range errs {
 			if ids[i] != winner {
 				wantDuplicate(t, fmt.Sprintf("loser %d", i), err, winner)
@@ -652,6 +778,50 @@ func TestConcurrentCreateAgentOneWinner(t *testing.T) {
 			t.Fatalf("stored: %v, %v", list, err)
 		}
 	})
+}
+
+// concurrentCreateAgentRace creates n agents of one name key (spelled
+// with 0 to 2 trailing spaces) at once, and returns their ids and the
+// creations' errors.
+func concurrentCreateAgentRace(s *store.Store, accountID string, n int) ([]string, []error) {
+	ctx := context.Background()
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			a := domain.Agent{
+				ID: domain.NewID(domain.PrefixAgent, t0), AccountID: accountID, Name: fmt.Sprintf("Racer%s", strings.Repeat(" ", i%3)),
+				Enabled: true, CreatedAt: t0, UpdatedAt: t0,
+			}
+			ids[i] = a.ID
+			<-start
+			errs[i] = s.CreateAgent(ctx, a)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return ids, errs
+}
+
+// concurrentCreateAgentWinner returns the id of the one creation that
+// succeeded, and fails if none or more than one did.
+func concurrentCreateAgentWinner(t *testing.T, ids []string, errs []error) string {
+	t.Helper()
+	winner := ""
+	for i, err := range errs {
+		if err == nil {
+			if winner != "" {
+				t.Fatalf("two winners: %s and %s", winner, ids[i])
+			}
+			winner = ids[i]
+		}
+	}
+	if winner == "" {
+		t.Fatalf("no winner: %v", errs)
+	}
+	return winner
 }
 
 func TestUpdateAgent(t *testing.T) {
@@ -668,71 +838,109 @@ func TestUpdateAgent(t *testing.T) {
 		})
 		wantNotFound(t, "update in another account", err)
 
-		// No change: nothing is written.
-		got, err := s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
-			if *ag != a {
-				t.Errorf("fn saw %+v, want %+v", *ag, a)
-			}
-			return false, nil
-		})
-		if err != nil || got != a {
-			t.Fatalf("unchanged: %+v, %v", got, err)
-		}
-
-		// fn's error comes back as is, and nothing is written.
-		boom := errors.New("boom")
-		_, err = s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
-			ag.Name = "Gamma"
-			return true, boom
-		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("fn error: %v", err)
-		}
-
-		got, err = s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
-			ag.Name, ag.Instructions, ag.Enabled, ag.UpdatedAt = "ALPHA", "new", false, later
-			ag.CreatedAt = later // not fn's to change; ignored
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("rename to own name key: %v", err)
-		}
-		want := domain.Agent{ID: a.ID, AccountID: acct.ID, Name: "ALPHA", Instructions: "new", Enabled: false,
-			CreatedAt: t0, UpdatedAt: later.Truncate(time.Millisecond)}
-		if got != want {
-			t.Fatalf("returned %+v, want %+v", got, want)
-		}
-		if stored, _ := s.GetAgent(ctx, acct.ID, a.ID); stored != want {
-			t.Fatalf("stored %+v, want %+v", stored, want)
-		}
-
-		_, err = s.UpdateAgent(ctx, acct.ID, a.ID, func(ag *domain.Agent) (bool, error) {
-			ag.Name = " beta"
-			return true, nil
-		})
-		wantDuplicate(t, "rename onto another agent", err, b.ID)
-		if stored, _ := s.GetAgent(ctx, acct.ID, a.ID); stored != want {
-			t.Fatalf("failed rename changed the agent: %+v", stored)
-		}
+		updateAgentCheckNoChange(t, s, a)
+		updateAgentCheckFnError(t, s, a)
+		want := updateAgentCheckRename(t, s, a, later)
+		updateAgentCheckRenameOntoOther(t, s, a.ID, b, want)
 
 		// Concurrent updates serialize: every increment survives.
-		var wg sync.WaitGroup
-		for range 10 {
-			wg.Go(func() {
-				_, err := s.UpdateAgent(ctx, acct.ID, b.ID, func(ag *domain.Agent) (bool, error) {
-					ag.Instructions += "x"
-					return true, nil
-				})
-				if err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
+		updateAgentConcurrentIncrements(t, s, b)
 		if stored, _ := s.GetAgent(ctx, acct.ID, b.ID); stored.Instructions != "be kind"+strings.Repeat("x", 10) {
 			t.Fatalf("lost updates: %q", stored.Instructions)
 		}
 	})
+}
+
+// updateAgentCheckNoChange: fn sees a and changes nothing; nothing is
+// written and a comes back.
+func updateAgentCheckNoChange(t *testing.T, s *store.Store, a domain.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	// No change: nothing is written.
+	got, err := s.UpdateAgent(ctx, a.AccountID, a.ID, func(ag *domain.Agent) (bool, error) {
+		if *ag != a {
+			t.Errorf("fn saw %+v, want %+v", *ag, a)
+		}
+		return false, nil
+	})
+	if err != nil || got != a {
+		t.Fatalf("unchanged: %+v, %v", got, err)
+	}
+}
+
+// updateAgentCheckFnError: fn's error comes back from UpdateAgent.
+func updateAgentCheckFnError(t *testing.T, s *store.Store, a domain.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	// fn's error comes back as is, and nothing is written.
+	boom := errors.New("boom")
+	_, err := s.UpdateAgent(ctx, a.AccountID, a.ID, func(ag *domain.Agent) (bool, error) {
+		ag.Name = "Gamma"
+		return true, boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("fn error: %v", err)
+	}
+}
+
+// updateAgentCheckRename renames a to its own name key in other case and
+// changes the rest at later, checks what UpdateAgent returns and stores,
+// and returns that agent.
+func updateAgentCheckRename(t *testing.T, s *store.Store, a domain.Agent, later time.Time) domain.Agent {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.UpdateAgent(ctx, a.AccountID, a.ID, func(ag *domain.Agent) (bool, error) {
+		ag.Name, ag.Instructions, ag.Enabled, ag.UpdatedAt = "ALPHA", "new", false, later
+		ag.CreatedAt = later // not fn's to change; ignored
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("rename to own name key: %v", err)
+	}
+	want := domain.Agent{ID: a.ID, AccountID: a.AccountID, Name: "ALPHA", Instructions: "new", Enabled: false,
+		CreatedAt: t0, UpdatedAt: later.Truncate(time.Millisecond)}
+	if got != want {
+		t.Fatalf("returned %+v, want %+v", got, want)
+	}
+	if stored, _ := s.GetAgent(ctx, a.AccountID, a.ID); stored != want {
+		t.Fatalf("stored %+v, want %+v", stored, want)
+	}
+	return want
+}
+
+// updateAgentCheckRenameOntoOther renames the agent id onto b's name key:
+// refused as a duplicate of b, the agent still want.
+func updateAgentCheckRenameOntoOther(t *testing.T, s *store.Store, id string, b, want domain.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.UpdateAgent(ctx, want.AccountID, id, func(ag *domain.Agent) (bool, error) {
+		ag.Name = " beta"
+		return true, nil
+	})
+	wantDuplicate(t, "rename onto another agent", err, b.ID)
+	if stored, _ := s.GetAgent(ctx, want.AccountID, id); stored != want {
+		t.Fatalf("failed rename changed the agent: %+v", stored)
+	}
+}
+
+// updateAgentConcurrentIncrements appends "x" to b's instructions in 10
+// updates at once.
+func updateAgentConcurrentIncrements(t *testing.T, s *store.Store, b domain.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			_, err := s.UpdateAgent(ctx, b.AccountID, b.ID, func(ag *domain.Agent) (bool, error) {
+				ag.Instructions += "x"
+				return true, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // listBoth lists through ListAgents and ListAgentItems, fails unless the
@@ -815,22 +1023,10 @@ func TestListAgentsFilters(t *testing.T) {
 		for i := range 6 {
 			agents = append(agents, storetest.Agent(t, s, acct.ID, fmt.Sprint("f", i), t0.Add(time.Duration(i)*time.Second)))
 		}
-		ids := func(list []domain.Agent) []string {
-			var out []string
-			for _, a := range list {
-				out = append(out, a.ID)
-			}
-			return out
-		}
+		ids := listAgentsFiltersIDs
 
 		since := t0.Add(3 * time.Second)
-		list, err := listBoth(t, s, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := ids(agents[3:]); !slices.Equal(ids(list), want) {
-			t.Fatalf("updated since: %v, want %v", ids(list), want)
-		}
+		listAgentsFiltersCheckUpdatedSince(t, s, agents, since)
 		// An update moves an old agent into the window.
 		if _, err := s.UpdateAgent(ctx, acct.ID, agents[0].ID, func(a *domain.Agent) (bool, error) {
 			a.Instructions, a.Enabled, a.UpdatedAt = "changed", false, since
@@ -838,37 +1034,69 @@ func TestListAgentsFilters(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		list, _ = listBoth(t, s, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
+		list, _ := listBoth(t, s, store.AgentQuery{AccountID: acct.ID, UpdatedSince: &since})
 		if want := append([]string{agents[0].ID}, ids(agents[3:])...); !slices.Equal(ids(list), want) {
 			t.Fatalf("updated since after update: %v, want %v", ids(list), want)
 		}
 
-		k := storetest.Key(t, s, acct.ID, agents[4].ID, agents[1].ID, agents[2].ID)
-		list, err = listBoth(t, s, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: k.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := ids([]domain.Agent{agents[1], agents[2], agents[4]}); !slices.Equal(ids(list), want) {
-			t.Fatalf("only key: %v, want %v", ids(list), want)
-		}
-		// All three filters and a page boundary together.
-		list, _ = listBoth(t, s, store.AgentQuery{
-			AccountID: acct.ID, OnlyKeyID: k.ID, UpdatedSince: &since,
-			AfterCreatedAt: agents[1].CreatedAt, AfterID: agents[1].ID, Limit: 5,
-		})
-		if want := []string{agents[4].ID}; !slices.Equal(ids(list), want) {
-			t.Fatalf("combined: %v, want %v", ids(list), want)
-		}
-		plain := storetest.Key(t, s, acct.ID)
-		if list, _ := listBoth(t, s, store.AgentQuery{AccountID: acct.ID, OnlyKeyID: plain.ID}); len(list) != 0 {
-			t.Fatalf("unrestricted key as a filter keeps nothing, got %v", ids(list))
-		}
+		listAgentsFiltersCheckOnlyKey(t, s, agents, since)
 	})
+}
+
+// listAgentsFiltersIDs returns the agents' ids in order.
+func listAgentsFiltersIDs(list []domain.Agent) []string {
+	var out []string
+	for _, a := range list {
+		out = append(out, a.ID)
+	}
+	return out
+}
+
+// listAgentsFiltersCheckUpdatedSince: of the six agents, updated a second
+// apart, the last three are updated since since.
+func listAgentsFiltersCheckUpdatedSince(t *testing.T, s *store.Store, agents []domain.Agent, since time.Time) {
+	t.Helper()
+	ids := listAgentsFiltersIDs
+	list, err := listBoth(t, s, store.AgentQuery{AccountID: agents[0].AccountID, UpdatedSince: &since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ids(agents[3:]); !slices.Equal(ids(list), want) {
+		t.Fatalf("updated since: %v, want %v", ids(list), want)
+	}
+}
+
+// listAgentsFiltersCheckOnlyKey filters by a key restricted to agents 4, 1
+// and 2, alone and with the other filters and a page boundary, and by an
+// unrestricted key, which keeps nothing.
+func listAgentsFiltersCheckOnlyKey(t *testing.T, s *store.Store, agents []domain.Agent, since time.Time) {
+	t.Helper()
+	ids := listAgentsFiltersIDs
+	accountID := agents[0].AccountID
+	k := storetest.Key(t, s, accountID, agents[4].ID, agents[1].ID, agents[2].ID)
+	list, err := listBoth(t, s, store.AgentQuery{AccountID: accountID, OnlyKeyID: k.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ids([]domain.Agent{agents[1], agents[2], agents[4]}); !slices.Equal(ids(list), want) {
+		t.Fatalf("only key: %v, want %v", ids(list), want)
+	}
+	// All three filters and a page boundary together.
+	list, _ = listBoth(t, s, store.AgentQuery{
+		AccountID: accountID, OnlyKeyID: k.ID, UpdatedSince: &since,
+		AfterCreatedAt: agents[1].CreatedAt, AfterID: agents[1].ID, Limit: 5,
+	})
+	if want := []string{agents[4].ID}; !slices.Equal(ids(list), want) {
+		t.Fatalf("combined: %v, want %v", ids(list), want)
+	}
+	plain := storetest.Key(t, s, accountID)
+	if list, _ := listBoth(t, s, store.AgentQuery{AccountID: accountID, OnlyKeyID: plain.ID}); len(list) != 0 {
+		t.Fatalf("unrestricted key as a filter keeps nothing, got %v", ids(list))
+	}
 }
 
 func TestQueryPlansUseIndexes(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
 		since := t0
 		// Both list reads (full rows for the console, list items for the
 		// API), with every filter and without any.
@@ -878,44 +1106,57 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 				{AccountID: "acct_x", AfterCreatedAt: t0, AfterID: "agt_x", Limit: 31},
 			} {
 				query, args := build(q)
-				plan, err := s.Explain(ctx, query, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The keyset condition is a bound of the index range, not a filter.
-				var want []string
-				if s.Engine() == store.EngineSQLite {
-					want = []string{"USING INDEX agents_page (account_id=? AND (created_at,id)>(?,?))"}
-				} else {
-					want = []string{"Index Scan using agents_page", "Index Cond: ((account_id = ", "ROW(created_at, id) > ROW("}
-				}
-				for _, w := range want {
-					if !strings.Contains(plan, w) {
-						t.Fatalf("%s\nplan lacks %q:\n%s", query, w, plan)
-					}
-				}
-				if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "Sort Key") {
-					t.Fatalf("%s\nsorts instead of reading the index in order:\n%s", query, plan)
-				}
+				queryPlansCheckListRead(t, s, query, args)
 			}
 		}
-
-		plan, err := s.Explain(ctx, store.KeyByPrefixSQL, "pfx")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want []string
-		if s.Engine() == store.EngineSQLite {
-			want = []string{"SEARCH k USING INDEX", "(prefix=?)", "SEARCH a USING INDEX"}
-		} else {
-			want = []string{"Index Scan using api_keys_prefix_key", "Index Scan using accounts_pkey"}
-		}
-		for _, w := range want {
-			if !strings.Contains(plan, w) {
-				t.Fatalf("key by prefix plan lacks %q:\n%s", w, plan)
-			}
-		}
+		queryPlansCheckKeyByPrefix(t, s)
 	})
+}
+
+// queryPlansCheckListRead checks that a list read's query plan reads the
+// agents_page index in order, the keyset condition a bound of its range.
+func queryPlansCheckListRead(t *testing.T, s *store.Store, query string, args []any) {
+	t.Helper()
+	plan, err := s.Explain(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The keyset condition is a bound of the index range, not a filter.
+	var want []string
+	if s.Engine() == store.EngineSQLite {
+		want = []string{"USING INDEX agents_page (account_id=? AND (created_at,id)>(?,?))"}
+	} else {
+		want = []string{"Index Scan using agents_page", "Index Cond: ((account_id = ", "ROW(created_at, id) > ROW("}
+	}
+	for _, w := range want {
+		if !strings.Contains(plan, w) {
+			t.Fatalf("%s\nplan lacks %q:\n%s", query, w, plan)
+		}
+	}
+	if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "Sort Key") {
+		t.Fatalf("%s\nsorts instead of reading the index in order:\n%s", query, plan)
+	}
+}
+
+// queryPlansCheckKeyByPrefix checks that the key by prefix read finds the
+// key and its account by index.
+func queryPlansCheckKeyByPrefix(t *testing.T, s *store.Store) {
+	t.Helper()
+	plan, err := s.Explain(context.Background(), store.KeyByPrefixSQL, "pfx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	if s.Engine() == store.EngineSQLite {
+		want = []string{"SEARCH k USING INDEX", "(prefix=?)", "SEARCH a USING INDEX"}
+	} else {
+		want = []string{"Index Scan using api_keys_prefix_key", "Index Scan using accounts_pkey"}
+	}
+	for _, w := range want {
+		if !strings.Contains(plan, w) {
+			t.Fatalf("key by prefix plan lacks %q:\n%s", w, plan)
+		}
+	}
 }
 
 func TestSecret(t *testing.T) {
@@ -936,23 +1177,8 @@ func TestSecret(t *testing.T) {
 				defer s.Close()
 				stores[i] = s
 			}
-			var got [8][]byte
-			var wg sync.WaitGroup
-			for i := range got {
-				wg.Go(func() {
-					v, err := stores[i%2].Secret(ctx, "cursor")
-					if err != nil {
-						t.Error(err)
-					}
-					got[i] = v
-				})
-			}
-			wg.Wait()
-			for i := range got {
-				if len(got[i]) != 32 || !bytes.Equal(got[i], got[0]) {
-					t.Fatalf("secret %d = %x, secret 0 = %x", i, got[i], got[0])
-				}
-			}
+			got := secretRaceForCursor(t, stores)
+			secretCheckAllSame(t, got)
 			other, err := stores[0].Secret(ctx, "other")
 			if err != nil {
 				t.Fatal(err)
@@ -961,6 +1187,36 @@ func TestSecret(t *testing.T) {
 				t.Fatal("two names share one secret")
 			}
 		})
+	}
+}
+
+// secretRaceForCursor asks for the secret "cursor" 8 times at once,
+// alternately from each store, and returns what each asking got.
+func secretRaceForCursor(t *testing.T, stores [2]*store.Store) [8][]byte {
+	t.Helper()
+	ctx := context.Background()
+	var got [8][]byte
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			v, err := stores[i%2].Secret(ctx, "cursor")
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = v
+		})
+	}
+	wg.Wait()
+	return got
+}
+
+// secretCheckAllSame fails unless every secret is the first, of 32 bytes.
+func secretCheckAllSame(t *testing.T, got [8][]byte) {
+	t.Helper()
+	for i := range got {
+		if len(got[i]) != 32 || !bytes.Equal(got[i], got[0]) {
+			t.Fatalf("secret %d = %x, secret 0 = %x", i, got[i], got[0])
+		}
 	}
 }
 
@@ -1061,36 +1317,53 @@ func BenchmarkListAgentPage(b *testing.B) {
 	for _, e := range storetest.Engines() {
 		b.Run(e, func(b *testing.B) {
 			s := storetest.Open(b, e)
-			ctx := context.Background()
 			acct := storetest.Account(b, s)
-			agents := make([]domain.Agent, 3000)
-			for i := range agents {
-				at := t0.Add(time.Duration(i) * time.Millisecond)
-				agents[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: acct.ID,
-					Name: fmt.Sprintf("agent %07d", i), Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at}
-			}
-			if err := s.ImportAgents(ctx, agents); err != nil {
-				b.Fatal(err)
-			}
+			agents := listAgentPageImport(b, s, acct.ID)
 			mid := agents[len(agents)/2]
 			q := store.AgentQuery{AccountID: acct.ID, AfterCreatedAt: mid.CreatedAt, AfterID: mid.ID, Limit: 31}
-			b.Run("ListAgents", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if l, err := s.ListAgents(ctx, q); err != nil || len(l) != 31 {
-						b.Fatal(len(l), err)
-					}
-				}
-			})
-			b.Run("ListAgentItems", func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if l, err := s.ListAgentItems(ctx, q); err != nil || len(l) != 31 {
-						b.Fatal(len(l), err)
-					}
-				}
-			})
+			b.Run("ListAgents", func(b *testing.B) { listAgentPageBenchAgents(b, s, q) })
+			b.Run("ListAgentItems", func(b *testing.B) { listAgentPageBenchItems(b, s, q) })
 		})
+	}
+}
+
+// listAgentPageImport imports 3,000 agents into the account, a
+// millisecond apart, and returns them.
+func listAgentPageImport(b *testing.B, s *store.Store, accountID string) []domain.Agent {
+	b.Helper()
+	agents := make([]domain.Agent, 3000)
+	for i := range agents {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		agents[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: accountID,
+			Name: fmt.Sprintf("agent %07d", i), Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at}
+	}
+	if err := s.ImportAgents(context.Background(), agents); err != nil {
+		b.Fatal(err)
+	}
+	return agents
+}
+
+// listAgentPageBenchAgents reads the page q through ListAgents.
+func listAgentPageBenchAgents(b *testing.B, s *store.Store, q store.AgentQuery) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if l, err := s.ListAgents(ctx, q); err != nil || len(l) != 31 {
+			b.Fatal(len(l), err)
+		}
+	}
+}
+
+// listAgentPageBenchItems reads the page q through ListAgentItems.
+func listAgentPageBenchItems(b *testing.B, s *store.Store, q store.AgentQuery) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if l, err := s.ListAgentItems(ctx, q); err != nil || len(l) != 31 {
+			b.Fatal(len(l), err)
+		}
 	}
 }
 
