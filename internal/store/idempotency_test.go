@@ -113,43 +113,58 @@ func TestSweepIdempotencyKeys(t *testing.T) {
 // on two stores opened on one database (two instances): exactly one runs.
 func TestIdempotencyReserveConcurrently(t *testing.T) {
 	storetest.EachEngine(t, func(t *testing.T, engine string) {
-		dsn := filepath.Join(t.TempDir(), "agentapi.db")
-		if engine == store.EnginePostgres {
-			dsn = storetest.PostgresURL(t)
-		}
-		var stores [2]*store.Store
-		for i := range stores {
-			st, err := store.Open(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			stores[i] = st
-		}
+		stores := idempotencyReserveConcurrentlyOpen(t, engine)
 		acct := storetest.Account(t, stores[0])
 		for round := range 5 {
-			key := fmt.Sprint("key-", round)
-			var (
-				wg     sync.WaitGroup
-				mu     sync.Mutex
-				counts = map[store.IdemOutcome]int{}
-			)
-			for g := range 16 {
-				wg.Go(func() {
-					out, _, _, err := stores[g%2].ReserveIdempotencyKey(context.Background(), idemReq(acct.ID, key, "a", t0))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					counts[out]++
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			if counts[store.IdemRun] != 1 || counts[store.IdemInProgress] != 15 {
-				t.Fatalf("round %d: outcomes %v, want one run and 15 in progress", round, counts)
-			}
+			idempotencyReserveConcurrentlyRound(t, stores, acct.ID, round)
 		}
 	})
+}
+
+// idempotencyReserveConcurrentlyOpen opens two stores on one fresh
+// database of engine, closed at the test's end.
+func idempotencyReserveConcurrentlyOpen(t *testing.T, engine string) [2]*store.Store {
+	t.Helper()
+	dsn := filepath.Join(t.TempDir(), "agentapi.db")
+	if engine == store.EnginePostgres {
+		dsn = storetest.PostgresURL(t)
+	}
+	var stores [2]*store.Store
+	for i := range stores {
+		st, err := store.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores[i] = st
+	}
+	return stores
+}
+
+// idempotencyReserveConcurrentlyRound reserves the round's key from 16
+// goroutines, half on each store, and checks exactly one runs.
+func idempotencyReserveConcurrentlyRound(t *testing.T, stores [2]*store.Store, accountID string, round int) {
+	t.Helper()
+	key := fmt.Sprint("key-", round)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		counts = map[store.IdemOutcome]int{}
+	)
+	for g := range 16 {
+		wg.Go(func() {
+			out, _, _, err := stores[g%2].ReserveIdempotencyKey(context.Background(), idemReq(accountID, key, "a", t0))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			counts[out]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if counts[store.IdemRun] != 1 || counts[store.IdemInProgress] != 15 {
+		t.Fatalf("round %d: outcomes %v, want one run and 15 in progress", round, counts)
+	}
 }

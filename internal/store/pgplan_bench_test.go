@@ -57,42 +57,9 @@ func backendCPU(tb testing.TB, admin *sql.DB, datname string) int64 {
 func BenchmarkListAgentPagePostgresCPU(b *testing.B) {
 	for _, mode := range []string{"auto", "force_generic_plan"} {
 		b.Run(mode, func(b *testing.B) {
-			dsn := storetest.PostgresURL(b)
-			u, _ := url.Parse(dsn)
-			datname := strings.TrimPrefix(u.Path, "/")
-			if strings.Contains(dsn, "?") {
-				dsn += "&plan_cache_mode=" + mode
-			} else {
-				dsn += "?plan_cache_mode=" + mode
-			}
 			ctx := context.Background()
-			s, err := store.Open(ctx, dsn)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { s.Close() })
-			admin, err := sql.Open("pgx", dsn)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { admin.Close() })
-			acct := storetest.Account(b, s)
-			agents := make([]domain.Agent, 3000)
-			for i := range agents {
-				at := t0.Add(time.Duration(i) * time.Millisecond)
-				agents[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: acct.ID,
-					Name: fmt.Sprintf("agent %07d", i), Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at}
-			}
-			if err := s.ImportAgents(ctx, agents); err != nil {
-				b.Fatal(err)
-			}
-			mid := agents[len(agents)/2]
-			q := store.AgentQuery{AccountID: acct.ID, AfterCreatedAt: mid.CreatedAt, AfterID: mid.ID, Limit: 31}
-			for range 10 { // prepared, past PostgreSQL's five custom plans
-				if _, err := s.ListAgentItems(ctx, q); err != nil {
-					b.Fatal(err)
-				}
-			}
+			s, admin, datname := listAgentPagePostgresCPUOpen(b, mode)
+			q := listAgentPagePostgresCPUSeed(b, s)
 			before := backendCPU(b, admin, datname)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -104,4 +71,56 @@ func BenchmarkListAgentPagePostgresCPU(b *testing.B) {
 			b.ReportMetric(float64(ticks)*10_000/float64(b.N), "pg-µs/op")
 		})
 	}
+}
+
+// listAgentPagePostgresCPUOpen opens a store and an admin connection on
+// PostgreSQL with plan_cache_mode set to mode, both closed at the
+// benchmark's end; it returns them and the database's name.
+func listAgentPagePostgresCPUOpen(b *testing.B, mode string) (*store.Store, *sql.DB, string) {
+	b.Helper()
+	dsn := storetest.PostgresURL(b)
+	u, _ := url.Parse(dsn)
+	datname := strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(dsn, "?") {
+		dsn += "&plan_cache_mode=" + mode
+	} else {
+		dsn += "?plan_cache_mode=" + mode
+	}
+	s, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { admin.Close() })
+	return s, admin, datname
+}
+
+// listAgentPagePostgresCPUSeed imports 3,000 agents of a new account and
+// returns the query for the 31 after the middle one, already run ten times
+// so that the statement is prepared.
+func listAgentPagePostgresCPUSeed(b *testing.B, s *store.Store) store.AgentQuery {
+	b.Helper()
+	ctx := context.Background()
+	acct := storetest.Account(b, s)
+	agents := make([]domain.Agent, 3000)
+	for i := range agents {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		agents[i] = domain.Agent{ID: domain.NewID(domain.PrefixAgent, at), AccountID: acct.ID,
+			Name: fmt.Sprintf("agent %07d", i), Instructions: "be kind", Enabled: true, CreatedAt: at, UpdatedAt: at}
+	}
+	if err := s.ImportAgents(ctx, agents); err != nil {
+		b.Fatal(err)
+	}
+	mid := agents[len(agents)/2]
+	q := store.AgentQuery{AccountID: acct.ID, AfterCreatedAt: mid.CreatedAt, AfterID: mid.ID, Limit: 31}
+	for range 10 { // prepared, past PostgreSQL's five custom plans
+		if _, err := s.ListAgentItems(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return q
 }

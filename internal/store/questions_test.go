@@ -27,29 +27,9 @@ func TestConversations(t *testing.T) {
 		ag2 := storetest.Agent(t, s, acct.ID, "other", t0)
 		conv := domain.NewID(domain.PrefixConvo, t0)
 
-		first := question(acct.ID, ag.ID, conv, t0, 10)
-		if err := s.RecordQuestion(ctx, first, true, false); err != nil {
-			t.Fatal(err)
-		}
-		// A failed turn of an existing conversation is kept but not a turn.
-		failedTurn := question(acct.ID, ag.ID, conv, t0.Add(time.Second), 5)
-		if err := s.RecordQuestion(ctx, failedTurn, false, true); err != nil {
-			t.Fatal(err)
-		}
-		second := question(acct.ID, ag.ID, conv, t0.Add(2*time.Second), 20)
-		second.Answer = "second answer"
-		if err := s.RecordQuestion(ctx, second, false, false); err != nil {
-			t.Fatal(err)
-		}
-
-		turns, err := s.ConversationTurns(ctx, acct.ID, ag.ID, conv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(turns) != 2 || turns[0] != first || turns[1] != second {
-			t.Fatalf("turns:\n%+v\nwant\n%+v\n%+v", turns, first, second)
-		}
-		_, err = s.ConversationTurns(ctx, acct.ID, ag2.ID, conv)
+		first, second := conversationsRecordTurns(t, s, acct.ID, ag.ID, conv)
+		conversationsCheckTurns(t, s, acct.ID, ag.ID, conv, first, second)
+		_, err := s.ConversationTurns(ctx, acct.ID, ag2.ID, conv)
 		wantNotFound(t, "conversation of another agent", err)
 		_, err = s.ConversationTurns(ctx, other.ID, ag.ID, conv)
 		wantNotFound(t, "conversation of another account", err)
@@ -57,23 +37,8 @@ func TestConversations(t *testing.T) {
 		wantNotFound(t, "unknown conversation", err)
 
 		// A failed first question creates no conversation.
-		lost := domain.NewID(domain.PrefixConvo, t0)
-		if err := s.RecordQuestion(ctx, question(acct.ID, ag.ID, lost, t0.Add(3*time.Second), 7), true, true); err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.ConversationTurns(ctx, acct.ID, ag.ID, lost)
-		wantNotFound(t, "conversation of a failed first question", err)
-
-		recent, err := s.RecentQuestions(ctx, acct.ID, ag.ID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recent) != 2 || recent[0] != second || recent[1] != first {
-			t.Fatalf("recent (answered, newest first): %+v", recent)
-		}
-		if recent, _ := s.RecentQuestions(ctx, acct.ID, ag.ID, 1); len(recent) != 1 || recent[0] != second {
-			t.Fatalf("recent limit 1: %+v", recent)
-		}
+		conversationsCheckFailedFirst(t, s, acct.ID, ag.ID)
+		conversationsCheckRecent(t, s, acct.ID, ag.ID, first, second)
 
 		st, err := s.AgentStats(ctx, acct.ID, ag.ID)
 		if err != nil {
@@ -85,6 +50,71 @@ func TestConversations(t *testing.T) {
 			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 1}
 		assertStats(t, st, want)
 	})
+}
+
+// conversationsRecordTurns records a conversation's first question, a
+// failed turn and a second question; it returns the first and the second.
+func conversationsRecordTurns(t *testing.T, s *store.Store, acctID, agentID, conv string) (first, second domain.Question) {
+	t.Helper()
+	ctx := context.Background()
+	first = question(acctID, agentID, conv, t0, 10)
+	if err := s.RecordQuestion(ctx, first, true, false); err != nil {
+		t.Fatal(err)
+	}
+	// A failed turn of an existing conversation is kept but not a turn.
+	failedTurn := question(acctID, agentID, conv, t0.Add(time.Second), 5)
+	if err := s.RecordQuestion(ctx, failedTurn, false, true); err != nil {
+		t.Fatal(err)
+	}
+	second = question(acctID, agentID, conv, t0.Add(2*time.Second), 20)
+	second.Answer = "second answer"
+	if err := s.RecordQuestion(ctx, second, false, false); err != nil {
+		t.Fatal(err)
+	}
+	return first, second
+}
+
+// conversationsCheckTurns checks the conversation's turns are the first
+// and the second question, the failed turn left out.
+func conversationsCheckTurns(t *testing.T, s *store.Store, acctID, agentID, conv string, first, second domain.Question) {
+	t.Helper()
+	turns, err := s.ConversationTurns(context.Background(), acctID, agentID, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 2 || turns[0] != first || turns[1] != second {
+		t.Fatalf("turns:\n%+v\nwant\n%+v\n%+v", turns, first, second)
+	}
+}
+
+// conversationsCheckFailedFirst records a failed first question and checks
+// its conversation is not found.
+func conversationsCheckFailedFirst(t *testing.T, s *store.Store, acctID, agentID string) {
+	t.Helper()
+	ctx := context.Background()
+	lost := domain.NewID(domain.PrefixConvo, t0)
+	if err := s.RecordQuestion(ctx, question(acctID, agentID, lost, t0.Add(3*time.Second), 7), true, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ConversationTurns(ctx, acctID, agentID, lost)
+	wantNotFound(t, "conversation of a failed first question", err)
+}
+
+// conversationsCheckRecent checks the recent questions are the answered
+// ones, newest first, and that the limit holds.
+func conversationsCheckRecent(t *testing.T, s *store.Store, acctID, agentID string, first, second domain.Question) {
+	t.Helper()
+	ctx := context.Background()
+	recent, err := s.RecentQuestions(ctx, acctID, agentID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recent) != 2 || recent[0] != second || recent[1] != first {
+		t.Fatalf("recent (answered, newest first): %+v", recent)
+	}
+	if recent, _ := s.RecentQuestions(ctx, acctID, agentID, 1); len(recent) != 1 || recent[0] != second {
+		t.Fatalf("recent limit 1: %+v", recent)
+	}
 }
 
 func assertStats(t *testing.T, got, want domain.AgentStats) {

@@ -91,74 +91,106 @@ func TestUsageCountsAdd(t *testing.T) {
 // request id written twice (a retried batch) is stored once.
 func TestRequestLogPage(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
 		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		statuses := []int{200, 404, 429, 500, 201}
-		var logs []requestlog.Log
-		for i := range 25 {
-			key := []string{"key_a", "key_b"}[i%2]
-			route := []string{"GET /v1/me", "GET /v1/agents"}[i%3%2]
-			logs = append(logs, usageLog("acc_1", key, i, t0.Add(time.Duration(i/2)*time.Second), statuses[i%5], route))
-		}
-		logs = append(logs, usageLog("acc_2", "key_c", 0, t0, 200, "GET /v1/me"))
-		if err := s.WriteUsage(ctx, logs, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.WriteUsage(ctx, logs[:3], nil); err != nil {
-			t.Fatalf("a retried batch: %v", err)
-		}
-		all := func(q store.RequestLogQuery) []requestlog.Log {
-			t.Helper()
-			q.AccountID, q.Limit = "acc_1", 4
-			return allLogs(t, s, q)
-		}
-		got := all(store.RequestLogQuery{})
+		logs := requestLogPageSeed(t, s, t0)
+		got := requestLogPageAll(t, s, store.RequestLogQuery{})
 		if len(got) != 25 {
 			t.Fatalf("%d logs, want 25", len(got))
 		}
-		seen := map[string]bool{}
-		for i, l := range got {
-			if seen[l.ID] || l.AccountID != "acc_1" {
-				t.Fatalf("row %d: %+v (seen %v)", i, l, seen[l.ID])
-			}
-			seen[l.ID] = true
-			if i > 0 && (l.At.After(got[i-1].At) || l.At.Equal(got[i-1].At) && l.ID > got[i-1].ID) {
-				t.Fatalf("not newest first at %d", i)
-			}
-		}
+		requestLogPageCheckOrder(t, got)
 		if got[0].Duration != 1500*time.Microsecond || got[0].Client != "192.0.2.1" {
 			t.Errorf("read back %+v", got[0])
 		}
-		count := func(q store.RequestLogQuery, want int, keep func(requestlog.Log) bool) {
-			t.Helper()
-			rows := all(q)
-			n := 0
-			for _, l := range logs[:25] {
-				if keep(l) {
-					n++
-				}
-			}
-			if len(rows) != want || n != want {
-				t.Errorf("%+v: %d rows (%d expected by filter), want %d", q, len(rows), n, want)
-			}
-			for _, l := range rows {
-				if !keep(l) {
-					t.Errorf("%+v: row %+v", q, l)
-				}
-			}
-		}
-		count(store.RequestLogQuery{KeyID: "key_b"}, 12, func(l requestlog.Log) bool { return l.KeyID == "key_b" })
-		count(store.RequestLogQuery{Class: requestlog.Class4xx}, 5, func(l requestlog.Log) bool { return l.Status == 404 })
-		count(store.RequestLogQuery{Status: 429}, 5, func(l requestlog.Log) bool { return l.Status == 429 })
-		count(store.RequestLogQuery{Class: requestlog.Class2xx}, 10, func(l requestlog.Log) bool { return l.Status < 300 })
-		count(store.RequestLogQuery{Route: "GET /v1/agents"}, 8, func(l requestlog.Log) bool { return l.Route == "GET /v1/agents" })
-		from, to := t0.Add(3*time.Second), t0.Add(5*time.Second)
-		count(store.RequestLogQuery{From: from, To: to}, 4, func(l requestlog.Log) bool { return !l.At.Before(from) && l.At.Before(to) })
-		count(store.RequestLogQuery{RequestID: logs[7].ID}, 1, func(l requestlog.Log) bool { return l.ID == logs[7].ID })
-		if rows := all(store.RequestLogQuery{RequestID: "req_key_c_0000"}); len(rows) != 0 {
-			t.Errorf("another account's request found: %v", rows)
-		}
+		requestLogPageCheckFilters(t, s, logs, t0)
 	})
+}
+
+// requestLogPageSeed writes 25 logs of acc_1, two a second from t0, and
+// one of acc_2, then the first three again (a retried batch); it returns
+// the logs.
+func requestLogPageSeed(t *testing.T, s *store.Store, t0 time.Time) []requestlog.Log {
+	t.Helper()
+	ctx := context.Background()
+	statuses := []int{200, 404, 429, 500, 201}
+	var logs []requestlog.Log
+	for i := range 25 {
+		key := []string{"key_a", "key_b"}[i%2]
+		route := []string{"GET /v1/me", "GET /v1/agents"}[i%3%2]
+		logs = append(logs, usageLog("acc_1", key, i, t0.Add(time.Duration(i/2)*time.Second), statuses[i%5], route))
+	}
+	logs = append(logs, usageLog("acc_2", "key_c", 0, t0, 200, "GET /v1/me"))
+	if err := s.WriteUsage(ctx, logs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteUsage(ctx, logs[:3], nil); err != nil {
+		t.Fatalf("a retried batch: %v", err)
+	}
+	return logs
+}
+
+// requestLogPageAll reads every page of q for acc_1, four logs a page.
+func requestLogPageAll(t *testing.T, s *store.Store, q store.RequestLogQuery) []requestlog.Log {
+	t.Helper()
+	q.AccountID, q.Limit = "acc_1", 4
+	return allLogs(t, s, q)
+}
+
+// requestLogPageCheckOrder checks the rows are acc_1's, each once, newest
+// first.
+func requestLogPageCheckOrder(t *testing.T, got []requestlog.Log) {
+	t.Helper()
+	seen := map[string]bool{}
+	for i, l := range got {
+		if seen[l.ID] || l.AccountID != "acc_1" {
+			t.Fatalf("row %d: %+v (seen %v)", i, l, seen[l.ID])
+		}
+		seen[l.ID] = true
+		if i > 0 && (l.At.After(got[i-1].At) || l.At.Equal(got[i-1].At) && l.ID > got[i-1].ID) {
+			t.Fatalf("not newest first at %d", i)
+		}
+	}
+}
+
+// requestLogPageCount checks q finds want rows, as many as keep keeps of
+// acc_1's logs, and only rows keep keeps.
+func requestLogPageCount(t *testing.T, s *store.Store, logs []requestlog.Log, q store.RequestLogQuery, want int, keep func(requestlog.Log) bool) {
+	t.Helper()
+	rows := requestLogPageAll(t, s, q)
+	n := 0
+	for _, l := range logs[:25] {
+		if keep(l) {
+			n++
+		}
+	}
+	if len(rows) != want || n != want {
+		t.Errorf("%+v: %d rows (%d expected by filter), want %d", q, len(rows), n, want)
+	}
+	for _, l := range rows {
+		if !keep(l) {
+			t.Errorf("%+v: row %+v", q, l)
+		}
+	}
+}
+
+// requestLogPageCheckFilters checks each filter and the search by request
+// id, and that another account's request is not found.
+func requestLogPageCheckFilters(t *testing.T, s *store.Store, logs []requestlog.Log, t0 time.Time) {
+	t.Helper()
+	count := func(q store.RequestLogQuery, want int, keep func(requestlog.Log) bool) {
+		t.Helper()
+		requestLogPageCount(t, s, logs, q, want, keep)
+	}
+	count(store.RequestLogQuery{KeyID: "key_b"}, 12, func(l requestlog.Log) bool { return l.KeyID == "key_b" })
+	count(store.RequestLogQuery{Class: requestlog.Class4xx}, 5, func(l requestlog.Log) bool { return l.Status == 404 })
+	count(store.RequestLogQuery{Status: 429}, 5, func(l requestlog.Log) bool { return l.Status == 429 })
+	count(store.RequestLogQuery{Class: requestlog.Class2xx}, 10, func(l requestlog.Log) bool { return l.Status < 300 })
+	count(store.RequestLogQuery{Route: "GET /v1/agents"}, 8, func(l requestlog.Log) bool { return l.Route == "GET /v1/agents" })
+	from, to := t0.Add(3*time.Second), t0.Add(5*time.Second)
+	count(store.RequestLogQuery{From: from, To: to}, 4, func(l requestlog.Log) bool { return !l.At.Before(from) && l.At.Before(to) })
+	count(store.RequestLogQuery{RequestID: logs[7].ID}, 1, func(l requestlog.Log) bool { return l.ID == logs[7].ID })
+	if rows := requestLogPageAll(t, s, store.RequestLogQuery{RequestID: "req_key_c_0000"}); len(rows) != 0 {
+		t.Errorf("another account's request found: %v", rows)
+	}
 }
 
 // The sweep: logs older than 7 days go, and each account keeps only its
@@ -249,42 +281,64 @@ func TestWriteUsageManyLogs(t *testing.T) {
 // that matches one log in five, all come newest first, each once.
 func TestRequestLogPageAcrossBatches(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
 		t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		var logs []requestlog.Log
-		for i := range 600 {
-			// 40 keys, 3 seconds; each second's logs are written in two flushes.
-			logs = append(logs, usageLog("acc_1", fmt.Sprintf("key_%02d", i%40), i, t0.Add(time.Duration(i%3)*time.Second+time.Duration(i%997)*time.Millisecond),
-				[]int{200, 200, 404, 200, 500}[i%5], "GET /v1/me"))
-		}
-		if err := s.WriteUsage(ctx, logs[:300], nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.WriteUsage(ctx, logs[300:], nil); err != nil {
-			t.Fatal(err)
-		}
+		logs := requestLogPageAcrossBatchesSeed(t, s, t0)
 		for _, q := range []store.RequestLogQuery{{}, {Status: 500}, {KeyID: "key_07"}, {Class: requestlog.Class4xx, KeyID: "key_02"}} {
-			var want []requestlog.Log
-			for _, l := range logs {
-				if (q.Status == 0 || l.Status == q.Status) && (q.KeyID == "" || l.KeyID == q.KeyID) && (q.Class == "" || requestlog.ClassOf(l.Status) == q.Class) {
-					want = append(want, l)
-				}
-			}
-			slices.SortFunc(want, func(a, b requestlog.Log) int {
-				return cmp.Or(b.At.Compare(a.At), strings.Compare(b.ID, a.ID))
-			})
-			q.AccountID, q.Limit = "acc_1", 7
-			got := allLogs(t, s, q)
-			if len(got) != len(want) {
-				t.Fatalf("%+v: %d logs, want %d", q, len(got), len(want))
-			}
-			for i := range want {
-				if got[i].ID != want[i].ID || !got[i].At.Equal(want[i].At) || got[i].KeyID != want[i].KeyID {
-					t.Fatalf("%+v: log %d is %s, want %s", q, i, got[i].ID, want[i].ID)
-				}
-			}
+			requestLogPageAcrossBatchesCheck(t, s, logs, q)
 		}
 	})
+}
+
+// requestLogPageAcrossBatchesSeed writes 600 logs of 40 keys over three
+// seconds, in two flushes, and returns them.
+func requestLogPageAcrossBatchesSeed(t *testing.T, s *store.Store, t0 time.Time) []requestlog.Log {
+	t.Helper()
+	ctx := context.Background()
+	var logs []requestlog.Log
+	for i := range 600 {
+		// 40 keys, 3 seconds; each second's logs are written in two flushes.
+		logs = append(logs, usageLog("acc_1", fmt.Sprintf("key_%02d", i%40), i, t0.Add(time.Duration(i%3)*time.Second+time.Duration(i%997)*time.Millisecond),
+			[]int{200, 200, 404, 200, 500}[i%5], "GET /v1/me"))
+	}
+	if err := s.WriteUsage(ctx, logs[:300], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteUsage(ctx, logs[300:], nil); err != nil {
+		t.Fatal(err)
+	}
+	return logs
+}
+
+// requestLogPageAcrossBatchesWant is the logs q's status, key and class
+// match, newest first.
+func requestLogPageAcrossBatchesWant(logs []requestlog.Log, q store.RequestLogQuery) []requestlog.Log {
+	var want []requestlog.Log
+	for _, l := range logs {
+		if (q.Status == 0 || l.Status == q.Status) && (q.KeyID == "" || l.KeyID == q.KeyID) && (q.Class == "" || requestlog.ClassOf(l.Status) == q.Class) {
+			want = append(want, l)
+		}
+	}
+	slices.SortFunc(want, func(a, b requestlog.Log) int {
+		return cmp.Or(b.At.Compare(a.At), strings.Compare(b.ID, a.ID))
+	})
+	return want
+}
+
+// requestLogPageAcrossBatchesCheck reads q for acc_1 seven a page and
+// checks it gives exactly the logs it matches, newest first.
+func requestLogPageAcrossBatchesCheck(t *testing.T, s *store.Store, logs []requestlog.Log, q store.RequestLogQuery) {
+	t.Helper()
+	want := requestLogPageAcrossBatchesWant(logs, q)
+	q.AccountID, q.Limit = "acc_1", 7
+	got := allLogs(t, s, q)
+	if len(got) != len(want) {
+		t.Fatalf("%+v: %d logs, want %d", q, len(got), len(want))
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || !got[i].At.Equal(want[i].At) || got[i].KeyID != want[i].KeyID {
+			t.Fatalf("%+v: log %d is %s, want %s", q, i, got[i].ID, want[i].ID)
+		}
+	}
 }
 
 // The sweep's bounds fall within seconds: the cut-off 7 days back at
@@ -295,15 +349,7 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 22, 12, 0, 0, 500_000_000, time.UTC)
 		cut := now.Add(-store.LogRetention)
-		var logs []requestlog.Log
-		for i := range 20 {
-			// acc_1: ten logs either side of the cut-off, in one second.
-			logs = append(logs, usageLog("acc_1", []string{"key_a", "key_b"}[i%2], i, cut.Add(time.Duration(i-10)*10*time.Millisecond), 200, "GET /v1/me"))
-		}
-		for i := range 30 {
-			// acc_2: three seconds of ten logs; the cap of 15 falls in the middle one.
-			logs = append(logs, usageLog("acc_2", []string{"key_c", "key_d"}[i%2], i, now.Add(-time.Duration(i/10)*time.Second+time.Duration(i%10)*time.Millisecond), 404, "GET /v1/me"))
-		}
+		logs := sweepUsageWithinASecondLogs(now, cut)
 		for i := range logs {
 			if err := s.WriteUsage(ctx, logs[i:i+1], nil); err != nil { // a batch each
 				t.Fatal(err)
@@ -312,33 +358,58 @@ func TestSweepUsageWithinASecond(t *testing.T) {
 		if err := s.SweepUsageKeeping(ctx, now, 15); err != nil {
 			t.Fatal(err)
 		}
-		kept := func(acct string) (ids []string) {
-			ids = logIDs(t, s, acct)
-			slices.Sort(ids)
-			return ids
-		}
-		var want1, want2 []string
-		for _, l := range logs {
-			switch {
-			case l.AccountID == "acc_1" && !l.At.Before(cut):
-				want1 = append(want1, l.ID)
-			case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+5*time.Millisecond)),
-				l.KeyID == "key_c" && l.At.Equal(now.Add(-time.Second+4*time.Millisecond)):
-				// A fair share each (15 between two keys of 15 logs: key_c,
-				// first by id, keeps one more): the newest second's 10 and
-				// of the middle one's, key_c's 3 latest and key_d's 2.
-				want2 = append(want2, l.ID)
-			}
-		}
-		slices.Sort(want1)
-		slices.Sort(want2)
-		if got := kept("acc_1"); !slices.Equal(got, want1) {
+		want1, want2 := sweepUsageWithinASecondWant(logs, now, cut)
+		if got := sweepUsageWithinASecondKept(t, s, "acc_1"); !slices.Equal(got, want1) {
 			t.Errorf("acc_1 kept %v, want %v", got, want1)
 		}
-		if got := kept("acc_2"); !slices.Equal(got, want2) || len(want2) != 15 {
+		if got := sweepUsageWithinASecondKept(t, s, "acc_2"); !slices.Equal(got, want2) || len(want2) != 15 {
 			t.Errorf("acc_2 kept %v, want %v", got, want2)
 		}
 	})
+}
+
+// sweepUsageWithinASecondLogs is acc_1's twenty logs about the cut-off and
+// acc_2's thirty over three seconds before now.
+func sweepUsageWithinASecondLogs(now, cut time.Time) []requestlog.Log {
+	var logs []requestlog.Log
+	for i := range 20 {
+		// acc_1: ten logs either side of the cut-off, in one second.
+		logs = append(logs, usageLog("acc_1", []string{"key_a", "key_b"}[i%2], i, cut.Add(time.Duration(i-10)*10*time.Millisecond), 200, "GET /v1/me"))
+	}
+	for i := range 30 {
+		// acc_2: three seconds of ten logs; the cap of 15 falls in the middle one.
+		logs = append(logs, usageLog("acc_2", []string{"key_c", "key_d"}[i%2], i, now.Add(-time.Duration(i/10)*time.Second+time.Duration(i%10)*time.Millisecond), 404, "GET /v1/me"))
+	}
+	return logs
+}
+
+// sweepUsageWithinASecondKept is the ids of the account's logs the sweep
+// kept, sorted.
+func sweepUsageWithinASecondKept(t *testing.T, s *store.Store, acct string) (ids []string) {
+	t.Helper()
+	ids = logIDs(t, s, acct)
+	slices.Sort(ids)
+	return ids
+}
+
+// sweepUsageWithinASecondWant is the ids, sorted, the rules keep of acc_1
+// and of acc_2.
+func sweepUsageWithinASecondWant(logs []requestlog.Log, now, cut time.Time) (want1, want2 []string) {
+	for _, l := range logs {
+		switch {
+		case l.AccountID == "acc_1" && !l.At.Before(cut):
+			want1 = append(want1, l.ID)
+		case l.AccountID == "acc_2" && l.At.After(now.Add(-time.Second+5*time.Millisecond)),
+			l.KeyID == "key_c" && l.At.Equal(now.Add(-time.Second+4*time.Millisecond)):
+			// A fair share each (15 between two keys of 15 logs: key_c,
+			// first by id, keeps one more): the newest second's 10 and
+			// of the middle one's, key_c's 3 latest and key_d's 2.
+			want2 = append(want2, l.ID)
+		}
+	}
+	slices.Sort(want1)
+	slices.Sort(want2)
+	return want1, want2
 }
 
 // TestSweepKeepsOtherKeysLogs: one key flooding its account's logs (429s,
@@ -349,26 +420,14 @@ func TestSweepKeepsOtherKeysLogs(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-		var logs []requestlog.Log
-		for i := range 10 {
-			logs = append(logs, usageLog("acc_1", "key_quiet", i, now.Add(-time.Hour+time.Duration(i)*time.Second), 200, "GET /v1/me"))
-		}
-		for i := range 40 {
-			logs = append(logs, usageLog("acc_1", "key_mid", i, now.Add(-30*time.Minute+time.Duration(i)*time.Second), 200, "GET /v1/me"))
-		}
-		for i := range 500 {
-			logs = append(logs, usageLog("acc_1", "key_flood", i, now.Add(-time.Minute+time.Duration(i)*time.Millisecond), 429, "GET /v1/me"))
-		}
+		logs := sweepKeepsOtherKeysLogsSeed(now)
 		if err := s.WriteUsage(ctx, logs, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.SweepUsageKeeping(ctx, now, 100); err != nil {
 			t.Fatal(err)
 		}
-		perKey := map[string]int{}
-		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
-			perKey[l.KeyID]++
-		}
+		perKey := sweepKeepsOtherKeysLogsPerKey(t, s)
 		// 10 + 40 + 50: key_flood keeps its 50 newest, the others all theirs.
 		if want := map[string]int{"key_quiet": 10, "key_mid": 40, "key_flood": 50}; fmt.Sprint(perKey) != fmt.Sprint(want) {
 			t.Fatalf("kept %v, want %v", perKey, want)
@@ -381,12 +440,36 @@ func TestSweepKeepsOtherKeysLogs(t *testing.T) {
 		if err := s.SweepUsageKeeping(ctx, now, 50); err != nil {
 			t.Fatal(err)
 		}
-		clear(perKey)
-		for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
-			perKey[l.KeyID]++
-		}
+		perKey = sweepKeepsOtherKeysLogsPerKey(t, s)
 		if want := map[string]int{"key_quiet": 10, "key_mid": 20, "key_flood": 20}; fmt.Sprint(perKey) != fmt.Sprint(want) {
 			t.Fatalf("kept %v, want %v", perKey, want)
 		}
 	})
+}
+
+// sweepKeepsOtherKeysLogsSeed is acc_1's logs: key_quiet's 10 an hour
+// before now, key_mid's 40 half an hour before, key_flood's 500 429s in
+// the last minute.
+func sweepKeepsOtherKeysLogsSeed(now time.Time) []requestlog.Log {
+	var logs []requestlog.Log
+	for i := range 10 {
+		logs = append(logs, usageLog("acc_1", "key_quiet", i, now.Add(-time.Hour+time.Duration(i)*time.Second), 200, "GET /v1/me"))
+	}
+	for i := range 40 {
+		logs = append(logs, usageLog("acc_1", "key_mid", i, now.Add(-30*time.Minute+time.Duration(i)*time.Second), 200, "GET /v1/me"))
+	}
+	for i := range 500 {
+		logs = append(logs, usageLog("acc_1", "key_flood", i, now.Add(-time.Minute+time.Duration(i)*time.Millisecond), 429, "GET /v1/me"))
+	}
+	return logs
+}
+
+// sweepKeepsOtherKeysLogsPerKey counts acc_1's kept logs by key.
+func sweepKeepsOtherKeysLogsPerKey(t *testing.T, s *store.Store) map[string]int {
+	t.Helper()
+	perKey := map[string]int{}
+	for _, l := range allLogs(t, s, store.RequestLogQuery{AccountID: "acc_1", Limit: 50}) {
+		perKey[l.KeyID]++
+	}
+	return perKey
 }
