@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	validator "github.com/pb33f/libopenapi-validator"
 )
 
 // TestOpenAPIExamples is a dry run of what example-driven tools (Dredd,
@@ -19,160 +21,217 @@ import (
 // built from the examples is valid, and every response example, with its
 // headers' examples, validates as the response of its operation and status.
 func TestOpenAPIExamples(t *testing.T) {
-	v := openAPI(t)
-	var doc map[string]any
-	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+	w := &openAPIExamplesWalk{t: t, v: openAPI(t)}
+	if err := json.Unmarshal(openAPIDocument, &w.doc); err != nil {
 		t.Fatal(err)
 	}
-	resolve := func(node any) map[string]any {
-		m, _ := node.(map[string]any)
-		ref, ok := m["$ref"].(string)
-		if !ok {
-			return m
-		}
-		var cur any = doc
-		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
-			cur = cur.(map[string]any)[part]
-		}
-		return cur.(map[string]any)
-	}
-	// examplesOf lists an object's example values: "example", or each of
-	// "examples"' values; none is a failure.
-	examplesOf := func(where string, obj map[string]any) []any {
-		if e, ok := obj["example"]; ok {
-			return []any{e}
-		}
-		var out []any
-		ex, _ := obj["examples"].(map[string]any)
-		names := make([]string, 0, len(ex))
-		for n := range ex {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			out = append(out, resolve(ex[n])["value"])
-		}
-		if len(out) == 0 {
-			t.Errorf("%s has no example", where)
-		}
-		return out
-	}
-	text := func(v any) string {
-		if s, ok := v.(string); ok {
-			return s
-		}
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
-
-	checked := 0
-	for tmpl, item := range doc["paths"].(map[string]any) {
+	for tmpl, item := range w.doc["paths"].(map[string]any) {
 		item := item.(map[string]any)
 		for _, method := range httpMethods {
 			op, ok := item[method].(map[string]any)
 			if !ok {
 				continue
 			}
-			id := op["operationId"].(string)
-			// The request, from the parameters' examples.
-			path, query, header := tmpl, url.Values{}, http.Header{}
-			if op["security"] == nil || len(op["security"].([]any)) > 0 {
-				header.Set("Authorization", "Bearer agk_live_vcnr20v0g53v_0123456789abcdefghijABCDEFGHIJklmnopqrst")
-			}
-			params, _ := item["parameters"].([]any)
-			opParams, _ := op["parameters"].([]any)
-			for _, p := range append(slices.Clone(params), opParams...) {
-				p := resolve(p)
-				name := p["name"].(string)
-				if sentAsIs[name] {
-					if _, ok := p["example"]; ok || p["examples"] != nil {
-						t.Errorf("%s parameter %s has an example, which tools would send as is", id, name)
-					}
-					continue
-				}
-				ex := examplesOf(fmt.Sprintf("%s parameter %s", id, name), p)
-				if len(ex) == 0 {
-					continue
-				}
-				switch p["in"] {
-				case "path":
-					path = strings.ReplaceAll(path, "{"+name+"}", url.PathEscape(text(ex[0])))
-				case "query":
-					query.Set(name, text(ex[0]))
-				case "header":
-					header.Set(name, text(ex[0]))
-				}
-			}
-			bodies := []any{nil}
-			if rb := resolve(op["requestBody"]); rb != nil {
-				bodies = examplesOf(id+" request body", rb["content"].(map[string]any)["application/json"].(map[string]any))
-			}
-			newRequest := func(body any) *http.Request {
-				u := &url.URL{Scheme: "http", Host: "api.test", Path: "/v1" + path, RawQuery: query.Encode()}
-				r := &http.Request{Method: strings.ToUpper(method), URL: u, Host: u.Host, Header: header.Clone(), Body: http.NoBody,
-					Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-				if body != nil {
-					b, _ := json.Marshal(body)
-					r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
-					r.Header.Set("Content-Type", "application/json")
-				}
-				return r
-			}
-			for _, body := range bodies {
-				if ok, errs := v.ValidateHttpRequestSync(newRequest(body)); !ok {
-					t.Errorf("%s: the request built from the examples (%s %s, body %v) is invalid:\n%s", id, method, path, body, describe(errs))
-				}
-				checked++
-			}
-			// Every response, from its examples.
-			for status, resp := range op["responses"].(map[string]any) {
-				resp := resolve(resp)
-				where := fmt.Sprintf("%s %s", id, status)
-				h := http.Header{}
-				headers, _ := resp["headers"].(map[string]any)
-				for name, hd := range headers {
-					if ex := examplesOf(where+" header "+name, resolve(hd)); len(ex) > 0 {
-						h.Set(name, text(ex[0]))
-					}
-				}
-				var code int
-				fmt.Sscan(status, &code)
-				bodies := []any{nil}
-				ctype := "application/json"
-				if content, ok := resp["content"].(map[string]any); ok {
-					if _, ok := content["text/event-stream"]; ok {
-						ctype = "text/event-stream" // its example is the stream's text
-					}
-					h.Set("Content-Type", ctype)
-					bodies = examplesOf(where+" response", content[ctype].(map[string]any))
-				}
-				for _, body := range bodies {
-					var b []byte
-					if s, ok := body.(string); ok && ctype == "text/event-stream" {
-						b = []byte(s)
-					} else if body != nil && method != "head" { // a HEAD answer has no body
-						b, _ = json.Marshal(body)
-					}
-					req := newRequest(bodies[0])
-					r := &http.Response{StatusCode: code, Header: h, Request: req, Body: io.NopCloser(strings.NewReader(string(b))), ContentLength: int64(len(b))}
-					if ok, errs := v.ValidateHttpResponse(req, r); !ok {
-						t.Errorf("%s: the response example %s does not match the document:\n%s", where, b, describe(errs))
-					}
-					x := exchange{req: req, status: code, header: h, resp: b}
-					if op, ok := matchOp(openAPIOps(t), req.Method, req.URL.Path); ok {
-						if p := bodyRuleProblem(op, x); p != "" {
-							t.Errorf("%s: the response example %s: %s", where, b, p)
-						}
-						if p := sseProblem(op, x); p != "" {
-							t.Errorf("%s: the response example %s: %s", where, b, p)
-						}
-					}
-					checked++
-				}
-			}
+			w.checkOperation(tmpl, method, item, op)
 		}
 	}
-	t.Logf("%d examples checked", checked)
+	t.Logf("%d examples checked", w.checked)
+}
+
+// openAPIExamplesWalk is TestOpenAPIExamples' walk of the document: the
+// validator, the document, and the count of examples checked so far.
+type openAPIExamplesWalk struct {
+	t       *testing.T
+	v       validator.Validator
+	doc     map[string]any
+	checked int
+}
+
+// resolve follows a node's $ref, if it has one, within the document.
+func (w *openAPIExamplesWalk) resolve(node any) map[string]any {
+	m, _ := node.(map[string]any)
+	ref, ok := m["$ref"].(string)
+	if !ok {
+		return m
+	}
+	var cur any = w.doc
+	for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+		cur = cur.(map[string]any)[part]
+	}
+	return cur.(map[string]any)
+}
+
+// examplesOf lists an object's example values: "example", or each of
+// "examples"' values; none is a failure.
+func (w *openAPIExamplesWalk) examplesOf(where string, obj map[string]any) []any {
+	w.t.Helper()
+	if e, ok := obj["example"]; ok {
+		return []any{e}
+	}
+	var out []any
+	ex, _ := obj["examples"].(map[string]any)
+	names := make([]string, 0, len(ex))
+	for n := range ex {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, w.resolve(ex[n])["value"])
+	}
+	if len(out) == 0 {
+		w.t.Errorf("%s has no example", where)
+	}
+	return out
+}
+
+// openAPIExamplesText is an example value as a parameter or header sends
+// it: a string as is, anything else as JSON.
+func openAPIExamplesText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// openAPIExamplesRequest is the request an operation's parameters'
+// examples build, without its body.
+type openAPIExamplesRequest struct {
+	method, path string
+	query        url.Values
+	header       http.Header
+}
+
+// build is the request with a body (none when nil).
+func (rq *openAPIExamplesRequest) build(body any) *http.Request {
+	u := &url.URL{Scheme: "http", Host: "api.test", Path: "/v1" + rq.path, RawQuery: rq.query.Encode()}
+	r := &http.Request{Method: strings.ToUpper(rq.method), URL: u, Host: u.Host, Header: rq.header.Clone(), Body: http.NoBody,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader(string(b))), int64(len(b))
+		r.Header.Set("Content-Type", "application/json")
+	}
+	return r
+}
+
+// checkOperation checks one operation: the requests built from its
+// examples, then every response, from its examples.
+func (w *openAPIExamplesWalk) checkOperation(tmpl, method string, item, op map[string]any) {
+	w.t.Helper()
+	id := op["operationId"].(string)
+	// The request, from the parameters' examples.
+	rq := w.requestOf(id, tmpl, method, item, op)
+	bodies := []any{nil}
+	if rb := w.resolve(op["requestBody"]); rb != nil {
+		bodies = w.examplesOf(id+" request body", rb["content"].(map[string]any)["application/json"].(map[string]any))
+	}
+	for _, body := range bodies {
+		if ok, errs := w.v.ValidateHttpRequestSync(rq.build(body)); !ok {
+			w.t.Errorf("%s: the request built from the examples (%s %s, body %v) is invalid:\n%s", id, method, rq.path, body, describe(errs))
+		}
+		w.checked++
+	}
+	// Every response, from its examples.
+	for status, resp := range op["responses"].(map[string]any) {
+		w.checkResponse(id, status, w.resolve(resp), rq)
+	}
+}
+
+// requestOf builds an operation's request from its parameters' examples
+// (the path item's, then the operation's), with a key unless the
+// operation needs none.
+func (w *openAPIExamplesWalk) requestOf(id, tmpl, method string, item, op map[string]any) *openAPIExamplesRequest {
+	w.t.Helper()
+	rq := &openAPIExamplesRequest{method: method, path: tmpl, query: url.Values{}, header: http.Header{}}
+	if op["security"] == nil || len(op["security"].([]any)) > 0 {
+		rq.header.Set("Authorization", "Bearer agk_live_vcnr20v0g53v_0123456789abcdefghijABCDEFGHIJklmnopqrst")
+	}
+	params, _ := item["parameters"].([]any)
+	opParams, _ := op["parameters"].([]any)
+	for _, p := range append(slices.Clone(params), opParams...) {
+		w.applyParam(id, w.resolve(p), rq)
+	}
+	return rq
+}
+
+// applyParam puts a parameter's first example where it goes in the
+// request; a parameter in sentAsIs must have none, and is left out.
+func (w *openAPIExamplesWalk) applyParam(id string, p map[string]any, rq *openAPIExamplesRequest) {
+	w.t.Helper()
+	name := p["name"].(string)
+	if sentAsIs[name] {
+		if _, ok := p["example"]; ok || p["examples"] != nil {
+			w.t.Errorf("%s parameter %s has an example, which tools would send as is", id, name)
+		}
+		return
+	}
+	ex := w.examplesOf(fmt.Sprintf("%s parameter %s", id, name), p)
+	if len(ex) == 0 {
+		return
+	}
+	switch p["in"] {
+	case "path":
+		rq.path = strings.ReplaceAll(rq.path, "{"+name+"}", url.PathEscape(openAPIExamplesText(ex[0])))
+	case "query":
+		rq.query.Set(name, openAPIExamplesText(ex[0]))
+	case "header":
+		rq.header.Set(name, openAPIExamplesText(ex[0]))
+	}
+}
+
+// checkResponse checks each of a response's examples, with its headers'
+// examples, as the answer to the request.
+func (w *openAPIExamplesWalk) checkResponse(id, status string, resp map[string]any, rq *openAPIExamplesRequest) {
+	w.t.Helper()
+	where := fmt.Sprintf("%s %s", id, status)
+	h := http.Header{}
+	headers, _ := resp["headers"].(map[string]any)
+	for name, hd := range headers {
+		if ex := w.examplesOf(where+" header "+name, w.resolve(hd)); len(ex) > 0 {
+			h.Set(name, openAPIExamplesText(ex[0]))
+		}
+	}
+	var code int
+	fmt.Sscan(status, &code)
+	bodies := []any{nil}
+	ctype := "application/json"
+	if content, ok := resp["content"].(map[string]any); ok {
+		if _, ok := content["text/event-stream"]; ok {
+			ctype = "text/event-stream" // its example is the stream's text
+		}
+		h.Set("Content-Type", ctype)
+		bodies = w.examplesOf(where+" response", content[ctype].(map[string]any))
+	}
+	for _, body := range bodies {
+		w.checkResponseBody(where, code, ctype, h, body, rq.build(bodies[0]))
+	}
+}
+
+// checkResponseBody checks one response example against the document, the
+// body rules and the event stream's rules.
+func (w *openAPIExamplesWalk) checkResponseBody(where string, code int, ctype string, h http.Header, body any, req *http.Request) {
+	w.t.Helper()
+	var b []byte
+	if s, ok := body.(string); ok && ctype == "text/event-stream" {
+		b = []byte(s)
+	} else if body != nil && req.Method != "HEAD" { // a HEAD answer has no body
+		b, _ = json.Marshal(body)
+	}
+	r := &http.Response{StatusCode: code, Header: h, Request: req, Body: io.NopCloser(strings.NewReader(string(b))), ContentLength: int64(len(b))}
+	if ok, errs := w.v.ValidateHttpResponse(req, r); !ok {
+		w.t.Errorf("%s: the response example %s does not match the document:\n%s", where, b, describe(errs))
+	}
+	x := exchange{req: req, status: code, header: h, resp: b}
+	if op, ok := matchOp(openAPIOps(w.t), req.Method, req.URL.Path); ok {
+		if p := bodyRuleProblem(op, x); p != "" {
+			w.t.Errorf("%s: the response example %s: %s", where, b, p)
+		}
+		if p := sseProblem(op, x); p != "" {
+			w.t.Errorf("%s: the response example %s: %s", where, b, p)
+		}
+	}
+	w.checked++
 }
 
 // sentAsIs are the parameters whose example a tool (Swagger UI's "Try it

@@ -126,23 +126,12 @@ func sseProblem(op openAPIOp, x exchange) string {
 		return p
 	}
 	gone := x.req.Context().Err() != nil
-	var events []sseBlock
-	for _, b := range blocks {
-		if b.comment == "" {
-			events = append(events, b)
-		} else if b.comment != "keep-alive" {
-			return fmt.Sprintf("comment %q (only keep-alive is sent)", b.comment)
-		}
+	events, p := sseProblemEvents(blocks)
+	if p != "" {
+		return p
 	}
 	sv := schema_validation.NewSchemaValidator(config.WithFormatAssertions())
-	var created, completed struct {
-		ID   string `json:"id"`
-		Data struct {
-			ID     string `json:"id"`
-			Answer string `json:"answer"`
-		} `json:"data"`
-	}
-	var text strings.Builder
+	var stream sseProblemStream
 	for i, ev := range events {
 		schema, ok := schemas[ev.name]
 		if !ok {
@@ -151,26 +140,8 @@ func sseProblem(op openAPIOp, x exchange) string {
 		if valid, errs := sv.ValidateSchemaString(schema, ev.data); !valid {
 			return fmt.Sprintf("%s data %s does not match its schema:\n%s", ev.name, ev.data, describe(errs))
 		}
-		last := i == len(events)-1
-		switch {
-		case ev.name == "question.created" && i == 0:
-			_ = json.Unmarshal([]byte(ev.data), &created)
-		case ev.name == "answer.delta" && i > 0:
-			var d struct{ Delta string }
-			_ = json.Unmarshal([]byte(ev.data), &d)
-			text.WriteString(d.Delta)
-		case ev.name == "answer.completed" && i > 0 && last:
-			_ = json.Unmarshal([]byte(ev.data), &completed)
-			if completed.Data.ID != created.ID || completed.Data.Answer != strings.TrimSpace(text.String()) {
-				return fmt.Sprintf("answer.completed %s is not the question %s with the deltas' text %q", ev.data, created.ID, text.String())
-			}
-		case ev.name == "error" && i > 0 && last:
-			ex := exchange{req: x.req, status: http.StatusInternalServerError, header: x.header, resp: []byte(ev.data)}
-			if p := bodyRuleProblem(op, ex); p != "" {
-				return "error event: " + p
-			}
-		default:
-			return fmt.Sprintf("event %d, %s, out of order (question.created, answer.delta..., then answer.completed or error)", i, ev.name)
+		if p := stream.next(op, x, i, i == len(events)-1, ev); p != "" {
+			return p
 		}
 	}
 	if gone {
@@ -178,6 +149,65 @@ func sseProblem(op openAPIOp, x exchange) string {
 	}
 	if cut || len(events) == 0 || (events[len(events)-1].name != "answer.completed" && events[len(events)-1].name != "error") {
 		return "the stream ends without answer.completed or error (" + strconv.Itoa(len(events)) + " events)"
+	}
+	return ""
+}
+
+// sseProblemEvents are a stream's events, without its comments, which
+// must be keep-alives.
+func sseProblemEvents(blocks []sseBlock) ([]sseBlock, string) {
+	var events []sseBlock
+	for _, b := range blocks {
+		if b.comment == "" {
+			events = append(events, b)
+		} else if b.comment != "keep-alive" {
+			return nil, fmt.Sprintf("comment %q (only keep-alive is sent)", b.comment)
+		}
+	}
+	return events, ""
+}
+
+// sseProblemQuestion is what question.created and answer.completed carry
+// of the question.
+type sseProblemQuestion struct {
+	ID   string `json:"id"`
+	Data struct {
+		ID     string `json:"id"`
+		Answer string `json:"answer"`
+	} `json:"data"`
+}
+
+// sseProblemStream is what sseProblem knows of a stream so far: the
+// question created, the text of the deltas.
+type sseProblemStream struct {
+	created, completed sseProblemQuestion
+	text               strings.Builder
+}
+
+// next checks the stream's i-th event (last when it is the last) comes in
+// order: question.created first, then answer.delta..., then
+// answer.completed (the question, with the deltas' text) or error (a code
+// of the 500 response's x-error-codes).
+func (s *sseProblemStream) next(op openAPIOp, x exchange, i int, last bool, ev sseBlock) string {
+	switch {
+	case ev.name == "question.created" && i == 0:
+		_ = json.Unmarshal([]byte(ev.data), &s.created)
+	case ev.name == "answer.delta" && i > 0:
+		var d struct{ Delta string }
+		_ = json.Unmarshal([]byte(ev.data), &d)
+		s.text.WriteString(d.Delta)
+	case ev.name == "answer.completed" && i > 0 && last:
+		_ = json.Unmarshal([]byte(ev.data), &s.completed)
+		if s.completed.Data.ID != s.created.ID || s.completed.Data.Answer != strings.TrimSpace(s.text.String()) {
+			return fmt.Sprintf("answer.completed %s is not the question %s with the deltas' text %q", ev.data, s.created.ID, s.text.String())
+		}
+	case ev.name == "error" && i > 0 && last:
+		ex := exchange{req: x.req, status: http.StatusInternalServerError, header: x.header, resp: []byte(ev.data)}
+		if p := bodyRuleProblem(op, ex); p != "" {
+			return "error event: " + p
+		}
+	default:
+		return fmt.Sprintf("event %d, %s, out of order (question.created, answer.delta..., then answer.completed or error)", i, ev.name)
 	}
 	return ""
 }
