@@ -72,30 +72,45 @@ func TestConcurrentDuplicateCreates(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		var winner string
-		for _, r := range results {
-			if r.Code == 201 {
-				if winner != "" {
-					t.Fatal("two creates of one name both succeeded")
-				}
-				winner = r.data()["id"].(string)
-			}
-		}
-		if winner == "" {
-			t.Fatal("no create succeeded")
-		}
-		for _, r := range results {
-			if r.Code != 201 {
-				r.wantError(t, 409, domain.CodeDuplicateValue, "name:duplicate_value")
-				if got := r.body["error"].(map[string]any)["existing_id"]; got != winner {
-					t.Fatalf("existing_id %v, want winner %s", got, winner)
-				}
-			}
-		}
+		winner := duplicateCreatesWinner(t, results)
+		duplicateCreatesLosers(t, results, winner)
 		if n := len(f.get("/v1/ai-agents", key).body["data"].([]any)); n != 1 {
 			t.Fatalf("%d agents stored, want 1", n)
 		}
 	})
+}
+
+// duplicateCreatesWinner returns the id of the one create that succeeded,
+// failing when none or two did.
+func duplicateCreatesWinner(t *testing.T, results []*response) string {
+	t.Helper()
+	var winner string
+	for _, r := range results {
+		if r.Code == 201 {
+			if winner != "" {
+				t.Fatal("two creates of one name both succeeded")
+			}
+			winner = r.data()["id"].(string)
+		}
+	}
+	if winner == "" {
+		t.Fatal("no create succeeded")
+	}
+	return winner
+}
+
+// duplicateCreatesLosers checks that every other create got 409 naming the
+// winner.
+func duplicateCreatesLosers(t *testing.T, results []*response, winner string) {
+	t.Helper()
+	for _, r := range results {
+		if r.Code != 201 {
+			r.wantError(t, 409, domain.CodeDuplicateValue, "name:duplicate_value")
+			if got := r.body["error"].(map[string]any)["existing_id"]; got != winner {
+				t.Fatalf("existing_id %v, want winner %s", got, winner)
+			}
+		}
+	}
 }
 
 func TestSetEnabled(t *testing.T) {
@@ -244,43 +259,9 @@ func TestListPagination(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, engine string) {
 		f := newFixture(t, engine)
 		key := f.key(allAgentScopes...)
-		var ids []string
-		for i := range 25 {
-			ids = append(ids, f.createAgent(key, fmt.Sprintf("agent %02d", i)))
-			if i%4 == 0 { // some share a millisecond: ties are ordered by id
-				f.clock.Advance(time.Millisecond)
-			}
-		}
+		ids := listPaginationSeed(f, key)
 		// Walk with limit 7: 4 pages, following next while has_more.
-		var got []string
-		next, pages := "", 0
-		for {
-			path := "/v1/ai-agents?limit=7"
-			if next != "" {
-				path += "&next=" + next
-			}
-			r := f.get(path, key)
-			r.wantStatus(t, 200)
-			pages++
-			m := r.body["meta"].(map[string]any)
-			if len(m) != 3 || m["limit"] != float64(7) {
-				t.Fatalf("meta %v", m)
-			}
-			for _, it := range r.body["data"].([]any) {
-				item := it.(map[string]any)
-				if len(item) != 4 {
-					t.Fatalf("list item has %d fields, want the contract's 4: %v", len(item), item)
-				}
-				got = append(got, item["id"].(string))
-			}
-			if m["has_more"] == false {
-				if m["next"] != nil {
-					t.Fatalf("has_more false with next %v", m["next"])
-				}
-				break
-			}
-			next = m["next"].(string)
-		}
+		got, pages := listPaginationWalk(t, f, key)
 		// Oldest first; agents created in one millisecond are ordered by id.
 		ids = slices.Sorted(slices.Values(ids))
 		if pages != 4 || strings.Join(got, ",") != strings.Join(ids, ",") {
@@ -288,24 +269,89 @@ func TestListPagination(t *testing.T) {
 		}
 		// limit may change between pages.
 		r := f.get("/v1/ai-agents?limit=10", key)
-		next = r.body["meta"].(map[string]any)["next"].(string)
+		next := r.body["meta"].(map[string]any)["next"].(string)
 		r = f.get("/v1/ai-agents?limit=100&next="+next, key)
 		if n := len(r.body["data"].([]any)); n != 15 {
 			t.Fatalf("second page has %d, want 15", n)
 		}
 		// Clamping and fallback are reflected in meta.limit.
-		for q, want := range map[string]float64{"": 30, "?limit=1000": 100, "?limit=0": 30, "?limit=-3": 30, "?limit=2.5": 30, "?limit=abc": 30} {
-			m := f.get("/v1/ai-agents"+q, key).body["meta"].(map[string]any)
-			if m["limit"] != want {
-				t.Errorf("%s: meta.limit %v, want %v", q, m["limit"], want)
-			}
-		}
+		listPaginationClamping(t, f, key)
 		// Exactly one page: has_more false on a full page at the end.
 		r = f.get("/v1/ai-agents?limit=25", key)
 		if m := r.body["meta"].(map[string]any); m["has_more"] != false || m["next"] != nil {
 			t.Fatalf("exact page meta %v", m)
 		}
 	})
+}
+
+// listPaginationSeed creates 25 agents, some sharing a millisecond, and
+// returns their ids in creation order.
+func listPaginationSeed(f *fixture, key string) []string {
+	var ids []string
+	for i := range 25 {
+		ids = append(ids, f.createAgent(key, fmt.Sprintf("agent %02d", i)))
+		if i%4 == 0 { // some share a millisecond: ties are ordered by id
+			f.clock.Advance(time.Millisecond)
+		}
+	}
+	return ids
+}
+
+// listPaginationWalk lists with limit 7, following next while has_more, and
+// returns the ids seen in order and the number of pages.
+func listPaginationWalk(t *testing.T, f *fixture, key string) ([]string, int) {
+	t.Helper()
+	var got []string
+	next, pages := "", 0
+	for {
+		path := "/v1/ai-agents?limit=7"
+		if next != "" {
+			path += "&next=" + next
+		}
+		r := f.get(path, key)
+		r.wantStatus(t, 200)
+		pages++
+		m := r.body["meta"].(map[string]any)
+		if len(m) != 3 || m["limit"] != float64(7) {
+			t.Fatalf("meta %v", m)
+		}
+		got = append(got, listPaginationItemIDs(t, r)...)
+		if m["has_more"] == false {
+			if m["next"] != nil {
+				t.Fatalf("has_more false with next %v", m["next"])
+			}
+			break
+		}
+		next = m["next"].(string)
+	}
+	return got, pages
+}
+
+// listPaginationItemIDs checks that every item of a page has the contract's
+// 4 fields and returns their ids.
+func listPaginationItemIDs(t *testing.T, r *response) []string {
+	t.Helper()
+	var ids []string
+	for _, it := range r.body["data"].([]any) {
+		item := it.(map[string]any)
+		if len(item) != 4 {
+			t.Fatalf("list item has %d fields, want the contract's 4: %v", len(item), item)
+		}
+		ids = append(ids, item["id"].(string))
+	}
+	return ids
+}
+
+// listPaginationClamping checks that clamping and fallback of limit are
+// reflected in meta.limit.
+func listPaginationClamping(t *testing.T, f *fixture, key string) {
+	t.Helper()
+	for q, want := range map[string]float64{"": 30, "?limit=1000": 100, "?limit=0": 30, "?limit=-3": 30, "?limit=2.5": 30, "?limit=abc": 30} {
+		m := f.get("/v1/ai-agents"+q, key).body["meta"].(map[string]any)
+		if m["limit"] != want {
+			t.Errorf("%s: meta.limit %v, want %v", q, m["limit"], want)
+		}
+	}
 }
 
 func TestEmptyList(t *testing.T) {

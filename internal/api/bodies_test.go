@@ -143,10 +143,7 @@ func TestDeclaredLengthOverLimit(t *testing.T) {
 func wantRefusedAtOnce(t *testing.T, stack string, h http.Handler, key, id string) {
 	srv := httptest.NewServer(h) // no read time-out: a read that waits waits for ever
 	t.Cleanup(srv.Close)
-	for _, tc := range []struct {
-		name, method, path, header string
-		length                     int64
-	}{
+	for _, tc := range []refusedAtOnceCase{
 		{"create", "POST", "/v1/ai-agents", "", 99999999999999},
 		{"just over", "POST", "/v1/ai-agents", "", MaxBodyBytes + 1},
 		{"idempotency key", "POST", "/v1/ai-agents", "\r\nIdempotency-Key: big-1", 99999999999999},
@@ -161,39 +158,50 @@ func wantRefusedAtOnce(t *testing.T, stack string, h http.Handler, key, id strin
 		if tc.path == reportPath && stack != "bare" {
 			continue
 		}
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := net.DialTimeout("tcp", srv.Listener.Addr().String(), 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-			start := time.Now()
-			head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer %s\r\nContent-Type: application/json%s\r\nContent-Length: %d\r\n\r\n",
-				tc.method, tc.path, key, tc.header, tc.length)
-			body := "{}"
-			if strings.Contains(tc.header, "100-continue") {
-				body = "" // a client that waits for 100 Continue sends nothing yet
-			}
-			if _, err := io.WriteString(c, head+body); err != nil {
-				t.Fatal(err)
-			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("no answer within 5 s (%v): the body is waited for", err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			rec := &response{ResponseRecorder: httptest.NewRecorder()}
-			rec.Code = resp.StatusCode
-			if err := jsonUnmarshal(string(b), &rec.body); err != nil {
-				t.Fatalf("%d, body not JSON: %.300s", resp.StatusCode, b)
-			}
-			rec.wantError(t, http.StatusRequestEntityTooLarge, domain.CodeFileTooLarge)
-			if !resp.Close {
-				t.Error("the connection is kept open, with the body unread on it")
-			}
-			t.Logf("answered in %v", time.Since(start))
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedAtOnceSend(t, srv.Listener.Addr().String(), key, tc) })
 	}
+}
+
+// refusedAtOnceCase is one request of wantRefusedAtOnce: header is added
+// after Content-Type, length is the declared Content-Length.
+type refusedAtOnceCase struct {
+	name, method, path, header string
+	length                     int64
+}
+
+// refusedAtOnceSend sends tc's head (and "{}" unless it waits for 100
+// Continue) and wants a 413 within 5 s, the connection closed.
+func refusedAtOnceSend(t *testing.T, addr, key string, tc refusedAtOnceCase) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer %s\r\nContent-Type: application/json%s\r\nContent-Length: %d\r\n\r\n",
+		tc.method, tc.path, key, tc.header, tc.length)
+	body := "{}"
+	if strings.Contains(tc.header, "100-continue") {
+		body = "" // a client that waits for 100 Continue sends nothing yet
+	}
+	if _, err := io.WriteString(c, head+body); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer within 5 s (%v): the body is waited for", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	rec := &response{ResponseRecorder: httptest.NewRecorder()}
+	rec.Code = resp.StatusCode
+	if err := jsonUnmarshal(string(b), &rec.body); err != nil {
+		t.Fatalf("%d, body not JSON: %.300s", resp.StatusCode, b)
+	}
+	rec.wantError(t, http.StatusRequestEntityTooLarge, domain.CodeFileTooLarge)
+	if !resp.Close {
+		t.Error("the connection is kept open, with the body unread on it")
+	}
+	t.Logf("answered in %v", time.Since(start))
 }

@@ -48,12 +48,34 @@ func TestHostileCatalogue(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	json := "Content-Type: application/json"
 	auth := "Authorization: Bearer {KEY}"
 	var cases []hostile
-	add := func(h ...hostile) { cases = append(cases, h...) }
+	cases = append(cases, catalogueWrongMethods(auth)...)
+	cases = append(cases, catalogueOddPaths(auth)...)
+	cases = append(cases, catalogueQueries(auth)...)
+	cases = append(cases, catalogueAuthHeaders(auth)...)
+	cases = append(cases, catalogueBodies(auth)...)
+	cases = append(cases, catalogueFraming(auth)...)
+	cases = append(cases, catalogueRefusedByHTTP(auth)...)
 
-	// 1. Wrong methods on every route: 404, after authentication.
+	if len(cases) < 150 {
+		t.Fatalf("catalogue has %d requests, want at least 150", len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			raw := strings.NewReplacer("{KEY}", key, "{ID}", id, "{FOREIGN}", foreign).Replace(c.raw)
+			catalogueCheck(t, srv.Listener.Addr().String(), raw, key, c)
+		})
+	}
+	t.Logf("%d hostile requests", len(cases))
+}
+
+// catalogueContentJSON is the Content-Type header line of a JSON body.
+const catalogueContentJSON = "Content-Type: application/json"
+
+// catalogueWrongMethods is part 1 of the catalogue: wrong methods on every route, 404 after authentication.
+func catalogueWrongMethods(auth string) []hostile {
+	var cases []hostile
 	routes := map[string][]string{
 		"/v1/me": {"GET"}, "/v1/ai-agents": {"GET", "POST"}, "/v1/ai-agents/{ID}": {"GET", "PATCH"},
 		"/v1/ai-agents/{ID}/enabled": {"PUT"}, "/v1/ai-agents/{ID}/stats": {"GET"}, "/v1/ai-agents/{ID}/questions": {"POST"},
@@ -63,10 +85,15 @@ func TestHostileCatalogue(t *testing.T) {
 			if strings.Contains(strings.Join(allowed, " "), m) {
 				continue
 			}
-			add(hostile{name: m + " " + path, raw: m + " " + path + " HTTP/1.1\r\n" + auth, want: 404, code: domain.CodeNotFound})
+			cases = append(cases, hostile{name: m + " " + path, raw: m + " " + path + " HTTP/1.1\r\n" + auth, want: 404, code: domain.CodeNotFound})
 		}
 	}
-	// 2. Odd paths and encodings.
+	return cases
+}
+
+// catalogueOddPaths is part 2: odd paths and encodings.
+func catalogueOddPaths(auth string) []hostile {
+	var cases []hostile
 	for _, c := range []struct {
 		path string
 		want int
@@ -83,9 +110,14 @@ func TestHostileCatalogue(t *testing.T) {
 		{"/v2/me", 404, domain.CodeNotFound}, {"/healthz/../v1/me", 404, domain.CodeNotFound},
 		{"/v1/ai-agents/{ID}", 200, ""}, {"/v1/ai-agents/{ID}/stats", 200, ""}, {"/v1/%6De", 200, ""},
 	} {
-		add(hostile{name: "GET " + c.path, raw: "GET " + c.path + " HTTP/1.1\r\n" + auth, want: c.want, code: c.code})
+		cases = append(cases, hostile{name: "GET " + c.path, raw: "GET " + c.path + " HTTP/1.1\r\n" + auth, want: c.want, code: c.code})
 	}
-	// 3. Query strings.
+	return cases
+}
+
+// catalogueQueries is part 3: query strings.
+func catalogueQueries(auth string) []hostile {
+	var cases []hostile
 	for _, c := range []struct {
 		q      string
 		want   int
@@ -112,9 +144,14 @@ func TestHostileCatalogue(t *testing.T) {
 		{"toKen", 403, domain.CodeAccessDenied, ""}, {"%61pikey=1", 403, domain.CodeAccessDenied, ""},
 		{"x=1&authorization=Bearer%20{KEY}", 403, domain.CodeAccessDenied, ""},
 	} {
-		add(hostile{name: "query " + c.q, raw: "GET /v1/ai-agents?" + c.q + " HTTP/1.1\r\n" + auth, want: c.want, code: c.code, fields: c.fields})
+		cases = append(cases, hostile{name: "query " + c.q, raw: "GET /v1/ai-agents?" + c.q + " HTTP/1.1\r\n" + auth, want: c.want, code: c.code, fields: c.fields})
 	}
-	// 4. Authorization headers.
+	return cases
+}
+
+// catalogueAuthHeaders is part 4: Authorization headers.
+func catalogueAuthHeaders(auth string) []hostile {
+	var cases []hostile
 	for _, c := range []struct {
 		name, headers string
 		want          int
@@ -137,9 +174,15 @@ func TestHostileCatalogue(t *testing.T) {
 		{"x-api-key instead", "X-Api-Key: {KEY}", 401, domain.CodeInvalidCredentials},
 		{"cookie instead", "Cookie: token={KEY}", 401, domain.CodeInvalidCredentials},
 	} {
-		add(hostile{name: "auth " + c.name, raw: "GET /v1/me HTTP/1.1\r\n" + c.headers, want: c.want, code: c.code})
+		cases = append(cases, hostile{name: "auth " + c.name, raw: "GET /v1/me HTTP/1.1\r\n" + c.headers, want: c.want, code: c.code})
 	}
-	// 5. Bodies.
+	return cases
+}
+
+// catalogueBodies is part 5: bodies.
+func catalogueBodies(auth string) []hostile {
+	json := catalogueContentJSON
+	var cases []hostile
 	post := "POST /v1/ai-agents HTTP/1.1\r\n" + auth + "\r\n" + json
 	put := "PUT /v1/ai-agents/{ID}/enabled HTTP/1.1\r\n" + auth + "\r\n" + json
 	patch := "PATCH /v1/ai-agents/{ID} HTTP/1.1\r\n" + auth + "\r\n" + json
@@ -194,9 +237,15 @@ func TestHostileCatalogue(t *testing.T) {
 		{"put foreign", strings.Replace(put, "{ID}", "{FOREIGN}", 1), `{"enabled":false}`, 404, domain.CodeNotFound, ""},
 		{"ask foreign", "POST /v1/ai-agents/{FOREIGN}/questions HTTP/1.1\r\n" + auth + "\r\n" + json, `{"question":"hi"}`, 404, domain.CodeNotFound, ""},
 	} {
-		add(hostile{name: "body " + c.name, raw: c.raw, body: c.body, want: c.want, code: c.code, fields: c.fields})
+		cases = append(cases, hostile{name: "body " + c.name, raw: c.raw, body: c.body, want: c.want, code: c.code, fields: c.fields})
 	}
-	// 6. Content types and framing.
+	return cases
+}
+
+// catalogueFraming is part 6: content types and framing.
+func catalogueFraming(auth string) []hostile {
+	json := catalogueContentJSON
+	var cases []hostile
 	for _, c := range []struct {
 		name, headers, body string
 		want                int
@@ -216,9 +265,14 @@ func TestHostileCatalogue(t *testing.T) {
 		// RFC 9112: chunked wins over a Content-Length sent with it.
 		{"length and chunked", json + "\r\nContent-Length: 3\r\nTransfer-Encoding: chunked", "f\r\n{\"name\":\"ct10\"}\r\n0\r\n\r\n", 201, ""},
 	} {
-		add(hostile{name: "framing " + c.name, raw: "POST /v1/ai-agents HTTP/1.1\r\n" + auth + "\r\n" + c.headers, body: c.body, want: c.want, code: c.code})
+		cases = append(cases, hostile{name: "framing " + c.name, raw: "POST /v1/ai-agents HTTP/1.1\r\n" + auth + "\r\n" + c.headers, body: c.body, want: c.want, code: c.code})
 	}
-	// 7. Requests net/http refuses itself, before any handler: 400 or 431, never a hang or a 500.
+	return cases
+}
+
+// catalogueRefusedByHTTP is part 7: requests net/http refuses itself, before any handler: 400 or 431, never a hang or a 500.
+func catalogueRefusedByHTTP(auth string) []hostile {
+	var cases []hostile
 	for _, c := range []struct {
 		name, raw string
 		want      int
@@ -230,58 +284,70 @@ func TestHostileCatalogue(t *testing.T) {
 		{"two content lengths", "POST /v1/ai-agents HTTP/1.1\r\n" + auth + "\r\nContent-Length: 3\r\nContent-Length: 4", 400},
 		{"no host", "GET /v1/me HTTP/1.1\r\nX-No-Host: 1\r\n" + auth, 400},
 	} {
-		add(hostile{name: "http " + c.name, raw: c.raw, want: c.want})
+		cases = append(cases, hostile{name: "http " + c.name, raw: c.raw, want: c.want})
 	}
+	return cases
+}
 
-	if len(cases) < 150 {
-		t.Fatalf("catalogue has %d requests, want at least 150", len(cases))
+// catalogueCheck sends one request of the catalogue (raw with its
+// placeholders replaced) and checks the reply: status, no internals, no
+// echoed credential and, where a handler answered, the JSON error envelope.
+func catalogueCheck(t *testing.T, addr, raw, key string, c hostile) {
+	t.Helper()
+	status, hdr, body := sendRaw(t, addr, raw, c.body)
+	if status != c.want {
+		t.Fatalf("status %d, want %d; body %.300s", status, c.want, body)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			raw := strings.NewReplacer("{KEY}", key, "{ID}", id, "{FOREIGN}", foreign).Replace(c.raw)
-			status, hdr, body := sendRaw(t, srv.Listener.Addr().String(), raw, c.body)
-			if status != c.want {
-				t.Fatalf("status %d, want %d; body %.300s", status, c.want, body)
-			}
-			if leaks.MatchString(randomValues.ReplaceAllString(body, `"$1":""`)) {
-				t.Fatalf("internals in the response: %.300s", body)
-			}
-			if strings.Contains(body, key) {
-				t.Fatal("the credential is echoed")
-			}
-			if c.code == "" && c.want >= 400 {
-				return // refused by net/http itself
-			}
-			if ct := hdr.Get("Content-Type"); ct != "application/json" {
-				t.Fatalf("Content-Type %q", ct)
-			}
-			if c.want < 400 {
-				return
-			}
-			rec := &response{ResponseRecorder: httptest.NewRecorder()}
-			rec.Code = status
-			rec.Body.WriteString(body)
-			if err := jsonUnmarshal(body, &rec.body); err != nil {
-				t.Fatalf("body not JSON: %.300s", body)
-			}
-			var fields []string
-			if c.fields != "" {
-				fields = strings.Split(c.fields, ",")
-			}
-			if c.fields == "" {
-				if e, _ := rec.body["error"].(map[string]any); e != nil {
-					if list, ok := e["errors"].([]any); ok {
-						for _, it := range list {
-							m := it.(map[string]any)
-							fields = append(fields, m["field"].(string)+":"+m["code"].(string))
-						}
-					}
-				}
-			}
-			rec.wantError(t, c.want, c.code, fields...)
-		})
+	if leaks.MatchString(randomValues.ReplaceAllString(body, `"$1":""`)) {
+		t.Fatalf("internals in the response: %.300s", body)
 	}
-	t.Logf("%d hostile requests", len(cases))
+	if strings.Contains(body, key) {
+		t.Fatal("the credential is echoed")
+	}
+	if c.code == "" && c.want >= 400 {
+		return // refused by net/http itself
+	}
+	if ct := hdr.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if c.want < 400 {
+		return
+	}
+	catalogueWantErrorBody(t, status, body, c)
+}
+
+// catalogueWantErrorBody checks an error reply's envelope against the case;
+// a case without fields accepts whatever errors list the body carries.
+func catalogueWantErrorBody(t *testing.T, status int, body string, c hostile) {
+	t.Helper()
+	rec := &response{ResponseRecorder: httptest.NewRecorder()}
+	rec.Code = status
+	rec.Body.WriteString(body)
+	if err := jsonUnmarshal(body, &rec.body); err != nil {
+		t.Fatalf("body not JSON: %.300s", body)
+	}
+	var fields []string
+	if c.fields != "" {
+		fields = strings.Split(c.fields, ",")
+	}
+	if c.fields == "" {
+		fields = append(fields, catalogueErrorFields(rec.body)...)
+	}
+	rec.wantError(t, c.want, c.code, fields...)
+}
+
+// catalogueErrorFields lists a body's error.errors as "field:code".
+func catalogueErrorFields(body map[string]any) []string {
+	var fields []string
+	if e, _ := body["error"].(map[string]any); e != nil {
+		if list, ok := e["errors"].([]any); ok {
+			for _, it := range list {
+				m := it.(map[string]any)
+				fields = append(fields, m["field"].(string)+":"+m["code"].(string))
+			}
+		}
+	}
+	return fields
 }
 
 // sendRaw writes one raw request on a fresh connection and reads the reply.

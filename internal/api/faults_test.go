@@ -180,13 +180,12 @@ func TestRedisOutage(t *testing.T) {
 	})
 	const ceiling = 5
 	key := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = ceiling }, domain.ScopeAgentsRead).Credential
-	remaining := func(r *response) string { return r.Header().Get("X-RateLimit-Remaining") }
 
 	// Redis decides: three admissions counted there.
 	for i := range 3 {
 		r := f.get("/v1/me", key)
 		r.wantStatus(t, 200)
-		if got, want := remaining(r), fmt.Sprint(ceiling-1-i); got != want {
+		if got, want := redisOutageRemaining(r), fmt.Sprint(ceiling-1-i); got != want {
 			t.Fatalf("with Redis, request %d: remaining %s, want %s", i, got, want)
 		}
 	}
@@ -195,24 +194,7 @@ func TestRedisOutage(t *testing.T) {
 	// ceiling, so exactly `ceiling` more are admitted, then 429.
 	proxy.Cut()
 	for i := range ceiling + 1 {
-		start := time.Now()
-		r := f.get("/v1/me", key)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("request %d during the outage took %v", i, d)
-		}
-		for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
-			if r.Header().Get(h) == "" {
-				t.Fatalf("request %d during the outage lacks %s", i, h)
-			}
-		}
-		if i < ceiling {
-			r.wantStatus(t, 200)
-			continue
-		}
-		r.wantError(t, 429, domain.CodeRateLimitExceeded)
-		if r.Header().Get("Retry-After") == "" {
-			t.Fatal("429 during the outage without Retry-After")
-		}
+		redisOutageDuringRequest(t, f, key, i, ceiling)
 	}
 	if rl.Fallbacks() < ceiling+1 {
 		t.Fatalf("fallbacks %d, want at least %d", rl.Fallbacks(), ceiling+1)
@@ -225,13 +207,51 @@ func TestRedisOutage(t *testing.T) {
 	// to the shared window, which then counts 3 + 5 and refuses, so the
 	// bound holds even had Redis come back empty.
 	proxy.Restore()
+	redisOutageWaitBackOnRedis(t, f, rl, key)
+	if !strings.Contains(f.logs.String(), "redis is back") {
+		t.Fatal("the return to Redis was not logged")
+	}
+}
+
+// redisOutageRemaining is a response's X-RateLimit-Remaining.
+func redisOutageRemaining(r *response) string { return r.Header().Get("X-RateLimit-Remaining") }
+
+// redisOutageDuringRequest sends request i while Redis is away: it answers
+// quickly, with every rate-limit header, admitted below the ceiling and
+// refused with Retry-After at it.
+func redisOutageDuringRequest(t *testing.T, f *fixture, key string, i, ceiling int) {
+	t.Helper()
+	start := time.Now()
+	r := f.get("/v1/me", key)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("request %d during the outage took %v", i, d)
+	}
+	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		if r.Header().Get(h) == "" {
+			t.Fatalf("request %d during the outage lacks %s", i, h)
+		}
+	}
+	if i < ceiling {
+		r.wantStatus(t, 200)
+		return
+	}
+	r.wantError(t, 429, domain.CodeRateLimitExceeded)
+	if r.Header().Get("Retry-After") == "" {
+		t.Fatal("429 during the outage without Retry-After")
+	}
+}
+
+// redisOutageWaitBackOnRedis sends requests until one is decided by Redis
+// again (within 10 s), and checks that one is refused with nothing remaining.
+func redisOutageWaitBackOnRedis(t *testing.T, f *fixture, rl *ratelimit.Redis, key string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		before := rl.Fallbacks()
 		r := f.get("/v1/me", key)
 		if rl.Fallbacks() == before {
 			r.wantError(t, 429, domain.CodeRateLimitExceeded)
-			if got := remaining(r); got != "0" {
+			if got := redisOutageRemaining(r); got != "0" {
 				t.Fatalf("back on Redis: remaining %s, want 0", got)
 			}
 			break
@@ -240,8 +260,5 @@ func TestRedisOutage(t *testing.T) {
 			t.Fatal("the limiter did not go back to Redis after it returned")
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	if !strings.Contains(f.logs.String(), "redis is back") {
-		t.Fatal("the return to Redis was not logged")
 	}
 }

@@ -35,40 +35,63 @@ func FuzzParseObject(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		members, err := parseObject(body)
 		if err != nil {
-			if err.Code != domain.CodeInvalidJSON || err.Message == "" {
-				t.Fatalf("code %s for %q", err.Code, body)
-			}
-			for _, fe := range err.Fields { // only attributes given twice are named
-				if fe.Code != domain.CodeInvalidJSON || !bytes.Contains(body, []byte(`"`)) {
-					t.Fatalf("field error %+v for %q", fe, body)
-				}
-			}
+			fuzzParseObjectRefused(t, body, err)
 			return
 		}
-		if !utf8.Valid(body) {
-			t.Fatalf("accepted invalid UTF-8 %q", body)
-		}
-		seen := map[string]bool{}
-		obj := map[string]json.RawMessage{}
-		for _, m := range members {
-			if seen[m.name] {
-				t.Fatalf("duplicate member %q accepted", m.name)
-			}
-			seen[m.name] = true
-			if !json.Valid(m.raw) {
-				t.Fatalf("member %q has invalid raw value %q", m.name, m.raw)
-			}
-			obj[m.name] = m.raw
-		}
-		// Whatever we accepted, encoding/json also accepts as an object.
-		var std map[string]json.RawMessage
-		if err := json.Unmarshal(body, &std); err != nil {
-			t.Fatalf("accepted %q that encoding/json refuses: %v", body, err)
-		}
-		if len(std) != len(obj) {
-			t.Fatalf("member count %d vs %d for %q", len(obj), len(std), body)
-		}
+		fuzzParseObjectAccepted(t, body, members)
 	})
+}
+
+// fuzzParseObjectRefused checks a refusal of FuzzParseObject: invalid_json
+// with a message, and field errors only for attributes given twice.
+func fuzzParseObjectRefused(t *testing.T, body []byte, err *domain.Error) {
+	t.Helper()
+	if err.Code != domain.CodeInvalidJSON || err.Message == "" {
+		t.Fatalf("code %s for %q", err.Code, body)
+	}
+	for _, fe := range err.Fields { // only attributes given twice are named
+		if fe.Code != domain.CodeInvalidJSON || !bytes.Contains(body, []byte(`"`)) {
+			t.Fatalf("field error %+v for %q", fe, body)
+		}
+	}
+}
+
+// fuzzParseObjectAccepted checks what FuzzParseObject accepted: valid
+// UTF-8, unique members with valid values, and an object encoding/json
+// reads with as many members.
+func fuzzParseObjectAccepted(t *testing.T, body []byte, members []member) {
+	t.Helper()
+	if !utf8.Valid(body) {
+		t.Fatalf("accepted invalid UTF-8 %q", body)
+	}
+	obj := fuzzParseObjectMembers(t, members)
+	// Whatever we accepted, encoding/json also accepts as an object.
+	var std map[string]json.RawMessage
+	if err := json.Unmarshal(body, &std); err != nil {
+		t.Fatalf("accepted %q that encoding/json refuses: %v", body, err)
+	}
+	if len(std) != len(obj) {
+		t.Fatalf("member count %d vs %d for %q", len(obj), len(std), body)
+	}
+}
+
+// fuzzParseObjectMembers checks that members have unique names and valid
+// raw values, and returns them as an object.
+func fuzzParseObjectMembers(t *testing.T, members []member) map[string]json.RawMessage {
+	t.Helper()
+	seen := map[string]bool{}
+	obj := map[string]json.RawMessage{}
+	for _, m := range members {
+		if seen[m.name] {
+			t.Fatalf("duplicate member %q accepted", m.name)
+		}
+		seen[m.name] = true
+		if !json.Valid(m.raw) {
+			t.Fatalf("member %q has invalid raw value %q", m.name, m.raw)
+		}
+		obj[m.name] = m.raw
+	}
+	return obj
 }
 
 // FuzzQuery: parsing never panics, every accepted parameter appears in the

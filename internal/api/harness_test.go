@@ -228,6 +228,18 @@ func (r *response) wantError(t *testing.T, status int, code domain.Code, fields 
 	if msg, _ := e["message"].(string); msg == "" {
 		t.Fatalf("empty message: %s", r.Body.String())
 	}
+	got := wantErrorEntries(t, r, e)
+	if len(fields) > 0 || got != nil {
+		if strings.Join(got, ",") != strings.Join(fields, ",") {
+			t.Fatalf("errors %v, want %v; body %s", got, fields, r.Body.String())
+		}
+	}
+}
+
+// wantErrorEntries returns the error's errors entries as field:code pairs
+// in order, nil when there are none; every entry must have a message.
+func wantErrorEntries(t *testing.T, r *response, e map[string]any) []string {
+	t.Helper()
 	var got []string
 	if list, ok := e["errors"].([]any); ok {
 		for _, it := range list {
@@ -240,11 +252,7 @@ func (r *response) wantError(t *testing.T, status int, code domain.Code, fields 
 	} else if _, present := e["errors"]; present {
 		t.Fatalf("errors is not an array: %s", r.Body.String())
 	}
-	if len(fields) > 0 || got != nil {
-		if strings.Join(got, ",") != strings.Join(fields, ",") {
-			t.Fatalf("errors %v, want %v; body %s", got, fields, r.Body.String())
-		}
-	}
+	return got
 }
 
 func (r *response) message() string {

@@ -104,46 +104,62 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 			return f.do(req{method: "POST", path: "/v1/ai-agents/" + id + "/questions", key: key,
 				body: `{"question":"The answer?"}`, headers: withKey("q-1")})
 		}
-		var (
-			wg    sync.WaitGroup
-			mu    sync.Mutex
-			codes = map[int]int{}
-			done  = make(chan struct{}, 8)
-		)
-		for i := range 8 {
-			wg.Go(func() {
-				r := ask([]*fixture{f1, f2}[i%2])
-				mu.Lock()
-				codes[r.Code]++
-				mu.Unlock()
-				done <- struct{}{}
-			})
-		}
-		// The winner waits on the model until the seven others are
-		// answered: each of them while it is still running (409).
-		for range 7 {
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				close(release)
-				t.Fatalf("answers while the first runs: %v; the model was asked %d times", codes, len(peer.Requests()))
-			}
-		}
-		close(release)
-		wg.Wait()
+		codes := idempotencyAcrossAskAtOnce(t, ask, f1, f2, release, peer)
 		if codes[201] != 1 || codes[409] != 7 {
 			t.Fatalf("status counts %v", codes)
 		}
-		for _, f := range []*fixture{f1, f2} {
-			r := ask(f)
-			if r.Code != 201 || r.Header().Get("Idempotent-Replayed") != "true" || r.data()["answer"] != "forty-two" {
-				t.Fatalf("retry: %d %v %s", r.Code, r.Header(), r.Body)
-			}
-		}
+		idempotencyAcrossWantReplays(t, ask, f1, f2)
 		if n := len(peer.Requests()); n != 1 {
 			t.Fatalf("the model was asked %d times", n)
 		}
 	})
+}
+
+// idempotencyAcrossAskAtOnce asks 8 times at once, alternating between f1
+// and f2, while the model is held until release; it returns the count of
+// each status.
+func idempotencyAcrossAskAtOnce(t *testing.T, ask func(*fixture) *response, f1, f2 *fixture, release chan struct{}, peer *llmtest.Server) map[int]int {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		codes = map[int]int{}
+		done  = make(chan struct{}, 8)
+	)
+	for i := range 8 {
+		wg.Go(func() {
+			r := ask([]*fixture{f1, f2}[i%2])
+			mu.Lock()
+			codes[r.Code]++
+			mu.Unlock()
+			done <- struct{}{}
+		})
+	}
+	// The winner waits on the model until the seven others are
+	// answered: each of them while it is still running (409).
+	for range 7 {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			close(release)
+			t.Fatalf("answers while the first runs: %v; the model was asked %d times", codes, len(peer.Requests()))
+		}
+	}
+	close(release)
+	wg.Wait()
+	return codes
+}
+
+// idempotencyAcrossWantReplays retries on each instance and wants the
+// replay of the first answer.
+func idempotencyAcrossWantReplays(t *testing.T, ask func(*fixture) *response, fs ...*fixture) {
+	t.Helper()
+	for _, f := range fs {
+		r := ask(f)
+		if r.Code != 201 || r.Header().Get("Idempotent-Replayed") != "true" || r.data()["answer"] != "forty-two" {
+			t.Fatalf("retry: %d %v %s", r.Code, r.Header(), r.Body)
+		}
+	}
 }
 
 // TestIdempotencyLeaseTakeover: a request whose reservation outlives
@@ -251,15 +267,7 @@ func TestIdempotencyQuestionOutcomes(t *testing.T) {
 		mu.Lock()
 		fail = false
 		mu.Unlock()
-		first := ask(admin, "q", q)
-		first.wantStatus(t, 201)
-		if first.Header().Get("Idempotent-Replayed") != "" || first.data()["answer"] != "forty-two" {
-			t.Fatalf("after a 500: %v %s", first.Header(), first.Body)
-		}
-		again := ask(admin, "q", q)
-		if again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
-			t.Fatalf("replay %d %v %s", again.Code, again.Header(), again.Body)
-		}
+		idempotencyOutcomesWantAnswerSaved(t, func() *response { return ask(admin, "q", q) })
 		if n := len(peer.Requests()); n != 2 {
 			t.Fatalf("the model was asked %d times, want 2 (the 500, then the 201)", n)
 		}
@@ -284,6 +292,21 @@ func TestIdempotencyQuestionOutcomes(t *testing.T) {
 			t.Fatalf("the model was asked %d times, want 3", n)
 		}
 	})
+}
+
+// idempotencyOutcomesWantAnswerSaved asks once the model answers again:
+// the answer is new, and asking again replays it.
+func idempotencyOutcomesWantAnswerSaved(t *testing.T, ask func() *response) {
+	t.Helper()
+	first := ask()
+	first.wantStatus(t, 201)
+	if first.Header().Get("Idempotent-Replayed") != "" || first.data()["answer"] != "forty-two" {
+		t.Fatalf("after a 500: %v %s", first.Header(), first.Body)
+	}
+	again := ask()
+	if again.Code != 201 || again.Header().Get("Idempotent-Replayed") != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("replay %d %v %s", again.Code, again.Header(), again.Body)
+	}
 }
 
 // streamAsk posts a question with an Idempotency-Key to sf's server and

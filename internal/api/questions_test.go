@@ -44,39 +44,14 @@ func TestQuestions(t *testing.T) {
 
 		r = f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{"question":"What is 2+2?"}`)
 		r.wantStatus(t, http.StatusCreated)
-		a := r.data()
-		conv := a["conversation_id"].(string)
-		if a["question"] != "What is 2+2?" || a["answer"] != "echo: What is 2+2?" || conv == "" || a["created_at"] == nil {
-			t.Fatalf("answer %v", a)
-		}
-		for _, k := range []string{"id", "conversation_id", "question", "answer", "created_at", "answer_ms"} {
-			if _, ok := a[k]; !ok {
-				t.Fatalf("answer lacks %s: %v", k, a)
-			}
-		}
+		conv := questionsWantFirstAnswer(t, r.data())
 		f.clock.Advance(time.Second)
 		r = f.send("POST", "/v1/ai-agents/"+id+"/questions", asker, `{"question":"And 3+3?","conversation_id":`+quote(conv)+`}`)
 		r.wantStatus(t, 201)
 		if r.data()["conversation_id"] != conv {
 			t.Fatalf("continued conversation changed id: %v", r.data())
 		}
-		reqs := peer.Requests()
-		if len(reqs) != 2 {
-			t.Fatalf("model got %d requests", len(reqs))
-		}
-		got := reqs[1]
-		if got.Model != "test-model" || got.Authorization != "Bearer sk-provider-secret" {
-			t.Fatalf("model request %+v", got)
-		}
-		want := []llm.Message{
-			{Role: "system", Content: "You are terse."},
-			{Role: "user", Content: "What is 2+2?"},
-			{Role: "assistant", Content: "echo: What is 2+2?"},
-			{Role: "user", Content: "And 3+3?"},
-		}
-		if fmt.Sprint(got.Messages) != fmt.Sprint(want) {
-			t.Fatalf("messages %v, want %v", got.Messages, want)
-		}
+		questionsWantModelRequests(t, peer)
 
 		// Errors: unknown conversation, other agent's conversation, bad bodies.
 		other := f.createAgent(admin, "Other")
@@ -89,18 +64,7 @@ func TestQuestions(t *testing.T) {
 		f.send("POST", "/v1/ai-agents/agt_none/questions", asker, `{"question":"x"}`).wantError(t, 404, domain.CodeNotFound)
 
 		// Stats are exact.
-		r = f.get("/v1/ai-agents/"+id+"/stats", asker)
-		r.wantStatus(t, 200)
-		s := r.data()
-		if s["agent_id"] != id || s["questions_total"] != float64(2) || s["answered_total"] != float64(2) ||
-			s["failed_total"] != float64(0) || s["conversations_total"] != float64(1) ||
-			s["last_question_at"] != "2026-11-22T12:00:01.000Z" || s["average_answer_ms"] == nil {
-			t.Fatalf("stats %v", s)
-		}
-		fresh := f.get("/v1/ai-agents/"+other+"/stats", asker).data()
-		if fresh["questions_total"] != float64(0) || fresh["last_question_at"] != nil || fresh["average_answer_ms"] != nil {
-			t.Fatalf("fresh stats %v", fresh)
-		}
+		questionsWantStats(t, f, asker, id, other)
 
 		// A disabled agent cannot be asked, and keeps its history.
 		f.send("PUT", "/v1/ai-agents/"+id+"/enabled", admin, `{"enabled":false}`).wantStatus(t, 200)
@@ -117,6 +81,63 @@ func TestQuestions(t *testing.T) {
 		}
 		f.send("POST", "/v1/ai-agents/"+other+"/questions", restricted, `{"question":"x"}`).wantError(t, 403, domain.CodeFeatureNotEnabled)
 	})
+}
+
+// questionsWantFirstAnswer checks the answer to the first question and
+// returns its conversation's id.
+func questionsWantFirstAnswer(t *testing.T, a map[string]any) string {
+	t.Helper()
+	conv := a["conversation_id"].(string)
+	if a["question"] != "What is 2+2?" || a["answer"] != "echo: What is 2+2?" || conv == "" || a["created_at"] == nil {
+		t.Fatalf("answer %v", a)
+	}
+	for _, k := range []string{"id", "conversation_id", "question", "answer", "created_at", "answer_ms"} {
+		if _, ok := a[k]; !ok {
+			t.Fatalf("answer lacks %s: %v", k, a)
+		}
+	}
+	return conv
+}
+
+// questionsWantModelRequests checks that the model got two requests, the
+// second carrying the model, the provider's key and the whole conversation.
+func questionsWantModelRequests(t *testing.T, peer *llmtest.Server) {
+	t.Helper()
+	reqs := peer.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model got %d requests", len(reqs))
+	}
+	got := reqs[1]
+	if got.Model != "test-model" || got.Authorization != "Bearer sk-provider-secret" {
+		t.Fatalf("model request %+v", got)
+	}
+	want := []llm.Message{
+		{Role: "system", Content: "You are terse."},
+		{Role: "user", Content: "What is 2+2?"},
+		{Role: "assistant", Content: "echo: What is 2+2?"},
+		{Role: "user", Content: "And 3+3?"},
+	}
+	if fmt.Sprint(got.Messages) != fmt.Sprint(want) {
+		t.Fatalf("messages %v, want %v", got.Messages, want)
+	}
+}
+
+// questionsWantStats checks the exact stats of the agent asked twice (id)
+// and of one never asked (other).
+func questionsWantStats(t *testing.T, f *fixture, asker, id, other string) {
+	t.Helper()
+	r := f.get("/v1/ai-agents/"+id+"/stats", asker)
+	r.wantStatus(t, 200)
+	s := r.data()
+	if s["agent_id"] != id || s["questions_total"] != float64(2) || s["answered_total"] != float64(2) ||
+		s["failed_total"] != float64(0) || s["conversations_total"] != float64(1) ||
+		s["last_question_at"] != "2026-11-22T12:00:01.000Z" || s["average_answer_ms"] == nil {
+		t.Fatalf("stats %v", s)
+	}
+	fresh := f.get("/v1/ai-agents/"+other+"/stats", asker).data()
+	if fresh["questions_total"] != float64(0) || fresh["last_question_at"] != nil || fresh["average_answer_ms"] != nil {
+		t.Fatalf("fresh stats %v", fresh)
+	}
 }
 
 func TestQuestionWithoutModelIsFeatureNotEnabled(t *testing.T) {

@@ -90,14 +90,8 @@ func TestLeakReportRevokesOnEveryInstance(t *testing.T) {
 			f.get("/v1/me", leaked.Credential).wantStatus(t, 200)
 			g.get("/v1/me", leaked.Credential).wantStatus(t, 200)
 		}
-		b := []byte(bystander.Credential[:len(bystander.Credential)-credential.ChecksumLen])
 		// Another secret under the bystander's prefix, checksum fixed.
-		if b[30] == 'a' {
-			b[30] = 'b'
-		} else {
-			b[30] = 'a'
-		}
-		forged := string(b) + credential.Checksum(string(b))
+		forged := leakReportForge(bystander.Credential)
 		unknown, err := credential.Generate(domain.EnvTest)
 		if err != nil {
 			t.Fatal(err)
@@ -112,18 +106,7 @@ func TestLeakReportRevokesOnEveryInstance(t *testing.T) {
 		body := secretscantest.Report(t, es...)
 		check := func(what string) {
 			t.Helper()
-			rec, answers := f.report(body, gh.Headers(t, body)...)
-			if rec.Code != http.StatusOK || len(answers) != len(tokens) {
-				t.Fatalf("%s: status %d, %s", what, rec.Code, rec.Body.String())
-			}
-			for i, a := range answers {
-				if a.Label != want[i] || a.TokenHash != secretscan.TokenHash(tokens[i]) || a.TokenType != "agentapi_api_key" {
-					t.Fatalf("%s: answer %d = %+v, want %s", what, i, a, want[i])
-				}
-			}
-			if strings.Contains(rec.Body.String(), leaked.Credential[22:]) {
-				t.Fatalf("%s: the answer repeats a secret", what)
-			}
+			leakReportCheckAnswers(t, f, gh, body, tokens, want, leaked.Credential, what)
 		}
 		check("report")
 
@@ -132,28 +115,74 @@ func TestLeakReportRevokesOnEveryInstance(t *testing.T) {
 		f.get("/v1/me", bystander.Credential).wantStatus(t, 200)
 		g.get("/v1/me", bystander.Credential).wantStatus(t, 200)
 
-		evs, err := f.st.ListKeyAuditEvents(ctx, f.account.ID, leaked.Key.ID)
-		if err != nil || len(evs) != 2 || evs[0].Action != "revoked" || evs[0].Actor != keys.LeakActor ||
-			evs[0].Detail != "reported leaked at https://github.com/octo/leak/blob/main/.env" {
-			t.Fatalf("audit events %+v, %v", evs, err)
-		}
-		if !strings.Contains(f.logs.String(), "reported leaked") || !strings.Contains(f.logs.String(), leaked.Key.Prefix) {
-			t.Fatalf("the revocation is not logged with the key's prefix:\n%s", f.logs.String())
-		}
+		evs := leakReportWantRevocationRecorded(t, f, leaked)
 
 		check("replay")
-		if evs2, _ := f.st.ListKeyAuditEvents(ctx, f.account.ID, leaked.Key.ID); len(evs2) != len(evs) {
-			t.Fatalf("the replay wrote %d more events", len(evs2)-len(evs))
-		}
-		for _, id := range []string{gone.Key.ID, bystander.Key.ID} {
-			if evs, _ := f.st.ListKeyAuditEvents(ctx, f.account.ID, id); len(evs) > 2 {
-				t.Fatalf("key %s got events: %+v", id, evs)
-			}
-		}
+		leakReportWantNoMoreEvents(t, f, len(evs), leaked.Key.ID, gone.Key.ID, bystander.Key.ID)
 		// Reports are not for the instance without the keys file.
 		rec, _ := g.report(body, gh.Headers(t, body)...)
 		wantReportError(t, rec, 404, domain.CodeNotFound)
 	})
+}
+
+// leakReportForge returns another secret under cred's prefix, checksum
+// fixed.
+func leakReportForge(cred string) string {
+	b := []byte(cred[:len(cred)-credential.ChecksumLen])
+	if b[30] == 'a' {
+		b[30] = 'b'
+	} else {
+		b[30] = 'a'
+	}
+	return string(b) + credential.Checksum(string(b))
+}
+
+// leakReportCheckAnswers posts the signed report and checks that it
+// answers one label per token, in order, without repeating the secret.
+func leakReportCheckAnswers(t *testing.T, f *fixture, gh secretscantest.Signer, body []byte, tokens []string, want []secretscan.Label, secret, what string) {
+	t.Helper()
+	rec, answers := f.report(body, gh.Headers(t, body)...)
+	if rec.Code != http.StatusOK || len(answers) != len(tokens) {
+		t.Fatalf("%s: status %d, %s", what, rec.Code, rec.Body.String())
+	}
+	for i, a := range answers {
+		if a.Label != want[i] || a.TokenHash != secretscan.TokenHash(tokens[i]) || a.TokenType != "agentapi_api_key" {
+			t.Fatalf("%s: answer %d = %+v, want %s", what, i, a, want[i])
+		}
+	}
+	if strings.Contains(rec.Body.String(), secret[22:]) {
+		t.Fatalf("%s: the answer repeats a secret", what)
+	}
+}
+
+// leakReportWantRevocationRecorded checks that the leaked key's revocation
+// is audited and logged with its prefix, and returns its audit events.
+func leakReportWantRevocationRecorded(t *testing.T, f *fixture, leaked keys.Created) []domain.AuditEvent {
+	t.Helper()
+	evs, err := f.st.ListKeyAuditEvents(context.Background(), f.account.ID, leaked.Key.ID)
+	if err != nil || len(evs) != 2 || evs[0].Action != "revoked" || evs[0].Actor != keys.LeakActor ||
+		evs[0].Detail != "reported leaked at https://github.com/octo/leak/blob/main/.env" {
+		t.Fatalf("audit events %+v, %v", evs, err)
+	}
+	if !strings.Contains(f.logs.String(), "reported leaked") || !strings.Contains(f.logs.String(), leaked.Key.Prefix) {
+		t.Fatalf("the revocation is not logged with the key's prefix:\n%s", f.logs.String())
+	}
+	return evs
+}
+
+// leakReportWantNoMoreEvents checks that the replay wrote no event for the
+// leaked key beyond the had events it had before, and that the other keys got none.
+func leakReportWantNoMoreEvents(t *testing.T, f *fixture, had int, leakedID string, others ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if evs2, _ := f.st.ListKeyAuditEvents(ctx, f.account.ID, leakedID); len(evs2) != had {
+		t.Fatalf("the replay wrote %d more events", len(evs2)-had)
+	}
+	for _, id := range others {
+		if evs, _ := f.st.ListKeyAuditEvents(ctx, f.account.ID, id); len(evs) > 2 {
+			t.Fatalf("key %s got events: %+v", id, evs)
+		}
+	}
 }
 
 // TestLeakReportRefusals: what is not a well-signed, well-formed report

@@ -114,16 +114,7 @@ func TestUsageRecordsRefusedKeys(t *testing.T) {
 		if err := rec.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]string{}
-		for _, acct := range []string{f.account.ID, other.ID} {
-			logs, _, err := f.st.RequestLogPage(ctx, store.RequestLogQuery{AccountID: acct, Limit: 50})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range logs {
-				got[l.KeyID] = fmt.Sprintf("%s %s %s %d %s", acct, l.Method, l.Path, l.Status, l.ErrorCode)
-			}
-		}
+		got := usageRefusedRecorded(t, f, f.account.ID, other.ID)
 		want := map[string]string{}
 		for _, k := range []keys.Created{revoked, expiring} {
 			want[k.Key.ID] = f.account.ID + " GET /v1/me 401 invalid_credentials"
@@ -137,4 +128,21 @@ func TestUsageRecordsRefusedKeys(t *testing.T) {
 			t.Errorf("counted %v, %v; want one each for the revoked and expired keys", per, err)
 		}
 	})
+}
+
+// usageRefusedRecorded reads the request log of each account and returns,
+// per key id, "account method path status error_code".
+func usageRefusedRecorded(t *testing.T, f *fixture, accounts ...string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for _, acct := range accounts {
+		logs, _, err := f.st.RequestLogPage(context.Background(), store.RequestLogQuery{AccountID: acct, Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range logs {
+			got[l.KeyID] = fmt.Sprintf("%s %s %s %d %s", acct, l.Method, l.Path, l.Status, l.ErrorCode)
+		}
+	}
+	return got
 }
