@@ -33,33 +33,9 @@ func TestRequestsGoAnswersFirst(t *testing.T) {
 	}()
 	waitReady(t, "http://"+addr, errb.String)
 
-	// exchange sends raw on a new connection and reads every response
-	// until the server closes it.
 	exchange := func(raw string) []*http.Response {
 		t.Helper()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := io.WriteString(c, raw); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		rd := bufio.NewReader(c)
-		var got []*http.Response
-		for {
-			resp, err := http.ReadResponse(rd, nil)
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return got // closed by the server
-			}
-			if err != nil {
-				t.Fatalf("%q: after %d responses: %v (connection left open?)", raw, len(got), err)
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			got = append(got, resp)
-		}
+		return goAnswersFirstExchange(t, addr, raw)
 	}
 	const second = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 
@@ -93,10 +69,45 @@ func TestRequestsGoAnswersFirst(t *testing.T) {
 		{"Content-Length not a number", "POST /v1/ai-agents HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", http.StatusBadRequest},
 		{"headers over 64 KiB", "GET /v1/me HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge},
 	} {
-		got := exchange(c.raw + second)
-		if len(got) != 1 || got[0].StatusCode != c.status || got[0].Header.Get("X-Request-Id") != "" ||
-			strings.HasPrefix(got[0].Header.Get("Content-Type"), "application/json") {
-			t.Errorf("%s: %d responses %+v, want Go's plain %d and the connection closed", c.name, len(got), got, c.status)
+		goAnswersFirstCheckPlain(t, c.name, exchange(c.raw+second), c.status)
+	}
+}
+
+// goAnswersFirstExchange sends raw on a new connection to addr and reads
+// every response until the server closes it.
+func goAnswersFirstExchange(t *testing.T, addr, raw string) []*http.Response {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rd := bufio.NewReader(c)
+	var got []*http.Response
+	for {
+		resp, err := http.ReadResponse(rd, nil)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return got // closed by the server
 		}
+		if err != nil {
+			t.Fatalf("%q: after %d responses: %v (connection left open?)", raw, len(got), err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got = append(got, resp)
+	}
+}
+
+// goAnswersFirstCheckPlain: got is one response with status from Go
+// itself: no request id, not the API's JSON.
+func goAnswersFirstCheckPlain(t *testing.T, name string, got []*http.Response, status int) {
+	t.Helper()
+	if len(got) != 1 || got[0].StatusCode != status || got[0].Header.Get("X-Request-Id") != "" ||
+		strings.HasPrefix(got[0].Header.Get("Content-Type"), "application/json") {
+		t.Errorf("%s: %d responses %+v, want Go's plain %d and the connection closed", name, len(got), got, status)
 	}
 }

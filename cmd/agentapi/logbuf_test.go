@@ -188,35 +188,42 @@ func BenchmarkLogLineWrite(b *testing.B) {
 			name = "buffered"
 		}
 		b.Run(name, func(b *testing.B) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			drained := make(chan struct{})
-			go func() { _, _ = io.Copy(io.Discard, r); close(drained) }()
-			var dst io.Writer = w
-			var lb *lineBuffer
-			if buffered {
-				lb = newLineBuffer(w, logBufferSize, logFlushEvery)
-				dst = lb
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(line)))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := dst.Write(line); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			if lb != nil {
-				lb.Close()
-			}
-			w.Close()
-			<-drained
-			r.Close()
+			logLineWriteInto(b, line, buffered)
 		})
 	}
+}
+
+// logLineWriteInto writes line from parallel writers into a drained pipe,
+// through a lineBuffer if buffered, else directly.
+func logLineWriteInto(b *testing.B, line []byte, buffered bool) {
+	b.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, r); close(drained) }()
+	var dst io.Writer = w
+	var lb *lineBuffer
+	if buffered {
+		lb = newLineBuffer(w, logBufferSize, logFlushEvery)
+		dst = lb
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(line)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := dst.Write(line); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if lb != nil {
+		lb.Close()
+	}
+	w.Close()
+	<-drained
+	r.Close()
 }

@@ -53,66 +53,13 @@ func mustCLI(t *testing.T, db, stdin string, args ...string) string {
 
 func TestOperatorCLI(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ops.db")
-	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
-	if !strings.HasPrefix(acct, "acct_") {
-		t.Fatalf("account id %q", acct)
-	}
-	owner := mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
-	mustCLI(t, db, "another password\n", "user", "create", "--account", acct, "--email", "bob@example.com", "--role", "agent")
-	mustCLI(t, db, "third password\n", "user", "create", "--account", acct, "--email", "cy@example.com", "--role", "admin")
-	if !strings.HasPrefix(owner, "usr_") {
-		t.Fatalf("user id %q", owner)
-	}
-	cred := mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k1", "--preset", "aiagent-query")
-	if !strings.HasPrefix(cred, "agk_live_") || len(cred) != len("agk_live_")+12+1+38 {
-		t.Fatalf("credential %q", cred)
-	}
-	out, _, code := cli(t, db, "", "key", "create", "--account", acct, "--as", "CY@example.com", "--name", "k2",
-		"--scopes", "aiagents:write,aiagents:read", "--env", "test", "--rate-limit", "5", "--expires-at", "2099-01-01T00:00:00Z", "--json")
-	if code != 0 {
-		t.Fatalf("key create --json: exit %d", code)
-	}
-	var created struct{ ID, Prefix, Credential string }
-	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Credential, "agk_test_"+created.Prefix+"_") {
-		t.Fatalf("--json output %q (%v)", out, err)
-	}
+	acct, cred := operatorCLISeed(t, db)
+	created := operatorCLIKeyJSON(t, db, acct)
 
 	// key list: one JSON object per line, never a secret.
-	out, _, _ = cli(t, db, "", "key", "list", "--account", acct)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || strings.Contains(out, cred) || strings.Contains(out, created.Credential) {
-		t.Fatalf("key list: %q", out)
-	}
-	var k2 map[string]any
-	if err := json.Unmarshal([]byte(lines[1]), &k2); err != nil {
-		t.Fatal(err)
-	}
-	if k2["id"] != created.ID || k2["rate_limit_per_minute"] != float64(5) || k2["expires_at"] != "2099-01-01T00:00:00.000Z" || k2["last_used_at"] != nil {
-		t.Fatalf("key list line %v", k2)
-	}
-	for _, secretish := range []string{"hash", "secret", "credential"} {
-		if _, ok := k2[secretish]; ok {
-			t.Fatalf("key list shows %q", secretish)
-		}
-	}
+	operatorCLICheckKeyList(t, db, acct, cred, created.ID, created.Credential)
 
-	mustCLI(t, db, "", "key", "set-rate-limit", created.ID, "50")
-	mustCLI(t, db, "", "key", "revoke", "--account", acct, "--as", "ann@example.com", created.ID)
-	out, _, _ = cli(t, db, "", "key", "list", "--account", acct)
-	if !strings.Contains(out, `"status":"revoked"`) || !strings.Contains(out, `"rate_limit_per_minute":50`) {
-		t.Fatalf("after revoke and set-rate-limit: %s", out)
-	}
-	mustCLI(t, db, "", "account", "deactivate", acct)
-	// Its keys are refused while it is deactivated: key list says so.
-	if out, _, _ := cli(t, db, "", "key", "list", "--account", acct); strings.Count(out, `"account_active":false`) != 2 {
-		t.Fatalf("key list of a deactivated account: %s", out)
-	}
-	mustCLI(t, db, "", "account", "activate", acct)
-	if out, _, _ := cli(t, db, "", "key", "list", "--account", acct); strings.Count(out, `"account_active":true`) != 2 {
-		t.Fatalf("key list of an active account: %s", out)
-	}
-	mustCLI(t, db, "", "account", "feature", "--enable", "ai-answers", acct)
-	mustCLI(t, db, "", "account", "feature", "--disable", "ai-answers", acct)
+	operatorCLIChangeKeyAndAccount(t, db, acct, created.ID)
 
 	// Refusals: non-zero exit, one line on stderr, nothing on stdout.
 	other := mustCLI(t, db, "", "account", "create", "--name", "Other")
@@ -162,23 +109,114 @@ func TestOperatorCLI(t *testing.T) {
 		{"credential for an api subcommand", "", []string{"api", cred}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, errs, code := cli(t, db, c.stdin, c.args...)
-			if code == 0 || out != "" {
-				t.Fatalf("exit %d, stdout %q", code, out)
-			}
-			// docs/operator-cli.md: exactly one line on stderr.
-			if !strings.HasPrefix(errs, "agentapi: ") || !strings.HasSuffix(errs, "\n") || strings.Count(errs, "\n") != 1 || len(errs) < 15 {
-				t.Fatalf("stderr is not one line: %q", errs)
-			}
-			if secret := cred[strings.LastIndexByte(cred, '_')+1:]; strings.Contains(errs, secret) {
-				t.Fatalf("stderr holds the secret: %q", errs)
-			}
+			operatorCLIRefused(t, db, cred, c.stdin, c.args)
 		})
 	}
 	// Nothing was created by the refusals: still the keys from above.
-	out, _, _ = cli(t, db, "", "key", "list", "--account", acct)
+	out, _, _ := cli(t, db, "", "key", "list", "--account", acct)
 	if n := strings.Count(out, "\n"); n != 2 {
 		t.Fatalf("%d keys after the refusals, want 2: %s", n, out)
+	}
+}
+
+// operatorCLISeed creates the account Acme with an owner (ann), an agent
+// (bob) and an admin (cy), and ann's aiagent-query key; it returns the
+// account id and the key's credential.
+func operatorCLISeed(t *testing.T, db string) (acct, cred string) {
+	t.Helper()
+	acct = mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	if !strings.HasPrefix(acct, "acct_") {
+		t.Fatalf("account id %q", acct)
+	}
+	owner := mustCLI(t, db, "correct horse battery\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	mustCLI(t, db, "another password\n", "user", "create", "--account", acct, "--email", "bob@example.com", "--role", "agent")
+	mustCLI(t, db, "third password\n", "user", "create", "--account", acct, "--email", "cy@example.com", "--role", "admin")
+	if !strings.HasPrefix(owner, "usr_") {
+		t.Fatalf("user id %q", owner)
+	}
+	cred = mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k1", "--preset", "aiagent-query")
+	if !strings.HasPrefix(cred, "agk_live_") || len(cred) != len("agk_live_")+12+1+38 {
+		t.Fatalf("credential %q", cred)
+	}
+	return acct, cred
+}
+
+// operatorCLIKeyJSON creates the test key k2 as cy (email in another
+// case) with --json, and returns what it printed.
+func operatorCLIKeyJSON(t *testing.T, db, acct string) (created struct{ ID, Prefix, Credential string }) {
+	t.Helper()
+	out, _, code := cli(t, db, "", "key", "create", "--account", acct, "--as", "CY@example.com", "--name", "k2",
+		"--scopes", "aiagents:write,aiagents:read", "--env", "test", "--rate-limit", "5", "--expires-at", "2099-01-01T00:00:00Z", "--json")
+	if code != 0 {
+		t.Fatalf("key create --json: exit %d", code)
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Credential, "agk_test_"+created.Prefix+"_") {
+		t.Fatalf("--json output %q (%v)", out, err)
+	}
+	return created
+}
+
+// operatorCLICheckKeyList: key list prints the two keys, one JSON object
+// a line, k2 with its settings and never a secret.
+func operatorCLICheckKeyList(t *testing.T, db, acct, cred, k2ID, k2Cred string) {
+	t.Helper()
+	out, _, _ := cli(t, db, "", "key", "list", "--account", acct)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Contains(out, cred) || strings.Contains(out, k2Cred) {
+		t.Fatalf("key list: %q", out)
+	}
+	var k2 map[string]any
+	if err := json.Unmarshal([]byte(lines[1]), &k2); err != nil {
+		t.Fatal(err)
+	}
+	if k2["id"] != k2ID || k2["rate_limit_per_minute"] != float64(5) || k2["expires_at"] != "2099-01-01T00:00:00.000Z" || k2["last_used_at"] != nil {
+		t.Fatalf("key list line %v", k2)
+	}
+	for _, secretish := range []string{"hash", "secret", "credential"} {
+		if _, ok := k2[secretish]; ok {
+			t.Fatalf("key list shows %q", secretish)
+		}
+	}
+}
+
+// operatorCLIChangeKeyAndAccount sets k2's rate limit and revokes it,
+// deactivates and activates the account, and turns a feature on and off;
+// key list shows each change.
+func operatorCLIChangeKeyAndAccount(t *testing.T, db, acct, k2ID string) {
+	t.Helper()
+	mustCLI(t, db, "", "key", "set-rate-limit", k2ID, "50")
+	mustCLI(t, db, "", "key", "revoke", "--account", acct, "--as", "ann@example.com", k2ID)
+	out, _, _ := cli(t, db, "", "key", "list", "--account", acct)
+	if !strings.Contains(out, `"status":"revoked"`) || !strings.Contains(out, `"rate_limit_per_minute":50`) {
+		t.Fatalf("after revoke and set-rate-limit: %s", out)
+	}
+	mustCLI(t, db, "", "account", "deactivate", acct)
+	// Its keys are refused while it is deactivated: key list says so.
+	if out, _, _ := cli(t, db, "", "key", "list", "--account", acct); strings.Count(out, `"account_active":false`) != 2 {
+		t.Fatalf("key list of a deactivated account: %s", out)
+	}
+	mustCLI(t, db, "", "account", "activate", acct)
+	if out, _, _ := cli(t, db, "", "key", "list", "--account", acct); strings.Count(out, `"account_active":true`) != 2 {
+		t.Fatalf("key list of an active account: %s", out)
+	}
+	mustCLI(t, db, "", "account", "feature", "--enable", "ai-answers", acct)
+	mustCLI(t, db, "", "account", "feature", "--disable", "ai-answers", acct)
+}
+
+// operatorCLIRefused: the command exits non-zero with nothing on stdout
+// and one line on stderr that does not hold cred's secret.
+func operatorCLIRefused(t *testing.T, db, cred, stdin string, args []string) {
+	t.Helper()
+	out, errs, code := cli(t, db, stdin, args...)
+	if code == 0 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	// docs/operator-cli.md: exactly one line on stderr.
+	if !strings.HasPrefix(errs, "agentapi: ") || !strings.HasSuffix(errs, "\n") || strings.Count(errs, "\n") != 1 || len(errs) < 15 {
+		t.Fatalf("stderr is not one line: %q", errs)
+	}
+	if secret := cred[strings.LastIndexByte(cred, '_')+1:]; strings.Contains(errs, secret) {
+		t.Fatalf("stderr holds the secret: %q", errs)
 	}
 }
 
@@ -422,28 +460,8 @@ func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
 	s := startServer(t, nil, "--db", db)
 
 	// First run: an account and its Owner exist, and the banner says how to go on.
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.stdout.String(), "/v1/me") && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	banner := s.stdout.String()
-	for _, want := range []string{"/console/", "owner@localhost", "Password:", "agentapi key create"} {
-		if !strings.Contains(banner, want) {
-			t.Fatalf("first-run banner lacks %q:\n%s", want, banner)
-		}
-	}
-	var acct, pw string
-	sc := bufio.NewScanner(strings.NewReader(banner))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "Password:" {
-			pw = f[1]
-		}
-		for i, w := range f {
-			if w == "--account" && i+1 < len(f) {
-				acct = f[i+1]
-			}
-		}
-	}
+	banner := firstRunBanner(t, s)
+	acct, pw := firstRunAccountAndPassword(banner)
 	if acct == "" || pw == "" {
 		t.Fatalf("banner without account or password:\n%s", banner)
 	}
@@ -453,62 +471,22 @@ func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
 	}
 
 	// The CLI, a separate process, creates a key while serve runs.
-	cred := cliProc(t, db, "key", "create", "--account", acct, "--as", "owner@localhost", "--name", "First key", "--preset", "full-access", "--json")
-	var k struct{ ID, Credential string }
-	if err := json.Unmarshal([]byte(cred), &k); err != nil {
-		t.Fatal(err)
-	}
-	if !testenv.CredentialShape.MatchString(k.Credential) {
-		t.Fatal("testenv.CredentialShape does not match a real credential: the log check would be blind")
-	}
-	code, body, hdr := call(t, "GET", s.base+"/v1/me", k.Credential, "")
-	if code != 200 || hdr.Get("X-RateLimit-Limit") != "120" {
-		t.Fatalf("GET /v1/me: %d %v", code, body)
-	}
-	code, _, hdr = call(t, "POST", s.base+"/v1/ai-agents", k.Credential, `{"name":"Helper"}`)
-	if code != 201 || hdr.Get("Location") == "" {
-		t.Fatalf("create agent: %d", code)
-	}
-	code, body, _ = call(t, "GET", s.base+"/v1/ai-agents", k.Credential, "")
-	if code != 200 || len(body["data"].([]any)) != 1 {
-		t.Fatalf("list: %d %v", code, body)
-	}
+	k := firstRunKey(t, db, acct)
+	firstRunUseKey(t, s.base, k.Credential)
 
 	// A restart must not bootstrap again.
 	// Revocation by another process takes effect on the very next request.
 	cliProc(t, db, "key", "revoke", "--account", acct, "--as", "owner@localhost", k.ID)
-	code, body, hdr = call(t, "GET", s.base+"/v1/me", k.Credential, "")
+	code, body, hdr := call(t, "GET", s.base+"/v1/me", k.Credential, "")
 	if code != 401 || body["error"].(map[string]any)["code"] != "invalid_credentials" || hdr.Get("WWW-Authenticate") == "" {
 		t.Fatalf("after revoke: %d %v", code, body)
 	}
 
 	// Account deactivation by another process, too.
-	cred2 := cliProc(t, db, "key", "create", "--account", acct, "--as", "owner@localhost", "--name", "Second", "--preset", "aiagent-read")
-	if code, _, _ := call(t, "GET", s.base+"/v1/me", cred2, ""); code != 200 {
-		t.Fatalf("second key: %d", code)
-	}
-	cliProc(t, db, "account", "deactivate", acct)
-	if code, _, _ := call(t, "GET", s.base+"/v1/me", cred2, ""); code != 401 {
-		t.Fatalf("after deactivation: %d", code)
-	}
-	cliProc(t, db, "account", "activate", acct)
-	if code, _, _ := call(t, "GET", s.base+"/v1/me", cred2, ""); code != 200 {
-		t.Fatalf("after reactivation: %d", code)
-	}
+	cred2 := firstRunDeactivation(t, s.base, db, acct)
 
 	// SIGTERM: exit 0, and the pending last_used_at is flushed.
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.stderr.String())
-		}
-		s.done <- nil
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop after SIGTERM")
-	}
+	firstRunStop(t, s)
 	list := cliProc(t, db, "key", "list", "--account", acct)
 	if strings.Count(list, `"last_used_at":null`) != 0 {
 		t.Fatalf("last_used_at not flushed on shutdown:\n%s", list)
@@ -521,6 +499,109 @@ func TestServeFirstRunRevocationAndGracefulStop(t *testing.T) {
 	s2 := startServer(t, nil, "--db", db)
 	if strings.Contains(s2.stdout.String(), "Password:") {
 		t.Fatal("second start bootstrapped again")
+	}
+}
+
+// firstRunBanner waits up to 5 s for serve's first-run banner and checks
+// that it names the console, the Owner, a password and the next command.
+func firstRunBanner(t *testing.T, s *server) string {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.stdout.String(), "/v1/me") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	banner := s.stdout.String()
+	for _, want := range []string{"/console/", "owner@localhost", "Password:", "agentapi key create"} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("first-run banner lacks %q:\n%s", want, banner)
+		}
+	}
+	return banner
+}
+
+// firstRunAccountAndPassword reads the account id (after --account) and
+// the one-time password (after Password:) from the banner.
+func firstRunAccountAndPassword(banner string) (acct, pw string) {
+	sc := bufio.NewScanner(strings.NewReader(banner))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "Password:" {
+			pw = f[1]
+		}
+		for i, w := range f {
+			if w == "--account" && i+1 < len(f) {
+				acct = f[i+1]
+			}
+		}
+	}
+	return acct, pw
+}
+
+// firstRunKey creates the Owner's full-access key with the CLI as a
+// separate process; its credential must match testenv.CredentialShape.
+func firstRunKey(t *testing.T, db, acct string) (k struct{ ID, Credential string }) {
+	t.Helper()
+	cred := cliProc(t, db, "key", "create", "--account", acct, "--as", "owner@localhost", "--name", "First key", "--preset", "full-access", "--json")
+	if err := json.Unmarshal([]byte(cred), &k); err != nil {
+		t.Fatal(err)
+	}
+	if !testenv.CredentialShape.MatchString(k.Credential) {
+		t.Fatal("testenv.CredentialShape does not match a real credential: the log check would be blind")
+	}
+	return k
+}
+
+// firstRunUseKey: the new key reads /v1/me (limit 120), creates an agent
+// and lists it.
+func firstRunUseKey(t *testing.T, base, cred string) {
+	t.Helper()
+	code, body, hdr := call(t, "GET", base+"/v1/me", cred, "")
+	if code != 200 || hdr.Get("X-RateLimit-Limit") != "120" {
+		t.Fatalf("GET /v1/me: %d %v", code, body)
+	}
+	code, _, hdr = call(t, "POST", base+"/v1/ai-agents", cred, `{"name":"Helper"}`)
+	if code != 201 || hdr.Get("Location") == "" {
+		t.Fatalf("create agent: %d", code)
+	}
+	code, body, _ = call(t, "GET", base+"/v1/ai-agents", cred, "")
+	if code != 200 || len(body["data"].([]any)) != 1 {
+		t.Fatalf("list: %d %v", code, body)
+	}
+}
+
+// firstRunDeactivation creates a second key, and checks that it is
+// refused while another process has the account deactivated and works
+// again once it is activated. It returns the key's credential.
+func firstRunDeactivation(t *testing.T, base, db, acct string) string {
+	t.Helper()
+	cred2 := cliProc(t, db, "key", "create", "--account", acct, "--as", "owner@localhost", "--name", "Second", "--preset", "aiagent-read")
+	if code, _, _ := call(t, "GET", base+"/v1/me", cred2, ""); code != 200 {
+		t.Fatalf("second key: %d", code)
+	}
+	cliProc(t, db, "account", "deactivate", acct)
+	if code, _, _ := call(t, "GET", base+"/v1/me", cred2, ""); code != 401 {
+		t.Fatalf("after deactivation: %d", code)
+	}
+	cliProc(t, db, "account", "activate", acct)
+	if code, _, _ := call(t, "GET", base+"/v1/me", cred2, ""); code != 200 {
+		t.Fatalf("after reactivation: %d", code)
+	}
+	return cred2
+}
+
+// firstRunStop sends serve SIGTERM and waits up to 30 s for exit 0.
+func firstRunStop(t *testing.T, s *server) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.stderr.String())
+		}
+		s.done <- nil
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after SIGTERM")
 	}
 }
 

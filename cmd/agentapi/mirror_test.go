@@ -65,34 +65,18 @@ func TestOperatorRedisRaisesTheMirror(t *testing.T) {
 		mirroredInstance(t, dsn, redisURL), mirroredInstance(t, dsn, redisURL), mirroredInstance(t, dsn, redisURL),
 	}
 	newKey := func() (string, string) {
-		out := mirrorCLI(t, dsn, "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k"+time.Now().Format("150405.000000000"), "--preset", "aiagent-read", "--json")
-		id := strings.SplitN(strings.SplitN(out, `"id":"`, 2)[1], `"`, 2)[0]
-		cred := strings.SplitN(strings.SplitN(out, `"credential":"`, 2)[1], `"`, 2)[0]
-		for i, admit := range instances {
-			if err := admit(cred); err != nil {
-				t.Fatalf("instance %d before: %v", i, err)
-			}
-		}
-		return id, cred
-	}
-	refused := func(trial int, cred string) {
 		t.Helper()
-		for i, admit := range instances {
-			var r *keys.Refused
-			if err := admit(cred); !errors.As(err, &r) {
-				t.Fatalf("trial %d, instance %d: the very next request: %v, want refused", trial, i, err)
-			}
-		}
+		return raisesMirrorKey(t, dsn, acct, instances)
 	}
 	for trial := range 20 {
 		id, cred := newKey()
 		switch trial % 2 {
 		case 0:
 			mirrorCLI(t, dsn, "key", "revoke", "--redis", redisURL, "--account", acct, "--as", "ann@example.com", id)
-			refused(trial, cred)
+			raisesMirrorRefused(t, instances, trial, cred)
 		case 1:
 			mirrorCLI(t, dsn, "account", "deactivate", "--redis", redisURL, acct)
-			refused(trial, cred)
+			raisesMirrorRefused(t, instances, trial, cred)
 			mirrorCLI(t, dsn, "account", "activate", "--redis", redisURL, acct)
 		}
 	}
@@ -104,6 +88,41 @@ func TestOperatorRedisRaisesTheMirror(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "the change is saved") || !strings.Contains(errs, "up to 1s") {
 		t.Fatalf("exit %d, stderr %q; want 1 naming the bound", code, errs)
 	}
+	raisesMirrorAwaitRepair(t, instances, cred)
+}
+
+// raisesMirrorKey creates an aiagent-read key for ann (named by the time,
+// so each is new) and checks that every instance admits it; it returns
+// the key's id and credential.
+func raisesMirrorKey(t *testing.T, dsn, acct string, instances []func(string) error) (string, string) {
+	t.Helper()
+	out := mirrorCLI(t, dsn, "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k"+time.Now().Format("150405.000000000"), "--preset", "aiagent-read", "--json")
+	id := strings.SplitN(strings.SplitN(out, `"id":"`, 2)[1], `"`, 2)[0]
+	cred := strings.SplitN(strings.SplitN(out, `"credential":"`, 2)[1], `"`, 2)[0]
+	for i, admit := range instances {
+		if err := admit(cred); err != nil {
+			t.Fatalf("instance %d before: %v", i, err)
+		}
+	}
+	return id, cred
+}
+
+// raisesMirrorRefused: every instance refuses cred on its very next
+// request.
+func raisesMirrorRefused(t *testing.T, instances []func(string) error, trial int, cred string) {
+	t.Helper()
+	for i, admit := range instances {
+		var r *keys.Refused
+		if err := admit(cred); !errors.As(err, &r) {
+			t.Fatalf("trial %d, instance %d: the very next request: %v, want refused", trial, i, err)
+		}
+	}
+}
+
+// raisesMirrorAwaitRepair waits, up to 10 times ratelimit.StaleBound in
+// all, for every instance to refuse cred.
+func raisesMirrorAwaitRepair(t *testing.T, instances []func(string) error, cred string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * ratelimit.StaleBound)
 	for _, admit := range instances {
 		for {

@@ -28,104 +28,157 @@ func TestManyInstances(t *testing.T) {
 	}
 	acct := mustCLI(t, db, "", "account", "create", "--name", "Multi")
 	mustCLI(t, db, "long enough password\n", "user", "create", "--account", acct, "--email", "multi@example.com", "--role", "owner")
-	newKey := func(args ...string) (id, cred string) {
+	newKey := func(t *testing.T, args ...string) (id, cred string) {
 		t.Helper()
-		out := mustCLI(t, db, "", append([]string{"key", "create", "--account", acct, "--as", "multi@example.com", "--name", "k", "--preset", "full-access", "--json"}, args...)...)
-		var k struct{ ID, Credential string }
-		if err := json.Unmarshal([]byte(out), &k); err != nil {
-			t.Fatal(err)
-		}
-		return k.ID, k.Credential
+		return manyInstancesKey(t, db, acct, args...)
 	}
 
 	t.Run("exactly N admitted across instances", func(t *testing.T) {
 		const n = 20
-		_, cred := newKey("--rate-limit", fmt.Sprint(n))
-		var ok, limited atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 60 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				code, body, hdr := call(t, "GET", servers[i%3].base+"/v1/me", cred, "")
-				switch code {
-				case 200:
-					ok.Add(1)
-				case 429:
-					limited.Add(1)
-					if hdr.Get("Retry-After") == "" || body["error"].(map[string]any)["code"] != "rate_limit_exceeded" {
-						t.Errorf("429 without Retry-After or code: %v", body)
-					}
-				default:
-					t.Errorf("status %d: %v", code, body)
-				}
-			}()
-		}
-		wg.Wait()
-		if ok.Load() != n || limited.Load() != 60-n {
-			t.Fatalf("admitted %d, refused %d; want exactly %d admitted", ok.Load(), limited.Load(), n)
-		}
+		_, cred := newKey(t, "--rate-limit", fmt.Sprint(n))
+		manyInstancesExactlyN(t, servers, cred, n)
 	})
 
 	t.Run("revocation through one instance is seen by the others", func(t *testing.T) {
-		id, cred := newKey()
-		for _, s := range servers {
-			if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 200 {
-				t.Fatalf("before revoke: %d", code)
-			}
-		}
-		// With --redis, as production runs it (docs/production.md): the
-		// command raises the key epoch's mirror the instances check.
-		mustCLI(t, db, "", "key", "revoke", "--redis", redisURL, "--account", acct, "--as", "multi@example.com", id)
-		for _, s := range servers {
-			if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 401 {
-				t.Fatalf("after revoke: %d at %s", code, s.base)
-			}
-		}
+		id, cred := newKey(t)
+		manyInstancesRevokeSeenByAll(t, servers, db, redisURL, acct, id, cred)
 	})
 
 	t.Run("racing creates across instances make one agent", func(t *testing.T) {
-		_, cred := newKey("--rate-limit", "1000")
-		var wg sync.WaitGroup
-		codes := make([]int, 30)
-		ids := make([]string, 30)
-		for i := range codes {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				code, body, _ := call(t, "POST", servers[i%3].base+"/v1/ai-agents", cred, `{"name":"Raced"}`)
-				codes[i] = code
-				if code == 201 {
-					ids[i] = body["data"].(map[string]any)["id"].(string)
-				} else if code == 409 {
-					ids[i] = body["error"].(map[string]any)["existing_id"].(string)
-				}
-			}()
-		}
-		wg.Wait()
-		created := 0
-		for i, c := range codes {
-			if c == 201 {
-				created++
-			} else if c != 409 {
-				t.Fatalf("status %d", c)
-			}
-			if ids[i] != ids[0] {
-				t.Fatalf("ids differ: %v", ids)
-			}
-		}
-		if created != 1 {
-			t.Fatalf("%d creates succeeded, want 1", created)
-		}
+		_, cred := newKey(t, "--rate-limit", "1000")
+		codes, ids := manyInstancesRaceCreates(t, servers, cred)
+		manyInstancesCheckOneCreated(t, codes, ids)
 		_, body, _ := call(t, "GET", servers[0].base+"/v1/ai-agents", cred, "")
-		n := 0
-		for _, it := range body["data"].([]any) {
-			if strings.EqualFold(it.(map[string]any)["name"].(string), "Raced") {
-				n++
-			}
-		}
-		if n != 1 {
+		if n := manyInstancesCountRaced(body); n != 1 {
 			t.Fatalf("%d agents named Raced", n)
 		}
 	})
+}
+
+// manyInstancesKey creates a full-access key for multi@example.com with
+// the extra args, and returns its id and credential.
+func manyInstancesKey(t *testing.T, db, acct string, args ...string) (id, cred string) {
+	t.Helper()
+	out := mustCLI(t, db, "", append([]string{"key", "create", "--account", acct, "--as", "multi@example.com", "--name", "k", "--preset", "full-access", "--json"}, args...)...)
+	var k struct{ ID, Credential string }
+	if err := json.Unmarshal([]byte(out), &k); err != nil {
+		t.Fatal(err)
+	}
+	return k.ID, k.Credential
+}
+
+// manyInstancesExactlyN sends 60 reads of /v1/me, round robin over the
+// servers, with a key limited to n: exactly n are admitted, the rest are
+// refused with 429, Retry-After and rate_limit_exceeded.
+func manyInstancesExactlyN(t *testing.T, servers []*server, cred string, n int64) {
+	t.Helper()
+	var ok, limited atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			manyInstancesAdmitOne(t, servers[i%3].base, cred, &ok, &limited)
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != n || limited.Load() != 60-n {
+		t.Fatalf("admitted %d, refused %d; want exactly %d admitted", ok.Load(), limited.Load(), n)
+	}
+}
+
+// manyInstancesAdmitOne reads /v1/me once and counts the answer as
+// admitted or limited.
+func manyInstancesAdmitOne(t *testing.T, base, cred string, ok, limited *atomic.Int64) {
+	code, body, hdr := call(t, "GET", base+"/v1/me", cred, "")
+	switch code {
+	case 200:
+		ok.Add(1)
+	case 429:
+		limited.Add(1)
+		if hdr.Get("Retry-After") == "" || body["error"].(map[string]any)["code"] != "rate_limit_exceeded" {
+			t.Errorf("429 without Retry-After or code: %v", body)
+		}
+	default:
+		t.Errorf("status %d: %v", code, body)
+	}
+}
+
+// manyInstancesRevokeSeenByAll: the key works on every server, is
+// revoked through the CLI, and then fails on every server.
+func manyInstancesRevokeSeenByAll(t *testing.T, servers []*server, db, redisURL, acct, id, cred string) {
+	t.Helper()
+	for _, s := range servers {
+		if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 200 {
+			t.Fatalf("before revoke: %d", code)
+		}
+	}
+	// With --redis, as production runs it (docs/production.md): the
+	// command raises the key epoch's mirror the instances check.
+	mustCLI(t, db, "", "key", "revoke", "--redis", redisURL, "--account", acct, "--as", "multi@example.com", id)
+	for _, s := range servers {
+		if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 401 {
+			t.Fatalf("after revoke: %d at %s", code, s.base)
+		}
+	}
+}
+
+// manyInstancesRaceCreates creates an agent named Raced 30 times at once,
+// round robin over the servers: the statuses, and the id each answer
+// names (created, or existing on 409).
+func manyInstancesRaceCreates(t *testing.T, servers []*server, cred string) (codes []int, ids []string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	codes = make([]int, 30)
+	ids = make([]string, 30)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], ids[i] = manyInstancesCreateRaced(t, servers[i%3].base, cred)
+		}()
+	}
+	wg.Wait()
+	return codes, ids
+}
+
+func manyInstancesCreateRaced(t *testing.T, base, cred string) (code int, id string) {
+	code, body, _ := call(t, "POST", base+"/v1/ai-agents", cred, `{"name":"Raced"}`)
+	if code == 201 {
+		id = body["data"].(map[string]any)["id"].(string)
+	} else if code == 409 {
+		id = body["error"].(map[string]any)["existing_id"].(string)
+	}
+	return code, id
+}
+
+// manyInstancesCheckOneCreated: one create answered 201, every other 409,
+// and all name the same agent.
+func manyInstancesCheckOneCreated(t *testing.T, codes []int, ids []string) {
+	t.Helper()
+	created := 0
+	for i, c := range codes {
+		if c == 201 {
+			created++
+		} else if c != 409 {
+			t.Fatalf("status %d", c)
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("ids differ: %v", ids)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d creates succeeded, want 1", created)
+	}
+}
+
+// manyInstancesCountRaced counts the agents named Raced in a list.
+func manyInstancesCountRaced(body map[string]any) int {
+	n := 0
+	for _, it := range body["data"].([]any) {
+		if strings.EqualFold(it.(map[string]any)["name"].(string), "Raced") {
+			n++
+		}
+	}
+	return n
 }

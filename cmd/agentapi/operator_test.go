@@ -47,23 +47,7 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 		} {
 			name := strings.Join(c.args[:2], " ")
 			t.Run(name, func(t *testing.T) {
-				// Through --db, and through AGENTAPI_DB.
-				for _, args := range [][]string{
-					append([]string{c.args[0], c.args[1], "--db", missing}, c.args[2:]...),
-					c.args,
-				} {
-					out, errs, code := cli(t, missing, c.stdin, args...)
-					want := "agentapi: no database file " + credential.RedactText(`"`+missing+`"`)
-					if code != 1 || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
-						t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
-					}
-					if strings.Contains(errs, cred[22:]) {
-						t.Fatalf("stderr holds the secret: %q", errs)
-					}
-					if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
-						t.Fatalf("%s created %s (%v)", name, missing, err)
-					}
-				}
+				refuseMissingDBBothWays(t, missing, cred, name, c.stdin, c.args)
 			})
 		}
 	}
@@ -72,6 +56,35 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 	mustCLI(t, fresh, "", "account", "create", "--name", "New")
 	if _, err := os.Stat(fresh); err != nil {
 		t.Fatalf("account create: %v", err)
+	}
+}
+
+// refuseMissingDBBothWays runs cmdArgs naming the missing database through
+// --db, then through AGENTAPI_DB: each time exit 1, stderr names the file
+// (redacted) on one line, and the file is not created.
+func refuseMissingDBBothWays(t *testing.T, missing, cred, name, stdin string, cmdArgs []string) {
+	t.Helper()
+	// Through --db, and through AGENTAPI_DB.
+	for _, args := range [][]string{
+		append([]string{cmdArgs[0], cmdArgs[1], "--db", missing}, cmdArgs[2:]...),
+		cmdArgs,
+	} {
+		refuseMissingDBOnce(t, missing, cred, name, stdin, args)
+	}
+}
+
+func refuseMissingDBOnce(t *testing.T, missing, cred, name, stdin string, args []string) {
+	t.Helper()
+	out, errs, code := cli(t, missing, stdin, args...)
+	want := "agentapi: no database file " + credential.RedactText(`"`+missing+`"`)
+	if code != 1 || out != "" || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errs, want)
+	}
+	if strings.Contains(errs, cred[22:]) {
+		t.Fatalf("stderr holds the secret: %q", errs)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s created %s (%v)", name, missing, err)
 	}
 }
 

@@ -29,7 +29,21 @@ func TestServeStreamingIdempotencyAndCORS(t *testing.T) {
 	s := startServer(t, []string{"AGENTAPI_LLM_API_KEY=sk-e2e"}, "--db", db, "--llm-url", peer.URL, "--llm-model", "m")
 
 	// CORS: a preflight without a key, then the fields on a real answer.
-	pre, _ := http.NewRequest("OPTIONS", s.base+"/v1/ai-agents", nil)
+	release11CheckPreflight(t, s.base)
+
+	// Idempotency-Key: the same create twice makes one agent; the second
+	// is the saved answer, marked.
+	agent := release11CheckCreateTwice(t, s.base, k.Credential)
+
+	// A streamed question: the events in order, fed by the model's stream.
+	release11CheckStreamedQuestion(t, s.base, k.Credential, agent, peer)
+}
+
+// release11CheckPreflight: an OPTIONS preflight without a key is answered
+// 204 with the CORS fields, Idempotency-Key allowed, no credentials.
+func release11CheckPreflight(t *testing.T, base string) {
+	t.Helper()
+	pre, _ := http.NewRequest("OPTIONS", base+"/v1/ai-agents", nil)
 	pre.Header.Set("Origin", "http://tool.example")
 	pre.Header.Set("Access-Control-Request-Method", "POST")
 	pre.Header.Set("Access-Control-Request-Headers", "authorization, content-type, idempotency-key")
@@ -43,28 +57,36 @@ func TestServeStreamingIdempotencyAndCORS(t *testing.T) {
 		resp.Header.Get("Access-Control-Allow-Credentials") != "" {
 		t.Fatalf("preflight: %d %v", resp.StatusCode, resp.Header)
 	}
+}
 
-	// Idempotency-Key: the same create twice makes one agent; the second
-	// is the saved answer, marked.
-	create := func() (int, map[string]any, http.Header) {
-		req, _ := http.NewRequest("POST", s.base+"/v1/ai-agents", strings.NewReader(`{"name":"Helpdesk","instructions":"Be brief."}`))
-		req.Header.Set("Authorization", "Bearer "+k.Credential)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "create-helpdesk-1")
-		req.Header.Set("Origin", "http://tool.example")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, body, resp.Header
+// release11Create creates the agent Helpdesk with Idempotency-Key
+// create-helpdesk-1, from a CORS origin.
+func release11Create(t *testing.T, base, cred string) (int, map[string]any, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/ai-agents", strings.NewReader(`{"name":"Helpdesk","instructions":"Be brief."}`))
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "create-helpdesk-1")
+	req.Header.Set("Origin", "http://tool.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	code1, first, h1 := create()
-	code2, second, h2 := create()
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body, resp.Header
+}
+
+// release11CheckCreateTwice: the same create twice answers 201 twice, the
+// second a marked replay of the same agent with the CORS fields, and one
+// agent is listed. It returns the agent's id.
+func release11CheckCreateTwice(t *testing.T, base, cred string) string {
+	t.Helper()
+	code1, first, h1 := release11Create(t, base, cred)
+	code2, second, h2 := release11Create(t, base, cred)
 	if code1 != 201 || code2 != 201 || h1.Get("Idempotent-Replayed") != "" || h2.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("create twice: %d %s / %d %s", code1, h1.Get("Idempotent-Replayed"), code2, h2.Get("Idempotent-Replayed"))
 	}
@@ -75,36 +97,66 @@ func TestServeStreamingIdempotencyAndCORS(t *testing.T) {
 	if h1.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h1.Get("Access-Control-Expose-Headers"), "Idempotent-Replayed") {
 		t.Fatalf("CORS fields on the create: %v", h1)
 	}
-	code, list, _ := call(t, "GET", s.base+"/v1/ai-agents", k.Credential, "")
+	code, list, _ := call(t, "GET", base+"/v1/ai-agents", cred, "")
 	if n := len(list["data"].([]any)); code != 200 || n != 1 {
 		t.Fatalf("agents after two creates with one key: %d %d", code, n)
 	}
+	return agent
+}
 
-	// A streamed question: the events in order, fed by the model's stream.
-	ask := func() (*http.Response, []string) {
-		req, _ := http.NewRequest("POST", s.base+"/v1/ai-agents/"+agent+"/questions", strings.NewReader(`{"question":"hello there","stream":true}`))
-		req.Header.Set("Authorization", "Bearer "+k.Credential)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "ask-1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var events []string
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
-				events = append(events, name)
-			}
-		}
-		return resp, events
+// release11Ask asks agent a streamed question with Idempotency-Key ask-1
+// and returns the answer (body read) and its event names in order.
+func release11Ask(t *testing.T, base, cred, agent string) (*http.Response, []string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/ai-agents/"+agent+"/questions", strings.NewReader(`{"question":"hello there","stream":true}`))
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "ask-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
-	resp, events := ask()
+	defer resp.Body.Close()
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			events = append(events, name)
+		}
+	}
+	return resp, events
+}
+
+// release11CheckStreamedQuestion: the streamed answer's events come in
+// order from one streamed model call, and the same question again is the
+// saved answer with no second model call.
+func release11CheckStreamedQuestion(t *testing.T, base, cred, agent string, peer *llmtest.Server) {
+	t.Helper()
+	resp, events := release11Ask(t, base, cred, agent)
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") ||
 		resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-RateLimit-Remaining") == "" {
 		t.Fatalf("streamed question: %d %v", resp.StatusCode, resp.Header)
 	}
+	release11CheckEvents(t, events)
+	reqs := peer.Requests()
+	if len(reqs) != 1 || !reqs[0].Stream {
+		t.Fatalf("the model was asked %d times (stream %v), want once, streamed", len(reqs), len(reqs) > 0 && reqs[0].Stream)
+	}
+	// The same question again with the same key: the saved answer, and no
+	// second model call.
+	resp, events = release11Ask(t, base, cred, agent)
+	if resp.Header.Get("Idempotent-Replayed") != "true" || strings.Join(events, ",") != "question.created,answer.delta,answer.completed" {
+		t.Fatalf("replayed stream: %v %v", resp.Header, events)
+	}
+	if n := len(peer.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times after the replay, want 1", n)
+	}
+}
+
+// release11CheckEvents: question.created, then answer.delta events only,
+// then answer.completed.
+func release11CheckEvents(t *testing.T, events []string) {
+	t.Helper()
 	if len(events) < 3 || events[0] != "question.created" || events[len(events)-1] != "answer.completed" {
 		t.Fatalf("events %v", events)
 	}
@@ -112,18 +164,5 @@ func TestServeStreamingIdempotencyAndCORS(t *testing.T) {
 		if e != "answer.delta" {
 			t.Fatalf("events %v", events)
 		}
-	}
-	reqs := peer.Requests()
-	if len(reqs) != 1 || !reqs[0].Stream {
-		t.Fatalf("the model was asked %d times (stream %v), want once, streamed", len(reqs), len(reqs) > 0 && reqs[0].Stream)
-	}
-	// The same question again with the same key: the saved answer, and no
-	// second model call.
-	resp, events = ask()
-	if resp.Header.Get("Idempotent-Replayed") != "true" || strings.Join(events, ",") != "question.created,answer.delta,answer.completed" {
-		t.Fatalf("replayed stream: %v %v", resp.Header, events)
-	}
-	if n := len(peer.Requests()); n != 1 {
-		t.Fatalf("the model was asked %d times after the replay, want 1", n)
 	}
 }
