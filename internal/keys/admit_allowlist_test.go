@@ -31,7 +31,6 @@ func gateFrom(addr string) func(domain.APIKey) error {
 // store check while nothing changes), like a revocation, both ways.
 func TestAdmitAllowlistEditThroughTheMirror(t *testing.T) {
 	w := newMirroredWorld(t)
-	ctx := context.Background()
 	svc := keys.New(w.writer.st, nil)
 	owner := keys.Actor{User: &w.owner}
 	office, err := domain.ParseAllowList("192.0.2.0/24, 2001:db8::/32")
@@ -40,30 +39,39 @@ func TestAdmitAllowlistEditThroughTheMirror(t *testing.T) {
 	}
 	const trials = 30
 	for trial := range trials {
-		c := w.newKey(t)
-		for i, in := range w.instances { // held everywhere, any address
-			if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); err != nil {
-				t.Fatalf("trial %d, instance %d before the edit: %v", trial, i, err)
-			}
+		admitAllowlistTrial(t, w, svc, owner, office, trial)
+	}
+}
+
+// admitAllowlistTrial is one trial of TestAdmitAllowlistEditThroughTheMirror:
+// a fresh key held everywhere from any address, then restricted to office
+// and emptied again, each edit seen by every instance's next request.
+func admitAllowlistTrial(t *testing.T, w *mirroredWorld, svc *keys.Service, owner keys.Actor, office domain.AllowList, trial int) {
+	t.Helper()
+	ctx := context.Background()
+	c := w.newKey(t)
+	for i, in := range w.instances { // held everywhere, any address
+		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); err != nil {
+			t.Fatalf("trial %d, instance %d before the edit: %v", trial, i, err)
 		}
-		if _, err := svc.SetAllowedIPs(ctx, owner, w.account.ID, c.Key.ID, office); err != nil {
-			t.Fatal(err)
+	}
+	if _, err := svc.SetAllowedIPs(ctx, owner, w.account.ID, c.Key.ID, office); err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range w.instances {
+		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); !errors.Is(err, errOutside) {
+			t.Fatalf("trial %d, instance %d: the next request from outside after the edit: %v, want refused", trial, i, err)
 		}
-		for i, in := range w.instances {
-			if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); !errors.Is(err, errOutside) {
-				t.Fatalf("trial %d, instance %d: the next request from outside after the edit: %v, want refused", trial, i, err)
-			}
-			if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("192.0.2.44")); err != nil {
-				t.Fatalf("trial %d, instance %d: a request from inside after the edit: %v", trial, i, err)
-			}
+		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("192.0.2.44")); err != nil {
+			t.Fatalf("trial %d, instance %d: a request from inside after the edit: %v", trial, i, err)
 		}
-		if _, err := svc.SetAllowedIPs(ctx, owner, w.account.ID, c.Key.ID, nil); err != nil {
-			t.Fatal(err)
-		}
-		for i, in := range w.instances {
-			if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); err != nil {
-				t.Fatalf("trial %d, instance %d: the next request after the list was emptied: %v", trial, i, err)
-			}
+	}
+	if _, err := svc.SetAllowedIPs(ctx, owner, w.account.ID, c.Key.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range w.instances {
+		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); err != nil {
+			t.Fatalf("trial %d, instance %d: the next request after the list was emptied: %v", trial, i, err)
 		}
 	}
 }

@@ -131,38 +131,53 @@ func TestAdmitHeldKeyCostsNoStoreRoundTrip(t *testing.T) {
 // instance sees it, over hundreds of trials.
 func TestAdmitRevocationThroughEveryWriter(t *testing.T) {
 	w := newMirroredWorld(t)
-	ctx := context.Background()
 	svc := keys.New(w.writer.st, nil)
 	owner := keys.Actor{User: &w.owner}
 	const trials = 150
 	for trial := range trials {
-		c := w.newKey(t)
+		admitRevocationTrial(t, w, svc, owner, trial)
+	}
+}
+
+// admitRevocationTrial is one trial of TestAdmitRevocationThroughEveryWriter:
+// a fresh key held everywhere, then by trial%3 a revocation, a rate-limit
+// change or the account's deactivation, seen by every instance's next request.
+func admitRevocationTrial(t *testing.T, w *mirroredWorld, svc *keys.Service, owner keys.Actor, trial int) {
+	t.Helper()
+	ctx := context.Background()
+	c := w.newKey(t)
+	w.warm(t, c.Credential)
+	switch trial % 3 {
+	case 0: // revocation
+		if err := svc.Revoke(ctx, owner, w.account.ID, c.Key.ID); err != nil {
+			t.Fatal(err)
+		}
+		w.allRefuse(t, trial, c.Credential)
+	case 1: // rate limit down to what the key has used: the next is 429
+		if err := svc.SetRateLimit(ctx, c.Key.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+		admitRevocationAllLimitedAtOne(t, w, trial, c.Credential)
+	case 2: // account deactivated, then active again for the next trials
+		if err := w.writer.st.SetAccountActive(ctx, w.account.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		w.allRefuse(t, trial, c.Credential)
+		if err := w.writer.st.SetAccountActive(ctx, w.account.ID, true); err != nil {
+			t.Fatal(err)
+		}
 		w.warm(t, c.Credential)
-		switch trial % 3 {
-		case 0: // revocation
-			if err := svc.Revoke(ctx, owner, w.account.ID, c.Key.ID); err != nil {
-				t.Fatal(err)
-			}
-			w.allRefuse(t, trial, c.Credential)
-		case 1: // rate limit down to what the key has used: the next is 429
-			if err := svc.SetRateLimit(ctx, c.Key.ID, 1); err != nil {
-				t.Fatal(err)
-			}
-			for i, in := range w.instances {
-				_, res, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, nil)
-				if err != nil || res.Allowed || res.Limit != 1 {
-					t.Fatalf("trial %d, instance %d after the limit change: %+v, %v; want refused at 1", trial, i, res, err)
-				}
-			}
-		case 2: // account deactivated, then active again for the next trials
-			if err := w.writer.st.SetAccountActive(ctx, w.account.ID, false); err != nil {
-				t.Fatal(err)
-			}
-			w.allRefuse(t, trial, c.Credential)
-			if err := w.writer.st.SetAccountActive(ctx, w.account.ID, true); err != nil {
-				t.Fatal(err)
-			}
-			w.warm(t, c.Credential)
+	}
+}
+
+// admitRevocationAllLimitedAtOne: every instance's next request with token
+// is refused by a limit of 1.
+func admitRevocationAllLimitedAtOne(t *testing.T, w *mirroredWorld, trial int, token string) {
+	t.Helper()
+	for i, in := range w.instances {
+		_, res, err := in.authn.Admit(context.Background(), token, time.Now(), in.lim, nil)
+		if err != nil || res.Allowed || res.Limit != 1 {
+			t.Fatalf("trial %d, instance %d after the limit change: %+v, %v; want refused at 1", trial, i, res, err)
 		}
 	}
 }

@@ -71,31 +71,44 @@ func TestAuthenticate(t *testing.T) {
 		{"expired", expired.Credential, "expired"},
 		{"expired again", expired.Credential, "expired"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			k, err := a.Authenticate(ctx, tc.token, w.now)
-			if tc.reason == "" {
-				if err != nil || k.ID != valid.Key.ID {
-					t.Fatalf("Authenticate = %s, %v; want %s", k.ID, err, valid.Key.ID)
-				}
-				return
-			}
-			var refused *keys.Refused
-			if !errors.As(err, &refused) || refused.Reason != tc.reason {
-				t.Fatalf("Authenticate = %v; want refused (%s)", err, tc.reason)
-			}
-			// One answer for every reason: the client cannot tell them apart.
-			var de *domain.Error
-			if !errors.As(err, &de) || de.Code != domain.CodeInvalidCredentials || de.Message != "The API key is invalid." {
-				t.Errorf("client sees %v; want invalid_credentials", de)
-			}
-			if k.ID != "" {
-				t.Errorf("a refusal returned key %s", k.ID)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { authenticateCheckToken(t, a, tc.token, w.now, tc.reason, valid.Key.ID) })
 	}
 	// The expired key's use is in the audit trail once, however often it came.
 	background.Wait()
-	evs, err := w.st.ListKeyAuditEvents(ctx, w.account.ID, expired.Key.ID)
+	authenticateCheckExpiredInUseOnce(t, w, expired.Key.ID)
+}
+
+// authenticateCheckToken: a.Authenticate admits token as the key validID
+// when reason is empty, and otherwise refuses it for reason, telling the
+// client only that the key is invalid.
+func authenticateCheckToken(t *testing.T, a *keys.Authenticator, token string, now time.Time, reason, validID string) {
+	t.Helper()
+	k, err := a.Authenticate(context.Background(), token, now)
+	if reason == "" {
+		if err != nil || k.ID != validID {
+			t.Fatalf("Authenticate = %s, %v; want %s", k.ID, err, validID)
+		}
+		return
+	}
+	var refused *keys.Refused
+	if !errors.As(err, &refused) || refused.Reason != reason {
+		t.Fatalf("Authenticate = %v; want refused (%s)", err, reason)
+	}
+	// One answer for every reason: the client cannot tell them apart.
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.CodeInvalidCredentials || de.Message != "The API key is invalid." {
+		t.Errorf("client sees %v; want invalid_credentials", de)
+	}
+	if k.ID != "" {
+		t.Errorf("a refusal returned key %s", k.ID)
+	}
+}
+
+// authenticateCheckExpiredInUseOnce: the key keyID's audit trail holds
+// exactly one expired_in_use event.
+func authenticateCheckExpiredInUseOnce(t *testing.T, w *world, keyID string) {
+	t.Helper()
+	evs, err := w.st.ListKeyAuditEvents(context.Background(), w.account.ID, keyID)
 	if err != nil {
 		t.Fatal(err)
 	}

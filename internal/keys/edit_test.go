@@ -49,7 +49,30 @@ func TestSetAccess(t *testing.T) {
 	if err != nil || !slices.Contains(k.Scopes, domain.ScopeAgentsQuery) || !slices.Equal(k.AgentIDs, want.AgentIDs) || !k.ExpiresAt.Equal(earlier) {
 		t.Fatalf("after: %v %v %v, %v", k.Scopes, k.AgentIDs, k.ExpiresAt, err)
 	}
-	events, err := w.st.ListKeyAuditEvents(ctx, w.account.ID, c.Key.ID)
+	events := setAccessCheckTrail(t, w, c.Key.ID, exp, earlier)
+
+	setAccessCheckNeverLater(t, w, actor, c.Key.ID, want.Scopes, exp, earlier)
+	n := len(events)
+	if _, err := w.svc.SetAccess(ctx, actor, w.account.ID, c.Key.ID, want); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := w.st.ListKeyAuditEvents(ctx, w.account.ID, c.Key.ID); len(again) != n {
+		t.Errorf("an edit that changes nothing recorded %d events", len(again)-n)
+	}
+	if err := w.svc.Revoke(ctx, actor, w.account.ID, c.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.SetAccess(ctx, actor, w.account.ID, c.Key.ID, keys.Access{Scopes: want.Scopes}); !domain.IsCode(err, domain.CodeImmutableState) {
+		t.Errorf("revoked key: %v, want immutable_state", err)
+	}
+}
+
+// setAccessCheckTrail: the key's trail ends with an access_changed event
+// saying the scopes, AI agents and expiry (exp, now earlier) before and
+// after; it returns the trail.
+func setAccessCheckTrail(t *testing.T, w *world, keyID string, exp, earlier time.Time) []domain.AuditEvent {
+	t.Helper()
+	events, err := w.st.ListKeyAuditEvents(context.Background(), w.account.ID, keyID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,31 +86,25 @@ func TestSetAccess(t *testing.T) {
 			t.Errorf("event %s %q lacks %q", last.Action, last.Detail, part)
 		}
 	}
+	return events
+}
 
+// setAccessCheckNeverLater: an edit moving the key's expiry (earlier) later
+// (to exp) or to never is refused with a field error, and changes nothing.
+func setAccessCheckNeverLater(t *testing.T, w *world, actor keys.Actor, keyID string, scopes []domain.Scope, exp, earlier time.Time) {
+	t.Helper()
+	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
 		expires *time.Time
 	}{{"later", &exp}, {"never", nil}} {
-		_, err := w.svc.SetAccess(ctx, actor, w.account.ID, c.Key.ID, keys.Access{Scopes: want.Scopes, ExpiresAt: tc.expires})
+		_, err := w.svc.SetAccess(ctx, actor, w.account.ID, keyID, keys.Access{Scopes: scopes, ExpiresAt: tc.expires})
 		var de *domain.Error
 		if !errors.As(err, &de) || len(de.Fields) != 1 || de.Fields[0].Field != "expires_at" {
 			t.Errorf("%s: %v, want a field error on expires_at", tc.name, err)
 		}
 	}
-	if k, _ := w.svc.Get(ctx, w.account.ID, c.Key.ID); !k.ExpiresAt.Equal(earlier) || len(k.AgentIDs) != 1 {
+	if k, _ := w.svc.Get(ctx, w.account.ID, keyID); !k.ExpiresAt.Equal(earlier) || len(k.AgentIDs) != 1 {
 		t.Errorf("a refused edit changed the key: %v %v", k.ExpiresAt, k.AgentIDs)
-	}
-	n := len(events)
-	if _, err := w.svc.SetAccess(ctx, actor, w.account.ID, c.Key.ID, want); err != nil {
-		t.Fatal(err)
-	}
-	if again, _ := w.st.ListKeyAuditEvents(ctx, w.account.ID, c.Key.ID); len(again) != n {
-		t.Errorf("an edit that changes nothing recorded %d events", len(again)-n)
-	}
-	if err := w.svc.Revoke(ctx, actor, w.account.ID, c.Key.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.svc.SetAccess(ctx, actor, w.account.ID, c.Key.ID, keys.Access{Scopes: want.Scopes}); !domain.IsCode(err, domain.CodeImmutableState) {
-		t.Errorf("revoked key: %v, want immutable_state", err)
 	}
 }

@@ -89,56 +89,60 @@ func TestKeyCacheServesRepeatsFromMemory(t *testing.T) {
 // one made through the same store.
 func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 	storetest.EachEngine(t, func(t *testing.T, engine string) {
-		ctx := context.Background()
 		a, b := twoStores(t, engine)
 		for _, writer := range []struct {
 			name string
 			s    cachedStore
 		}{{"other store", b}, {"same store", a}} {
-			t.Run(writer.name, func(t *testing.T) {
-				w := writer.s
-				acct := storetest.Account(t, w)
-				k := storetest.Key(t, w, acct.ID)
-				lookup := func() (domain.APIKey, bool) {
-					t.Helper()
-					got, active, err := a.KeyByPrefix(ctx, k.Prefix)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return got, active
-				}
-				if got, active := lookup(); got.RateLimitPerMinute != 120 || !active {
-					t.Fatalf("fresh key: %+v active %v", got, active)
-				}
-				lookup() // now held in memory
-
-				if err := w.SetKeyRateLimit(ctx, k.ID, 7, storetest.Event(acct.ID, k.ID, "rate_limit_changed", t0)); err != nil {
-					t.Fatal(err)
-				}
-				if got, _ := lookup(); got.RateLimitPerMinute != 7 {
-					t.Fatalf("after set-rate-limit: %d", got.RateLimitPerMinute)
-				}
-				if err := w.SetAccountActive(ctx, acct.ID, false); err != nil {
-					t.Fatal(err)
-				}
-				if _, active := lookup(); active {
-					t.Fatal("after deactivation: account still active")
-				}
-				if err := w.SetAccountActive(ctx, acct.ID, true); err != nil {
-					t.Fatal(err)
-				}
-				if _, active := lookup(); !active {
-					t.Fatal("after activation: account still inactive")
-				}
-				if err := w.RevokeKey(ctx, acct.ID, k.ID, "usr_1", t0, storetest.Event(acct.ID, k.ID, "revoked", t0)); err != nil {
-					t.Fatal(err)
-				}
-				if got, _ := lookup(); got.RevokedAt == nil {
-					t.Fatal("after revocation: key not revoked")
-				}
-			})
+			t.Run(writer.name, func(t *testing.T) { keyCacheSeesWritesBy(t, a, writer.s) })
 		}
 	})
+}
+
+// keyCacheSeesWritesBy: each key write made through w is seen by a's very
+// next lookup of the key.
+func keyCacheSeesWritesBy(t *testing.T, a, w cachedStore) {
+	t.Helper()
+	ctx := context.Background()
+	acct := storetest.Account(t, w)
+	k := storetest.Key(t, w, acct.ID)
+	lookup := func() (domain.APIKey, bool) {
+		t.Helper()
+		got, active, err := a.KeyByPrefix(ctx, k.Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, active
+	}
+	if got, active := lookup(); got.RateLimitPerMinute != 120 || !active {
+		t.Fatalf("fresh key: %+v active %v", got, active)
+	}
+	lookup() // now held in memory
+
+	if err := w.SetKeyRateLimit(ctx, k.ID, 7, storetest.Event(acct.ID, k.ID, "rate_limit_changed", t0)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := lookup(); got.RateLimitPerMinute != 7 {
+		t.Fatalf("after set-rate-limit: %d", got.RateLimitPerMinute)
+	}
+	if err := w.SetAccountActive(ctx, acct.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, active := lookup(); active {
+		t.Fatal("after deactivation: account still active")
+	}
+	if err := w.SetAccountActive(ctx, acct.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, active := lookup(); !active {
+		t.Fatal("after activation: account still inactive")
+	}
+	if err := w.RevokeKey(ctx, acct.ID, k.ID, "usr_1", t0, storetest.Event(acct.ID, k.ID, "revoked", t0)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := lookup(); got.RevokedAt == nil {
+		t.Fatal("after revocation: key not revoked")
+	}
 }
 
 // TestKeyCacheRevocationUnderLoad: while many goroutines look a key up, a
@@ -146,103 +150,126 @@ func TestKeyCacheSeesEveryKeyWriteAtOnce(t *testing.T) {
 // commit returned must see it.
 func TestKeyCacheRevocationUnderLoad(t *testing.T) {
 	storetest.EachEngine(t, func(t *testing.T, engine string) {
-		ctx := context.Background()
 		a, b := twoStores(t, engine)
 		for round := range 5 {
-			acct := storetest.Account(t, b)
-			k := storetest.Key(t, b, acct.ID)
-			var (
-				revoked atomic.Bool
-				stop    atomic.Bool
-				stale   atomic.Int64
-				wg      sync.WaitGroup
-			)
-			for range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for !stop.Load() {
-						after := revoked.Load()
-						got, _, err := a.KeyByPrefix(ctx, k.Prefix)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if after && got.RevokedAt == nil {
-							stale.Add(1)
-						}
-					}
-				}()
-			}
-			time.Sleep(20 * time.Millisecond)
-			at := t0.Add(time.Duration(round) * time.Second)
-			if err := b.RevokeKey(ctx, acct.ID, k.ID, "usr_1", at, storetest.Event(acct.ID, k.ID, "revoked", at)); err != nil {
-				t.Fatal(err)
-			}
-			revoked.Store(true)
-			time.Sleep(20 * time.Millisecond)
-			stop.Store(true)
-			wg.Wait()
-			if n := stale.Load(); n != 0 {
-				t.Fatalf("round %d: %d lookups begun after the revocation saw the key unrevoked", round, n)
-			}
+			keyCacheRevocationRound(t, a, b, round)
 		}
 	})
+}
+
+// keyCacheRevocationRound is one round of TestKeyCacheRevocationUnderLoad:
+// 8 goroutines look a fresh key up through a while b revokes it.
+func keyCacheRevocationRound(t *testing.T, a, b cachedStore, round int) {
+	t.Helper()
+	ctx := context.Background()
+	acct := storetest.Account(t, b)
+	k := storetest.Key(t, b, acct.ID)
+	var (
+		revoked atomic.Bool
+		stop    atomic.Bool
+		stale   atomic.Int64
+		wg      sync.WaitGroup
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keyCacheRevocationLookUntil(t, a, k.Prefix, &revoked, &stop, &stale)
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	at := t0.Add(time.Duration(round) * time.Second)
+	if err := b.RevokeKey(ctx, acct.ID, k.ID, "usr_1", at, storetest.Event(acct.ID, k.ID, "revoked", at)); err != nil {
+		t.Fatal(err)
+	}
+	revoked.Store(true)
+	time.Sleep(20 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if n := stale.Load(); n != 0 {
+		t.Fatalf("round %d: %d lookups begun after the revocation saw the key unrevoked", round, n)
+	}
+}
+
+// keyCacheRevocationLookUntil looks prefix up through a until stop, counting
+// in stale the lookups begun after revoked was set that saw the key unrevoked.
+func keyCacheRevocationLookUntil(t *testing.T, a cachedStore, prefix string, revoked, stop *atomic.Bool, stale *atomic.Int64) {
+	ctx := context.Background()
+	for !stop.Load() {
+		after := revoked.Load()
+		got, _, err := a.KeyByPrefix(ctx, prefix)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if after && got.RevokedAt == nil {
+			stale.Add(1)
+		}
+	}
 }
 
 // BenchmarkKeyAuthPath compares the database read the cache saves with the
 // check it costs instead, and the cached lookup as requests see it.
 func BenchmarkKeyAuthPath(b *testing.B) {
 	for _, e := range storetest.Engines() {
-		b.Run(e, func(b *testing.B) {
-			s := newCachedStore(b, storetest.Open(b, e))
-			ctx := context.Background()
-			acct := storetest.Account(b, s)
-			k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
-				Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
-				RateLimitPerMinute: 1, CreatedAt: t0}
-			if err := s.CreateKey(ctx, k, storetest.Event(acct.ID, k.ID, "created", t0)); err != nil {
+		b.Run(e, func(b *testing.B) { benchKeyAuthPathOn(b, e) })
+	}
+}
+
+// benchKeyAuthPathOn runs BenchmarkKeyAuthPath's sub-benchmarks on one
+// engine's store, holding one key.
+func benchKeyAuthPathOn(b *testing.B, e string) {
+	s := newCachedStore(b, storetest.Open(b, e))
+	ctx := context.Background()
+	acct := storetest.Account(b, s)
+	k := domain.APIKey{ID: domain.NewID(domain.PrefixKey, t0), AccountID: acct.ID, Name: "k", Prefix: "pfx_bench",
+		Env: domain.EnvLive, Hash: []byte{1}, Scopes: []domain.Scope{domain.ScopeAgentsRead},
+		RateLimitPerMinute: 1, CreatedAt: t0}
+	if err := s.CreateKey(ctx, k, storetest.Event(acct.ID, k.ID, "created", t0)); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := s.ReadKeyByPrefix(ctx, "pfx_bench"); err != nil {
 				b.Fatal(err)
 			}
-			b.Run("read", func(b *testing.B) {
-				for b.Loop() {
-					if _, _, err := s.ReadKeyByPrefix(ctx, "pfx_bench"); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run("epoch check", func(b *testing.B) {
-				for b.Loop() {
-					if _, err := s.CurrentKeyEpoch(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run("cached", func(b *testing.B) {
-				for b.Loop() {
-					if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run("cached, 16 callers", func(b *testing.B) {
-				b.SetParallelism(8)
-				before := s.KeyCacheStats()
-				b.Cleanup(func() {
-					d := s.KeyCacheStats()
-					b.ReportMetric(float64(d.Checks-before.Checks)/float64(d.Hits+d.Misses-before.Hits-before.Misses), "checks/lookup")
-				})
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			})
-		})
-	}
+		}
+	})
+	b.Run("epoch check", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.CurrentKeyEpoch(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached, 16 callers", func(b *testing.B) { benchKeyAuthPathParallel(b, s) })
+}
+
+// benchKeyAuthPathParallel is BenchmarkKeyAuthPath's "cached, 16 callers":
+// cached lookups from parallel callers, reporting the epoch checks per lookup.
+func benchKeyAuthPathParallel(b *testing.B, s cachedStore) {
+	ctx := context.Background()
+	b.SetParallelism(8)
+	before := s.KeyCacheStats()
+	b.Cleanup(func() {
+		d := s.KeyCacheStats()
+		b.ReportMetric(float64(d.Checks-before.Checks)/float64(d.Hits+d.Misses-before.Hits-before.Misses), "checks/lookup")
+	})
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := s.KeyByPrefix(ctx, "pfx_bench"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // TestKeyByPrefixAfterClose fails rather than blocks.

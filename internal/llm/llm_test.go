@@ -132,14 +132,7 @@ func TestCompleteSendsExactRequest(t *testing.T) {
 		map[string]any{"role": "assistant", "content": "6"},
 		map[string]any{"role": "user", "content": "And 4+4?"},
 	}
-	tests := []struct {
-		name      string
-		suffix    string // appended to the server's URL to form the base
-		key       string
-		wantAuth  []string
-		wantPath  string
-		wantQuery string
-	}{
+	tests := []completeExactRequestCase{
 		{"with key", "/v1", testKey, []string{"Bearer " + testKey}, "/v1/chat/completions", ""},
 		{"without key", "/v1", "", nil, "/v1/chat/completions", ""},
 		{"trailing slash", "/v1/", testKey, []string{"Bearer " + testKey}, "/v1/chat/completions", ""},
@@ -147,45 +140,68 @@ func TestCompleteSendsExactRequest(t *testing.T) {
 			"/openai/deployments/d/chat/completions", "api-version=2024-06-01"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := make(chan sent, 1)
-			srv := peer(t, func(w http.ResponseWriter, r *http.Request) {
-				s := sent{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header}
-				dec := json.NewDecoder(r.Body)
-				dec.UseNumber()
-				if err := dec.Decode(&s.body); err != nil {
-					t.Errorf("request body: %v", err)
-				}
-				got <- s
-				answer(w, "\n\n8\n")
-			})
-			reply, err := newClient(t, srv.URL+tt.suffix, tt.key, 0).Complete(context.Background(), msgs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if reply != "8" {
-				t.Fatalf("reply %q, want %q", reply, "8")
-			}
-			s := <-got
-			if s.method != http.MethodPost || s.path != tt.wantPath || s.query != tt.wantQuery {
-				t.Fatalf("request line %s %s?%s, want POST %s?%s", s.method, s.path, s.query, tt.wantPath, tt.wantQuery)
-			}
-			for name, want := range map[string][]string{
-				"Authorization": tt.wantAuth,
-				"Content-Type":  {"application/json"},
-				"Accept":        {"application/json"},
-				"User-Agent":    {"agentapi"},
-			} {
-				if got := s.header.Values(name); !reflect.DeepEqual(got, want) {
-					t.Errorf("%s header %q, want %q", name, got, want)
-				}
-			}
-			wantBody := map[string]any{"model": "test-model", "messages": wantMessages, "stream": false}
-			if !reflect.DeepEqual(s.body, wantBody) {
-				t.Fatalf("body %v\nwant %v", s.body, wantBody)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { completeExactRequestCheck(t, tt, msgs, wantMessages) })
 	}
+}
+
+// completeExactRequestCase is one of TestCompleteSendsExactRequest's cases.
+type completeExactRequestCase struct {
+	name      string
+	suffix    string // appended to the server's URL to form the base
+	key       string
+	wantAuth  []string
+	wantPath  string
+	wantQuery string
+}
+
+// completeExactRequestCheck sends msgs through a client on tt's base and key
+// and checks the reply, and the request line, headers and body the peer saw.
+func completeExactRequestCheck(t *testing.T, tt completeExactRequestCase, msgs []llm.Message, wantMessages []any) {
+	t.Helper()
+	srv, got := completeExactRequestPeer(t)
+	reply, err := newClient(t, srv.URL+tt.suffix, tt.key, 0).Complete(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply != "8" {
+		t.Fatalf("reply %q, want %q", reply, "8")
+	}
+	s := <-got
+	if s.method != http.MethodPost || s.path != tt.wantPath || s.query != tt.wantQuery {
+		t.Fatalf("request line %s %s?%s, want POST %s?%s", s.method, s.path, s.query, tt.wantPath, tt.wantQuery)
+	}
+	for name, want := range map[string][]string{
+		"Authorization": tt.wantAuth,
+		"Content-Type":  {"application/json"},
+		"Accept":        {"application/json"},
+		"User-Agent":    {"agentapi"},
+	} {
+		if got := s.header.Values(name); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s header %q, want %q", name, got, want)
+		}
+	}
+	wantBody := map[string]any{"model": "test-model", "messages": wantMessages, "stream": false}
+	if !reflect.DeepEqual(s.body, wantBody) {
+		t.Fatalf("body %v\nwant %v", s.body, wantBody)
+	}
+}
+
+// completeExactRequestPeer is a peer that answers "8" and hands each
+// request, as it saw it on the wire, to the channel returned.
+func completeExactRequestPeer(t *testing.T) (*httptest.Server, chan sent) {
+	t.Helper()
+	got := make(chan sent, 1)
+	srv := peer(t, func(w http.ResponseWriter, r *http.Request) {
+		s := sent{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header}
+		dec := json.NewDecoder(r.Body)
+		dec.UseNumber()
+		if err := dec.Decode(&s.body); err != nil {
+			t.Errorf("request body: %v", err)
+		}
+		got <- s
+		answer(w, "\n\n8\n")
+	})
+	return srv, got
 }
 
 func TestCompleteFailures(t *testing.T) {
@@ -278,29 +294,33 @@ func TestCompleteFailures(t *testing.T) {
 	}
 	msgs := []llm.Message{{Role: "user", Content: "hello"}}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := peer(t, tt.h)
-			_, err := newClient(t, srv.URL+"/v1", testKey, patient).Complete(context.Background(), msgs)
-			e := wantKind(t, err, tt.kind)
-			if e.Status != tt.status {
-				t.Errorf("Status %d, want %d", e.Status, tt.status)
-			}
-			if tt.status != 0 {
-				if want := fmt.Sprintf("llm: provider answered status %d", tt.status); err.Error() != want {
-					t.Errorf("error %q, want %q", err, want)
-				}
-			}
-			for _, leak := range []string{secret, testKey, "LEAKED", srv.URL, "127.0.0.1"} {
-				if strings.Contains(err.Error(), leak) {
-					t.Errorf("error %q quotes %q", err, leak)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { completeFailuresCheck(t, tt.h, msgs, tt.kind, tt.status) })
 	}
 }
 
-// wantKind asserts err is an *llm.Error of kind k that errors.Is matches to
-// k's sentinel and to no other.
+// completeFailuresCheck: a client sending msgs to a peer answering with h
+// fails with kind and status, in text that quotes nothing the peer or the
+// caller supplied.
+func completeFailuresCheck(t *testing.T, h http.HandlerFunc, msgs []llm.Message, kind llm.Kind, status int) {
+	t.Helper()
+	srv := peer(t, h)
+	_, err := newClient(t, srv.URL+"/v1", testKey, patient).Complete(context.Background(), msgs)
+	e := wantKind(t, err, kind)
+	if e.Status != status {
+		t.Errorf("Status %d, want %d", e.Status, status)
+	}
+	if status != 0 {
+		if want := fmt.Sprintf("llm: provider answered status %d", status); err.Error() != want {
+			t.Errorf("error %q, want %q", err, want)
+		}
+	}
+	for _, leak := range []string{secret, testKey, "LEAKED", srv.URL, "127.0.0.1"} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("error %q quotes %q", err, leak)
+		}
+	}
+}
+
 func wantKind(t *testing.T, err error, k llm.Kind) *llm.Error {
 	t.Helper()
 	var e *llm.Error
