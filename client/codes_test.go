@@ -70,35 +70,49 @@ func codeConstants(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Code") || !name.IsExported() {
-						continue
-					}
-					var lit *ast.BasicLit
-					if i < len(vs.Values) {
-						lit, _ = vs.Values[i].(*ast.BasicLit)
-					}
-					if lit == nil || lit.Kind != token.STRING {
-						t.Fatalf("%s: %s is not a string literal", fset.Position(name.Pos()), name.Name)
-					}
-					v, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, dup := out[name.Name]; dup {
-						t.Fatalf("%s: %s declared twice", fset.Position(name.Pos()), name.Name)
-					}
-					out[name.Name] = v
-				}
-			}
-		}
+		codeConstantsInFile(t, fset, f, out)
 	}
 	return out
+}
+
+// codeConstantsInFile adds the Code* constants of f's const declarations
+// to out.
+func codeConstantsInFile(t *testing.T, fset *token.FileSet, f *ast.File, out map[string]string) {
+	t.Helper()
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			codeConstantsInSpec(t, fset, spec.(*ast.ValueSpec), out)
+		}
+	}
+}
+
+// codeConstantsInSpec adds the exported Code* names of one const spec to
+// out with their string values; a value that is not a string literal, or a
+// name already in out, fails the test.
+func codeConstantsInSpec(t *testing.T, fset *token.FileSet, vs *ast.ValueSpec, out map[string]string) {
+	t.Helper()
+	for i, name := range vs.Names {
+		if !strings.HasPrefix(name.Name, "Code") || !name.IsExported() {
+			continue
+		}
+		var lit *ast.BasicLit
+		if i < len(vs.Values) {
+			lit, _ = vs.Values[i].(*ast.BasicLit)
+		}
+		if lit == nil || lit.Kind != token.STRING {
+			t.Fatalf("%s: %s is not a string literal", fset.Position(name.Pos()), name.Name)
+		}
+		v, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := out[name.Name]; dup {
+			t.Fatalf("%s: %s declared twice", fset.Position(name.Pos()), name.Name)
+		}
+		out[name.Name] = v
+	}
 }

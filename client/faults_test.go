@@ -326,20 +326,28 @@ func TestKeyOnlyInTheAuthorizationHeader(t *testing.T) {
 		t.Fatalf("requests %+v", reqs)
 	}
 	for _, r := range reqs {
-		if got := r.header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+key {
-			t.Fatalf("Authorization %q", got)
+		keyOnlyInAuthorizationCheck(t, r, key, secret)
+	}
+}
+
+// keyOnlyInAuthorizationCheck: r carries key once, in its Authorization
+// header, and secret nowhere else (URI, body, other headers); its
+// User-Agent and Accept are the client's.
+func keyOnlyInAuthorizationCheck(t *testing.T, r seen, key, secret string) {
+	t.Helper()
+	if got := r.header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer "+key {
+		t.Fatalf("Authorization %q", got)
+	}
+	if strings.Contains(r.uri, secret) || strings.Contains(r.body, secret) {
+		t.Fatalf("key in %s %s", r.uri, r.body)
+	}
+	for name, vs := range r.header {
+		if name != "Authorization" && strings.Contains(strings.Join(vs, " "), secret) {
+			t.Fatalf("key in header %s", name)
 		}
-		if strings.Contains(r.uri, secret) || strings.Contains(r.body, secret) {
-			t.Fatalf("key in %s %s", r.uri, r.body)
-		}
-		for name, vs := range r.header {
-			if name != "Authorization" && strings.Contains(strings.Join(vs, " "), secret) {
-				t.Fatalf("key in header %s", name)
-			}
-		}
-		if r.header.Get("User-Agent") != "probe/1" || r.header.Get("Accept") != "application/json" {
-			t.Fatalf("headers %v", r.header)
-		}
+	}
+	if r.header.Get("User-Agent") != "probe/1" || r.header.Get("Accept") != "application/json" {
+		t.Fatalf("headers %v", r.header)
 	}
 }
 

@@ -36,6 +36,19 @@ func TestEveryMethodAgainstTheServer(t *testing.T) {
 	created := f.key(func(p *keys.CreateParams) { p.Name = "ops"; p.Description = "the ops key" }, allScopes...)
 	c := f.client(created.Credential)
 
+	everyMethodMe(t, ctx, f, c, created)
+	a := everyMethodCreate(t, ctx, f, c)
+	everyMethodUpdate(t, ctx, f, c, a)
+	everyMethodSwitch(t, ctx, f, c, a)
+	everyMethodAsk(t, ctx, f, c, a)
+	if n := len(c.sleeper.got()); n != 0 {
+		t.Fatalf("the client slept %d times on a happy path", n)
+	}
+}
+
+// everyMethodMe: Me describes the key the client holds.
+func everyMethodMe(t *testing.T, ctx context.Context, f *fixture, c tclient, created keys.Created) {
+	t.Helper()
 	me, err := c.Me(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +58,11 @@ func TestEveryMethodAgainstTheServer(t *testing.T) {
 		me.ExpiresAt != nil || me.LastUsedAt == nil || !me.LastUsedAt.Equal(f.clock.Now()) {
 		t.Fatalf("Me: %+v", me)
 	}
+}
 
+// everyMethodCreate creates the agent a second later and reads it back.
+func everyMethodCreate(t *testing.T, ctx context.Context, f *fixture, c tclient) client.Agent {
+	t.Helper()
 	f.clock.Advance(time.Second)
 	a, err := c.CreateAgent(ctx, client.NewAgent{Name: "  Helpdesk  ", Instructions: "Be brief."})
 	if err != nil {
@@ -59,7 +76,12 @@ func TestEveryMethodAgainstTheServer(t *testing.T) {
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(a) {
 		t.Fatalf("GetAgent: %+v, %v; want %+v", got, err, a)
 	}
+	return a
+}
 
+// everyMethodUpdate renames a a second later, then sends an empty update.
+func everyMethodUpdate(t *testing.T, ctx context.Context, f *fixture, c tclient, a client.Agent) {
+	t.Helper()
 	f.clock.Advance(time.Second)
 	name, instr := "Support desk", "Answer in French."
 	up, err := c.UpdateAgent(ctx, a.ID, client.AgentUpdate{Name: &name, Instructions: &instr})
@@ -74,7 +96,12 @@ func TestEveryMethodAgainstTheServer(t *testing.T) {
 	if err != nil || fmt.Sprint(same) != fmt.Sprint(up) {
 		t.Fatalf("empty UpdateAgent: %+v, %v", same, err)
 	}
+}
 
+// everyMethodSwitch disables a (twice), turns the account's AI answers on,
+// finds a disabled agent cannot be asked, and enables a again.
+func everyMethodSwitch(t *testing.T, ctx context.Context, f *fixture, c tclient, a client.Agent) {
+	t.Helper()
 	off, err := c.DisableAgent(ctx, a.ID)
 	if err != nil || off.Enabled {
 		t.Fatalf("DisableAgent: %+v, %v", off, err)
@@ -92,7 +119,12 @@ func TestEveryMethodAgainstTheServer(t *testing.T) {
 	if err != nil || !on.Enabled {
 		t.Fatalf("EnableAgent: %+v, %v", on, err)
 	}
+}
 
+// everyMethodAsk asks a twice in one conversation, with its stats before
+// and after, then in an unknown conversation.
+func everyMethodAsk(t *testing.T, ctx context.Context, f *fixture, c tclient, a client.Agent) {
+	t.Helper()
 	st, err := c.AgentStats(ctx, a.ID)
 	if err != nil || st.AgentID != a.ID || st.QuestionsTotal != 0 || st.LastQuestionAt != nil || st.AverageAnswerMS != nil {
 		t.Fatalf("AgentStats before asking: %+v, %v", st, err)
@@ -118,9 +150,6 @@ func TestEveryMethodAgainstTheServer(t *testing.T) {
 		wantAPIError(t, err, 404, client.CodeNotFound)
 	} else {
 		t.Fatal("unknown conversation accepted")
-	}
-	if n := len(c.sleeper.got()); n != 0 {
-		t.Fatalf("the client slept %d times on a happy path", n)
 	}
 }
 
@@ -164,15 +193,7 @@ func TestErrorsAreTypedAndNotRetried(t *testing.T) {
 	}
 	long := strings.Repeat("n", 201)
 
-	for _, c := range []struct {
-		name   string
-		key    string
-		call   func(c *client.Client) error
-		status int
-		code   string
-		fields []string
-		check  func(t *testing.T, e *client.Error)
-	}{
+	for _, c := range []errorsTypedCase{
 		{name: "blank name", key: admin, status: 400, code: client.CodeInvalidValue, fields: []string{"name:invalid_value"},
 			call: func(c *client.Client) error { _, err := c.CreateAgent(ctx, client.NewAgent{Name: "   "}); return err }},
 		{name: "name too long", key: admin, status: 400, code: client.CodeInvalidValue, fields: []string{"name:invalid_value"},
@@ -219,48 +240,17 @@ func TestErrorsAreTypedAndNotRetried(t *testing.T) {
 				_, err := c.CreateAgent(ctx, client.NewAgent{Name: " HELPDESK "})
 				return err
 			},
-			check: func(t *testing.T, e *client.Error) {
-				if e.ExistingID != first.ID {
-					t.Fatalf("existing_id %q, want %q", e.ExistingID, first.ID)
-				}
-			}},
+			check: errorsTypedExistingIs(first.ID)},
 		{name: "rename onto a taken name", key: admin, status: 409, code: client.CodeDuplicateValue, fields: []string{"name:duplicate_value"},
 			call: func(c *client.Client) error {
 				n := "helpdesk"
 				_, err := c.UpdateAgent(ctx, second.ID, client.AgentUpdate{Name: &n})
 				return err
 			},
-			check: func(t *testing.T, e *client.Error) {
-				if e.ExistingID != first.ID {
-					t.Fatalf("existing_id %q, want %q", e.ExistingID, first.ID)
-				}
-			}},
+			check: errorsTypedExistingIs(first.ID)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tc := f.client(c.key)
-			err := c.call(tc.Client)
-			e := wantAPIError(t, err, c.status, c.code, c.fields...)
-			if e.RequestID == "" {
-				t.Errorf("no request id: %+v", e)
-			}
-			if e.RateLimit.Limit == 0 || e.RateLimit.Reset.IsZero() {
-				t.Errorf("no rate-limit headers: %+v", e.RateLimit)
-			}
-			if c.status != 409 && e.ExistingID != "" {
-				t.Errorf("existing_id on %d", c.status)
-			}
-			if strings.Contains(err.Error(), c.key) || strings.Contains(err.Error(), c.key[22:]) {
-				t.Fatalf("the error text shows the key")
-			}
-			if c.check != nil {
-				c.check(t, e)
-			}
-			if n := tc.requests.count(); n != 1 {
-				t.Fatalf("%d requests; %d is never retried", n, c.status)
-			}
-			if s := tc.sleeper.got(); len(s) != 0 {
-				t.Fatalf("slept %v", s)
-			}
+			errorsTypedRun(t, f, c)
 		})
 	}
 	if err := f.st.SetAccountFeature(ctx, f.account.ID, domain.FeatureAIAnswers, true); err != nil {
@@ -268,6 +258,59 @@ func TestErrorsAreTypedAndNotRetried(t *testing.T) {
 	}
 	if _, err := ca.Ask(ctx, first.ID, client.Question{Question: "now?"}); err != nil {
 		t.Fatalf("Ask once the feature is on: %v", err)
+	}
+}
+
+// errorsTypedCase is one error of TestErrorsAreTypedAndNotRetried: the call
+// made with key, and the error it must meet.
+type errorsTypedCase struct {
+	name   string
+	key    string
+	call   func(c *client.Client) error
+	status int
+	code   string
+	fields []string
+	check  func(t *testing.T, e *client.Error)
+}
+
+// errorsTypedRun makes c's call with a fresh client on c.key and checks the
+// *client.Error: its status, code and fields, request id and rate-limit
+// headers, no key in its text, c.check, one request and no sleep.
+func errorsTypedRun(t *testing.T, f *fixture, c errorsTypedCase) {
+	t.Helper()
+	tc := f.client(c.key)
+	err := c.call(tc.Client)
+	e := wantAPIError(t, err, c.status, c.code, c.fields...)
+	if e.RequestID == "" {
+		t.Errorf("no request id: %+v", e)
+	}
+	if e.RateLimit.Limit == 0 || e.RateLimit.Reset.IsZero() {
+		t.Errorf("no rate-limit headers: %+v", e.RateLimit)
+	}
+	if c.status != 409 && e.ExistingID != "" {
+		t.Errorf("existing_id on %d", c.status)
+	}
+	if strings.Contains(err.Error(), c.key) || strings.Contains(err.Error(), c.key[22:]) {
+		t.Fatalf("the error text shows the key")
+	}
+	if c.check != nil {
+		c.check(t, e)
+	}
+	if n := tc.requests.count(); n != 1 {
+		t.Fatalf("%d requests; %d is never retried", n, c.status)
+	}
+	if s := tc.sleeper.got(); len(s) != 0 {
+		t.Fatalf("slept %v", s)
+	}
+}
+
+// errorsTypedExistingIs is a check that the 409 names id as existing_id.
+func errorsTypedExistingIs(id string) func(t *testing.T, e *client.Error) {
+	return func(t *testing.T, e *client.Error) {
+		t.Helper()
+		if e.ExistingID != id {
+			t.Fatalf("existing_id %q, want %q", e.ExistingID, id)
+		}
 	}
 }
 
@@ -383,15 +426,7 @@ func TestAgentsFollowsEveryPage(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	c := f.client(f.key(nil, allScopes...).Credential)
-	var want []string
-	for i := 0; i < 7; i++ {
-		a, err := c.CreateAgent(ctx, client.NewAgent{Name: fmt.Sprintf("agent %d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, a.ID)
-		f.clock.Advance(time.Second)
-	}
+	want := agentsEveryPageSeed(t, ctx, f, c)
 	for _, tc := range []struct {
 		limit, pages int
 		want         []string
@@ -403,26 +438,59 @@ func TestAgentsFollowsEveryPage(t *testing.T) {
 		{limit: 1000, pages: 1, want: want}, // clamped to 100
 	} {
 		t.Run(fmt.Sprint("limit ", tc.limit), func(t *testing.T) {
-			before := c.requests.count()
-			var got []string
-			for a, err := range c.Agents(ctx, client.ListOptions{Limit: tc.limit}) {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if a.Name == "" || a.CreatedAt.IsZero() || !a.Enabled || a.Instructions != "" || !a.UpdatedAt.IsZero() {
-					t.Fatalf("list item %+v", a)
-				}
-				got = append(got, a.ID)
-			}
-			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-			if n := c.requests.count() - before; n != tc.pages {
-				t.Fatalf("%d requests, want %d pages", n, tc.pages)
-			}
+			agentsEveryPageFollow(t, ctx, c, tc.limit, tc.pages, tc.want)
 		})
 	}
 
+	agentsEveryPageMeta(t, ctx, c, want)
+	agentsEveryPageBreak(t, ctx, c)
+	agentsEveryPageUpdatedSince(t, ctx, f, c, want)
+	agentsEveryPageError(t, ctx, f)
+}
+
+// agentsEveryPageSeed creates seven agents a second apart and returns
+// their ids in creation order.
+func agentsEveryPageSeed(t *testing.T, ctx context.Context, f *fixture, c tclient) []string {
+	t.Helper()
+	var want []string
+	for i := 0; i < 7; i++ {
+		a, err := c.CreateAgent(ctx, client.NewAgent{Name: fmt.Sprintf("agent %d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, a.ID)
+		f.clock.Advance(time.Second)
+	}
+	return want
+}
+
+// agentsEveryPageFollow lists every agent with Agents at limit and wants
+// the ids in want, as list items, fetched in pages requests.
+func agentsEveryPageFollow(t *testing.T, ctx context.Context, c tclient, limit, pages int, want []string) {
+	t.Helper()
+	before := c.requests.count()
+	var got []string
+	for a, err := range c.Agents(ctx, client.ListOptions{Limit: limit}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Name == "" || a.CreatedAt.IsZero() || !a.Enabled || a.Instructions != "" || !a.UpdatedAt.IsZero() {
+			t.Fatalf("list item %+v", a)
+		}
+		got = append(got, a.ID)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if n := c.requests.count() - before; n != pages {
+		t.Fatalf("%d requests, want %d pages", n, pages)
+	}
+}
+
+// agentsEveryPageMeta: ListAgents gives each page's meta as the server
+// sent it.
+func agentsEveryPageMeta(t *testing.T, ctx context.Context, c tclient, want []string) {
+	t.Helper()
 	// Page-level: meta as the server sent it.
 	p, err := c.ListAgents(ctx, client.ListOptions{Limit: 1000})
 	if err != nil || p.Limit != 100 || p.HasMore || p.Next != "" || len(p.Agents) != 7 || p.RateLimit.Limit != 120 {
@@ -436,8 +504,11 @@ func TestAgentsFollowsEveryPage(t *testing.T) {
 	if err != nil || p.HasMore || len(p.Agents) != 2 || p.Agents[1].ID != want[6] {
 		t.Fatalf("second page %+v, %v", p, err)
 	}
+}
 
-	// Breaking out of the loop stops fetching.
+// agentsEveryPageBreak: breaking out of the loop stops fetching.
+func agentsEveryPageBreak(t *testing.T, ctx context.Context, c tclient) {
+	t.Helper()
 	before := c.requests.count()
 	for range c.Agents(ctx, client.ListOptions{Limit: 2}) {
 		break
@@ -445,7 +516,12 @@ func TestAgentsFollowsEveryPage(t *testing.T) {
 	if n := c.requests.count() - before; n != 1 {
 		t.Fatalf("break after one item: %d requests", n)
 	}
+}
 
+// agentsEveryPageUpdatedSince changes two agents a minute later and lists
+// the agents changed at or after that time.
+func agentsEveryPageUpdatedSince(t *testing.T, ctx context.Context, f *fixture, c tclient, want []string) {
+	t.Helper()
 	// updated_since: agents changed at or after the time.
 	f.clock.Advance(time.Minute)
 	since := f.clock.Now()
@@ -466,8 +542,12 @@ func TestAgentsFollowsEveryPage(t *testing.T) {
 	if strings.Join(got, ",") != want[2]+","+want[5] {
 		t.Fatalf("updated_since: %v, want %v", got, []string{want[2], want[5]})
 	}
+}
 
-	// An error ends the iteration after being yielded once.
+// agentsEveryPageError: an error ends the iteration after being yielded
+// once.
+func agentsEveryPageError(t *testing.T, ctx context.Context, f *fixture) {
+	t.Helper()
 	noRead := f.client(f.key(nil, domain.ScopeAgentsWrite).Credential)
 	n := 0
 	for a, err := range noRead.Agents(ctx, client.ListOptions{}) {

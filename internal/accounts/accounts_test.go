@@ -58,14 +58,7 @@ func TestCreateUserChecksInOneOrder(t *testing.T) {
 				t.Fatalf("CreateAccount = %+v, %v", acct, err)
 			}
 			good := "correct horse battery staple"
-			for _, tc := range []struct {
-				what                string
-				account, email, rol string
-				pw                  string
-				want                domain.Code
-				says                string
-				asksPassword        bool
-			}{
+			for _, tc := range []createUserOrderCase{
 				{"bad role first", "acct_nope", "not an email", "boss", "", domain.CodeInvalidValue, "role", false},
 				{"then the email", "acct_nope", "Ann <ann@example.com>", "admin", "", domain.CodeInvalidValue, "email", false},
 				{"then the password", "acct_nope", "ann@example.com", "admin", "short", domain.CodeInvalidValue, "", true},
@@ -73,29 +66,52 @@ func TestCreateUserChecksInOneOrder(t *testing.T) {
 				{"created", acct.ID, " Ann@Example.com", "admin", good, "", "", true},
 				{"taken, whatever the case", acct.ID, "ANN@example.com", "agent", good, domain.CodeDuplicateValue, "already exists", true},
 			} {
-				asked := false
-				u, err := svc.CreateUser(ctx, accounts.NewUser{AccountID: tc.account, Email: tc.email, Role: tc.rol,
-					Password: func() (string, error) { asked = true; return tc.pw, nil }})
-				if domain.ErrorCode(err) != tc.want && !(tc.want == "" && err == nil) || err != nil && !strings.Contains(err.Error(), tc.says) {
-					t.Errorf("%s: %v, want %q saying %q", tc.what, err, tc.want, tc.says)
-				}
-				if asked != tc.asksPassword {
-					t.Errorf("%s: password asked %v", tc.what, asked)
-				}
-				if tc.want == "" && (u.Email != "ann@example.com" || u.Role != domain.RoleAdmin || u.PasswordHash != "hash:"+good || u.MustChangePassword) {
-					t.Errorf("%s: %+v", tc.what, u)
-				}
+				createUserOrderCheck(t, ctx, svc, good, tc)
 			}
 			if _, err := st.GetUserByEmail(ctx, "ann@example.com"); err != nil {
 				t.Errorf("the user is not stored: %v", err)
 			}
-			// A failure to read the password is returned as it is.
-			readErr := errors.New("stdin closed")
-			if _, err := svc.CreateUser(ctx, accounts.NewUser{AccountID: acct.ID, Email: "bob@example.com", Role: "agent",
-				Password: func() (string, error) { return "", readErr }}); !errors.Is(err, readErr) {
-				t.Errorf("read error: %v", err)
-			}
+			createUserOrderReadError(t, ctx, svc, acct.ID)
 		})
+	}
+}
+
+// createUserOrderCase is one row of TestCreateUserChecksInOneOrder.
+type createUserOrderCase struct {
+	what                string
+	account, email, rol string
+	pw                  string
+	want                domain.Code
+	says                string
+	asksPassword        bool
+}
+
+// createUserOrderCheck creates tc's user and checks the error, whether the
+// password was asked for, and (when created) the user.
+func createUserOrderCheck(t *testing.T, ctx context.Context, svc *accounts.Service, good string, tc createUserOrderCase) {
+	t.Helper()
+	asked := false
+	u, err := svc.CreateUser(ctx, accounts.NewUser{AccountID: tc.account, Email: tc.email, Role: tc.rol,
+		Password: func() (string, error) { asked = true; return tc.pw, nil }})
+	if domain.ErrorCode(err) != tc.want && !(tc.want == "" && err == nil) || err != nil && !strings.Contains(err.Error(), tc.says) {
+		t.Errorf("%s: %v, want %q saying %q", tc.what, err, tc.want, tc.says)
+	}
+	if asked != tc.asksPassword {
+		t.Errorf("%s: password asked %v", tc.what, asked)
+	}
+	if tc.want == "" && (u.Email != "ann@example.com" || u.Role != domain.RoleAdmin || u.PasswordHash != "hash:"+good || u.MustChangePassword) {
+		t.Errorf("%s: %+v", tc.what, u)
+	}
+}
+
+// createUserOrderReadError has the password reader fail while creating Bob.
+func createUserOrderReadError(t *testing.T, ctx context.Context, svc *accounts.Service, accountID string) {
+	t.Helper()
+	// A failure to read the password is returned as it is.
+	readErr := errors.New("stdin closed")
+	if _, err := svc.CreateUser(ctx, accounts.NewUser{AccountID: accountID, Email: "bob@example.com", Role: "agent",
+		Password: func() (string, error) { return "", readErr }}); !errors.Is(err, readErr) {
+		t.Errorf("read error: %v", err)
 	}
 }
 
@@ -137,21 +153,7 @@ func TestAccountSwitches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, tc := range []struct {
-				what string
-				err  error
-				want domain.Code
-			}{
-				{"unknown feature", svc.SetFeature(ctx, acct.ID, "time-travel", true), domain.CodeInvalidValue},
-				{"feature, unknown account", svc.SetFeature(ctx, "acct_nope", string(domain.FeatureAIAnswers), true), domain.CodeNotFound},
-				{"feature on", svc.SetFeature(ctx, acct.ID, string(domain.FeatureAIAnswers), true), ""},
-				{"deactivate", svc.SetActive(ctx, acct.ID, false), ""},
-				{"deactivate unknown", svc.SetActive(ctx, "acct_nope", false), domain.CodeNotFound},
-			} {
-				if got := domain.ErrorCode(tc.err); tc.err != nil && got != tc.want || tc.err == nil && tc.want != "" {
-					t.Errorf("%s: %v, want %q", tc.what, tc.err, tc.want)
-				}
-			}
+			accountSwitchesFlip(t, ctx, svc, acct.ID)
 			got, err := svc.Account(ctx, acct.ID)
 			if err != nil || got.Active || !got.HasFeature(domain.FeatureAIAnswers) {
 				t.Errorf("Account = %+v, %v", got, err)
@@ -163,6 +165,27 @@ func TestAccountSwitches(t *testing.T) {
 	}
 }
 
+// accountSwitchesFlip turns the AI answers feature on and the account off,
+// in that order, with the refusals around them, and checks each code.
+func accountSwitchesFlip(t *testing.T, ctx context.Context, svc *accounts.Service, accountID string) {
+	t.Helper()
+	for _, tc := range []struct {
+		what string
+		err  error
+		want domain.Code
+	}{
+		{"unknown feature", svc.SetFeature(ctx, accountID, "time-travel", true), domain.CodeInvalidValue},
+		{"feature, unknown account", svc.SetFeature(ctx, "acct_nope", string(domain.FeatureAIAnswers), true), domain.CodeNotFound},
+		{"feature on", svc.SetFeature(ctx, accountID, string(domain.FeatureAIAnswers), true), ""},
+		{"deactivate", svc.SetActive(ctx, accountID, false), ""},
+		{"deactivate unknown", svc.SetActive(ctx, "acct_nope", false), domain.CodeNotFound},
+	} {
+		if got := domain.ErrorCode(tc.err); tc.err != nil && got != tc.want || tc.err == nil && tc.want != "" {
+			t.Errorf("%s: %v, want %q", tc.what, tc.err, tc.want)
+		}
+	}
+}
+
 func TestBootstrapOnce(t *testing.T) {
 	for _, engine := range storetest.Engines() {
 		t.Run(engine, func(t *testing.T) {
@@ -170,29 +193,48 @@ func TestBootstrapOnce(t *testing.T) {
 			st, svc := setup(t, engine)
 			first, created, err := svc.Bootstrap(ctx)
 			if engine == store.EnginePostgres {
-				// Production's store: no account, so no one-time password
-				// in its logs; serve says how to create one instead.
-				if err != nil || created || !first.NoAccount || first.Password != "" {
-					t.Fatalf("Bootstrap on PostgreSQL = %+v, %v, %v", first, created, err)
-				}
-				if n, err := st.CountAccounts(ctx); n != 0 || err != nil {
-					t.Fatalf("accounts: %d, %v", n, err)
-				}
+				bootstrapOnceNoAccount(t, ctx, st, first, created, err)
 				return
 			}
-			if err != nil || !created {
-				t.Fatalf("Bootstrap = %v, %v", created, err)
-			}
-			if first.Owner.Email != accounts.FirstOwnerEmail || first.Owner.Role != domain.RoleOwner || !first.Owner.MustChangePassword ||
-				first.Owner.AccountID != first.Account.ID || first.Owner.PasswordHash != "hash:"+first.Password || first.Password == "" {
-				t.Errorf("first = %+v", first)
-			}
-			if _, again, err := svc.Bootstrap(ctx); again || err != nil {
-				t.Errorf("second Bootstrap = %v, %v", again, err)
-			}
-			if n, err := st.CountAccounts(ctx); n != 1 || err != nil {
-				t.Errorf("accounts: %d, %v", n, err)
-			}
+			bootstrapOnceFirstOwner(t, first, created, err)
+			bootstrapOnceAgain(t, ctx, st, svc)
 		})
+	}
+}
+
+// bootstrapOnceNoAccount: on production's store, Bootstrap creates nothing.
+func bootstrapOnceNoAccount(t *testing.T, ctx context.Context, st *store.Store, first accounts.First, created bool, err error) {
+	t.Helper()
+	// Production's store: no account, so no one-time password
+	// in its logs; serve says how to create one instead.
+	if err != nil || created || !first.NoAccount || first.Password != "" {
+		t.Fatalf("Bootstrap on PostgreSQL = %+v, %v, %v", first, created, err)
+	}
+	if n, err := st.CountAccounts(ctx); n != 0 || err != nil {
+		t.Fatalf("accounts: %d, %v", n, err)
+	}
+}
+
+// bootstrapOnceFirstOwner: the first Bootstrap created an account and its
+// Owner, who must change the one-time password.
+func bootstrapOnceFirstOwner(t *testing.T, first accounts.First, created bool, err error) {
+	t.Helper()
+	if err != nil || !created {
+		t.Fatalf("Bootstrap = %v, %v", created, err)
+	}
+	if first.Owner.Email != accounts.FirstOwnerEmail || first.Owner.Role != domain.RoleOwner || !first.Owner.MustChangePassword ||
+		first.Owner.AccountID != first.Account.ID || first.Owner.PasswordHash != "hash:"+first.Password || first.Password == "" {
+		t.Errorf("first = %+v", first)
+	}
+}
+
+// bootstrapOnceAgain: a second Bootstrap creates nothing more.
+func bootstrapOnceAgain(t *testing.T, ctx context.Context, st *store.Store, svc *accounts.Service) {
+	t.Helper()
+	if _, again, err := svc.Bootstrap(ctx); again || err != nil {
+		t.Errorf("second Bootstrap = %v, %v", again, err)
+	}
+	if n, err := st.CountAccounts(ctx); n != 1 || err != nil {
+		t.Errorf("accounts: %d, %v", n, err)
 	}
 }

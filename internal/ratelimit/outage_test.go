@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentapi/agentapi/internal/testenv"
 )
 
@@ -39,60 +41,13 @@ func TestRedisReturnAddsFallbackAdmissions(t *testing.T) {
 	proxy := testenv.NewProxy(t, real.Options().Addr)
 	clock := testenv.NewClock(time.Now())
 	const ceiling, instances = 50, 3
-	var ls []*Redis
-	for range instances {
-		c := clientFor(t, "redis://"+proxy.Addr()+"/"+strconv.Itoa(real.Options().DB))
-		l := newRedis(t, c, NewMemory(clock.Now), nil)
-		l.pause = 20 * time.Millisecond
-		l.testNowMS = func() int64 { return clock.Now().UnixMilli() }
-		ls = append(ls, l)
-	}
+	ls := redisReturnInstances(t, real, proxy, clock, instances)
 	key := uniqueKey()
 	runsKey, metaKey := windowKeys(key)
-	var admitted []int64
-	round := func(tries int) (n int) {
-		t.Helper()
-		for i := range tries {
-			r, err := ls[i%instances].Allow(ctx, key, ceiling)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Allowed {
-				admitted = append(admitted, clock.Now().UnixMilli())
-				n++
-			}
-		}
-		return n
-	}
-	fallbacks := func() (n int64) {
-		for _, l := range ls {
-			n += l.Fallbacks()
-		}
-		return n
-	}
-	backInRedis := func() {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for _, l := range ls {
-			for l.Down() {
-				if time.Now().After(deadline) {
-					t.Fatal("an instance did not return to Redis")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-	}
-	sharedTotal := func() string {
-		t.Helper()
-		v, err := real.Get(ctx, metaKey).Result()
-		if err != nil {
-			t.Fatalf("the key's window in Redis: %v", err)
-		}
-		return strings.SplitN(v, ":", 2)[0]
-	}
+	rg := &redisReturnRig{t: t, ctx: ctx, real: real, clock: clock, ls: ls, key: key, metaKey: metaKey, ceiling: ceiling}
 
-	if n := round(3 * ceiling); n != ceiling || fallbacks() != 0 {
-		t.Fatalf("with Redis up: %d admitted (want %d), %d fallbacks", n, ceiling, fallbacks())
+	if n := rg.round(3 * ceiling); n != ceiling || rg.fallbacks() != 0 {
+		t.Fatalf("with Redis up: %d admitted (want %d), %d fallbacks", n, ceiling, rg.fallbacks())
 	}
 
 	// Redis restarts empty; meanwhile each instance decides in process.
@@ -101,18 +56,18 @@ func TestRedisReturnAddsFallbackAdmissions(t *testing.T) {
 	if err := real.Del(ctx, runsKey, metaKey).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n := round(instances * 2 * ceiling); n != instances*ceiling {
+	if n := rg.round(instances * 2 * ceiling); n != instances*ceiling {
 		t.Fatalf("during the outage: %d admitted, want one ceiling per instance (%d)", n, instances*ceiling)
 	}
 
 	// Redis returns: what the instances admitted is in the shared window.
 	clock.Advance(time.Second)
 	proxy.Restore()
-	backInRedis()
-	if n := round(3 * ceiling); n != 0 {
+	rg.backInRedis()
+	if n := rg.round(3 * ceiling); n != 0 {
 		t.Fatalf("after Redis returned empty: %d more admitted within the window, want 0", n)
 	}
-	if got := sharedTotal(); got != "150" {
+	if got := rg.sharedTotal(); got != "150" {
 		t.Fatalf("shared window counts %s admissions, want the instances' 150", got)
 	}
 
@@ -120,31 +75,110 @@ func TestRedisReturnAddsFallbackAdmissions(t *testing.T) {
 	// still hold their admissions (nothing more in process), and the
 	// return does not add them again.
 	proxy.Cut()
-	if n := round(instances * ceiling); n != 0 {
+	if n := rg.round(instances * ceiling); n != 0 {
 		t.Fatalf("second outage: %d admitted in process, want 0", n)
 	}
 	proxy.Restore()
-	backInRedis()
-	if got := sharedTotal(); got != "150" {
+	rg.backInRedis()
+	if got := rg.sharedTotal(); got != "150" {
 		t.Fatalf("after a second return the shared window counts %s admissions, want 150: pushed twice", got)
 	}
 
 	// The first 50 have left the window, the instances' 150 not yet.
 	clock.Advance(58*time.Second + 500*time.Millisecond)
-	if n := round(3 * ceiling); n != 0 {
+	if n := rg.round(3 * ceiling); n != 0 {
 		t.Fatalf("at 60.5 s: %d admitted, want 0 (the in-process admissions of 1 s are still in the window)", n)
 	}
 	// Then they leave too: the ceiling again, in Redis.
 	clock.Advance(time.Second)
-	before := fallbacks()
-	if n := round(3 * ceiling); n != ceiling || fallbacks() != before {
-		t.Fatalf("at 61.5 s: %d admitted (want %d), %d fallbacks", n, ceiling, fallbacks()-before)
+	before := rg.fallbacks()
+	if n := rg.round(3 * ceiling); n != ceiling || rg.fallbacks() != before {
+		t.Fatalf("at 61.5 s: %d admitted (want %d), %d fallbacks", n, ceiling, rg.fallbacks()-before)
 	}
-	most := maxInWindow(admitted)
-	t.Logf("%d admitted in all; at most %d in any 60 s", len(admitted), most)
+	most := maxInWindow(rg.admitted)
+	t.Logf("%d admitted in all; at most %d in any 60 s", len(rg.admitted), most)
 	if bound := ceiling + instances*ceiling; most > bound {
 		t.Fatalf("%d admitted within 60 s, over the ceiling plus one per instance (%d)", most, bound)
 	}
+}
+
+// redisReturnInstances starts n limiters that reach Redis through proxy
+// and read clock, in process and in the script alike.
+func redisReturnInstances(t *testing.T, real *redis.Client, proxy *testenv.Proxy, clock *testenv.Clock, n int) []*Redis {
+	t.Helper()
+	var ls []*Redis
+	for range n {
+		c := clientFor(t, "redis://"+proxy.Addr()+"/"+strconv.Itoa(real.Options().DB))
+		l := newRedis(t, c, NewMemory(clock.Now), nil)
+		l.pause = 20 * time.Millisecond
+		l.testNowMS = func() int64 { return clock.Now().UnixMilli() }
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// redisReturnRig is TestRedisReturnAddsFallbackAdmissions's instances ls
+// sharing key's ceiling, with every admission's time.
+type redisReturnRig struct {
+	t        *testing.T
+	ctx      context.Context
+	real     *redis.Client
+	clock    *testenv.Clock
+	ls       []*Redis
+	key      string
+	metaKey  string
+	ceiling  int
+	admitted []int64
+}
+
+// round makes tries calls, in turn on each instance, and returns how many
+// were admitted.
+func (rg *redisReturnRig) round(tries int) (n int) {
+	rg.t.Helper()
+	for i := range tries {
+		r, err := rg.ls[i%len(rg.ls)].Allow(rg.ctx, rg.key, rg.ceiling)
+		if err != nil {
+			rg.t.Fatal(err)
+		}
+		if r.Allowed {
+			rg.admitted = append(rg.admitted, rg.clock.Now().UnixMilli())
+			n++
+		}
+	}
+	return n
+}
+
+// fallbacks is the instances' decisions in process, in all.
+func (rg *redisReturnRig) fallbacks() (n int64) {
+	for _, l := range rg.ls {
+		n += l.Fallbacks()
+	}
+	return n
+}
+
+// backInRedis waits, up to 5 s, for every instance to decide in Redis
+// again.
+func (rg *redisReturnRig) backInRedis() {
+	rg.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, l := range rg.ls {
+		for l.Down() {
+			if time.Now().After(deadline) {
+				rg.t.Fatal("an instance did not return to Redis")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// sharedTotal is the admission count of the key's window in Redis.
+func (rg *redisReturnRig) sharedTotal() string {
+	rg.t.Helper()
+	v, err := rg.real.Get(rg.ctx, rg.metaKey).Result()
+	if err != nil {
+		rg.t.Fatalf("the key's window in Redis: %v", err)
+	}
+	return strings.SplitN(v, ":", 2)[0]
 }
 
 // TestMergeMatchesMemory: admissions made in process, added to a window
@@ -163,19 +197,7 @@ func TestMergeMatchesMemory(t *testing.T) {
 	admit := func(inRedis bool, n int) {
 		t.Helper()
 		for range n {
-			var r Result
-			var err error
-			if inRedis {
-				r, err = l.Allow(ctx, key, 1000)
-			} else {
-				r, err = fallback.Allow(ctx, key, 1000)
-			}
-			if err != nil || !r.Allowed {
-				t.Fatalf("admit: %+v %v", r, err)
-			}
-			if r, _ := ref.Allow(ctx, key, 1000); !r.Allowed {
-				t.Fatal("reference refused")
-			}
+			mergeMatchesAdmitOne(t, ctx, l, fallback, ref, key, inRedis)
 		}
 	}
 	// In process only, and gone from the window by the time of the merge.
@@ -208,16 +230,42 @@ func TestMergeMatchesMemory(t *testing.T) {
 		{time.Millisecond, 4}, {10 * time.Second, 5}, {70 * time.Second, 1},
 	} {
 		clock.Advance(step.after)
-		got, err := l.Allow(ctx, key, step.limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := ref.Allow(ctx, key, step.limit)
-		if !sameResult(got, want) {
-			t.Fatalf("at %v, limit %d: Redis %+v, in process %+v", clock.Now().Sub(time.UnixMilli(1_700_000_000_000)), step.limit, got, want)
-		}
+		mergeMatchesDecide(t, ctx, clock, l, ref, key, step.limit)
 	}
 	if l.Fallbacks() != 0 {
 		t.Fatalf("%d fallbacks with Redis up", l.Fallbacks())
+	}
+}
+
+// mergeMatchesAdmitOne admits one call on key, in Redis (l) or in process
+// (fallback), and the same call in the reference window ref.
+func mergeMatchesAdmitOne(t *testing.T, ctx context.Context, l *Redis, fallback, ref *Memory, key string, inRedis bool) {
+	t.Helper()
+	var r Result
+	var err error
+	if inRedis {
+		r, err = l.Allow(ctx, key, 1000)
+	} else {
+		r, err = fallback.Allow(ctx, key, 1000)
+	}
+	if err != nil || !r.Allowed {
+		t.Fatalf("admit: %+v %v", r, err)
+	}
+	if r, _ := ref.Allow(ctx, key, 1000); !r.Allowed {
+		t.Fatal("reference refused")
+	}
+}
+
+// mergeMatchesDecide decides one call on key at limit in Redis and in ref,
+// and wants the same result from both.
+func mergeMatchesDecide(t *testing.T, ctx context.Context, clock *testenv.Clock, l *Redis, ref *Memory, key string, limit int) {
+	t.Helper()
+	got, err := l.Allow(ctx, key, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ref.Allow(ctx, key, limit)
+	if !sameResult(got, want) {
+		t.Fatalf("at %v, limit %d: Redis %+v, in process %+v", clock.Now().Sub(time.UnixMilli(1_700_000_000_000)), limit, got, want)
 	}
 }

@@ -337,102 +337,147 @@ func TestRedisMatchesMemory(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	keys := []string{uniqueKey(), uniqueKey(), uniqueKey()}
 	limits := map[string]int{keys[0]: 1, keys[1]: 7, keys[2]: 60}
-	allowed, batches := 0, 0
-	var admittedAt []int64
-	type decision struct {
-		key   string
-		limit int
-		call  *allowCall
-	}
-	var batch []decision
-	flush := func() {
-		calls := make([]*allowCall, len(batch))
-		for i, d := range batch {
-			calls[i] = d.call
-		}
-		l.decide(calls, nil, nil)
-		batches++
-		for i, d := range batch {
-			if d.call.err != nil {
-				t.Fatal(d.call.err)
-			}
-			got := scriptResult(d.call.vals, d.limit)
-			nowMS.Store(d.call.nowMS) // the in-process window decides at the call's moment
-			want, _ := m.Allow(ctx, d.key, d.limit)
-			if !sameResult(got, want) {
-				t.Fatalf("batch %d, call %d of %d (key %d, ceiling %d): Redis %+v, in process %+v",
-					batches, i, len(batch), slices.Index(keys, d.key), d.limit, got, want)
-			}
-			if got.Allowed {
-				allowed++
-				admittedAt = append(admittedAt, d.call.nowMS)
-				if len(admittedAt) > 50 {
-					admittedAt = admittedAt[1:]
-				}
-			}
-		}
-		batch = batch[:0]
-	}
+	rg := &redisMatchesRig{t: t, ctx: ctx, c: c, l: l, m: m, nowMS: &nowMS, keys: keys}
 	size := 1
 	for range 6000 {
-		switch x := rng.IntN(100); {
-		case x < 8 && len(admittedAt) > 0:
-			// Exactly at, or a millisecond either side of, the moment an
-			// earlier admission leaves the window.
-			at := admittedAt[rng.IntN(len(admittedAt))] + windowMS + int64(rng.IntN(3)-1)
-			nowMS.Store(max(at, nowMS.Load()))
-		case x < 40: // the same millisecond
-		case x < 85:
-			nowMS.Add(int64(rng.IntN(40)))
-		case x < 98:
-			nowMS.Add(int64(rng.IntN(15_000)))
-		default:
-			nowMS.Add(int64(55_000 + rng.IntN(10_000)))
-		}
+		rg.advance(rng)
 		k := keys[rng.IntN(len(keys))]
 		if rng.IntN(500) == 0 { // a support change of the ceiling
 			limits[k] = 1 + rng.IntN(80)
 		}
 		runs, meta := windowKeys(k)
-		batch = append(batch, decision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load(), epoch: -1}})
-		if len(batch) >= size {
-			flush()
+		rg.batch = append(rg.batch, redisMatchesDecision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load(), epoch: -1}})
+		if len(rg.batch) >= size {
+			rg.flush()
 			size = 1 + rng.IntN(8)
 		}
 	}
-	if len(batch) > 0 {
-		flush()
+	if len(rg.batch) > 0 {
+		rg.flush()
 	}
-	if batches > 3000 {
-		t.Fatalf("%d batches for 6000 calls: the test did not exercise batches", batches)
+	if rg.batches > 3000 {
+		t.Fatalf("%d batches for 6000 calls: the test did not exercise batches", rg.batches)
 	}
-	if l.Fallbacks() != 0 || allowed < 1000 {
-		t.Fatalf("fallbacks %d, %d admitted: the test did not exercise the script", l.Fallbacks(), allowed)
+	if l.Fallbacks() != 0 || rg.allowed < 1000 {
+		t.Fatalf("fallbacks %d, %d admitted: the test did not exercise the script", l.Fallbacks(), rg.allowed)
 	}
 
 	// Idle expiry: the meta string expired (the list may outlive it) or
 	// the list expired first; either way the next decision is the one the
 	// in-process window makes after the same idle minute.
 	for _, expire := range []string{":meta", ":runs"} {
-		k := uniqueKey()
-		for i := range 5 {
-			nowMS.Add(int64(i + 1))
-			r, _ := l.Allow(ctx, k, 3)
-			w, _ := m.Allow(ctx, k, 3)
-			if !sameResult(r, w) {
-				t.Fatalf("before expiring %s: %+v vs %+v", expire, r, w)
-			}
+		rg.idleExpiry(expire)
+	}
+}
+
+// redisMatchesDecision is one call of TestRedisMatchesMemory waiting in a
+// batch.
+type redisMatchesDecision struct {
+	key   string
+	limit int
+	call  *allowCall
+}
+
+// redisMatchesRig holds TestRedisMatchesMemory's limiter in Redis, its
+// in-process reference m, the simulated clock, the batch being built and
+// the tallies.
+type redisMatchesRig struct {
+	t          *testing.T
+	ctx        context.Context
+	c          *redis.Client
+	l          *Redis
+	m          *Memory
+	nowMS      *atomic.Int64
+	keys       []string
+	allowed    int
+	batches    int
+	admittedAt []int64
+	batch      []redisMatchesDecision
+}
+
+// advance moves the clock as the traffic does: an admission's departure
+// from the window (give or take a millisecond), the same millisecond, a
+// few milliseconds, a few seconds, or a whole idle window.
+func (rg *redisMatchesRig) advance(rng *mrand.Rand) {
+	switch x := rng.IntN(100); {
+	case x < 8 && len(rg.admittedAt) > 0:
+		// Exactly at, or a millisecond either side of, the moment an
+		// earlier admission leaves the window.
+		at := rg.admittedAt[rng.IntN(len(rg.admittedAt))] + windowMS + int64(rng.IntN(3)-1)
+		rg.nowMS.Store(max(at, rg.nowMS.Load()))
+	case x < 40: // the same millisecond
+	case x < 85:
+		rg.nowMS.Add(int64(rng.IntN(40)))
+	case x < 98:
+		rg.nowMS.Add(int64(rng.IntN(15_000)))
+	default:
+		rg.nowMS.Add(int64(55_000 + rng.IntN(10_000)))
+	}
+}
+
+// flush sends the batch to Redis in one script call, checks each decision
+// against the in-process window's, and empties the batch.
+func (rg *redisMatchesRig) flush() {
+	rg.t.Helper()
+	calls := make([]*allowCall, len(rg.batch))
+	for i, d := range rg.batch {
+		calls[i] = d.call
+	}
+	rg.l.decide(calls, nil, nil)
+	rg.batches++
+	for i, d := range rg.batch {
+		rg.check(i, d)
+	}
+	rg.batch = rg.batch[:0]
+}
+
+// check compares call i of the batch, decided in Redis, with the
+// in-process window's decision at the call's moment, and keeps the last
+// 50 admission times.
+func (rg *redisMatchesRig) check(i int, d redisMatchesDecision) {
+	rg.t.Helper()
+	if d.call.err != nil {
+		rg.t.Fatal(d.call.err)
+	}
+	got := scriptResult(d.call.vals, d.limit)
+	rg.nowMS.Store(d.call.nowMS) // the in-process window decides at the call's moment
+	want, _ := rg.m.Allow(rg.ctx, d.key, d.limit)
+	if !sameResult(got, want) {
+		rg.t.Fatalf("batch %d, call %d of %d (key %d, ceiling %d): Redis %+v, in process %+v",
+			rg.batches, i, len(rg.batch), slices.Index(rg.keys, d.key), d.limit, got, want)
+	}
+	if got.Allowed {
+		rg.allowed++
+		rg.admittedAt = append(rg.admittedAt, d.call.nowMS)
+		if len(rg.admittedAt) > 50 {
+			rg.admittedAt = rg.admittedAt[1:]
 		}
-		nowMS.Add(61_000)
-		if err := c.Del(ctx, "{agentapi:rl:"+k+"}"+expire).Err(); err != nil {
-			t.Fatal(err)
+	}
+}
+
+// idleExpiry: a fresh key, its window's expire part (":meta" or ":runs")
+// deleted after an idle minute, decides in Redis as in process, before and
+// after.
+func (rg *redisMatchesRig) idleExpiry(expire string) {
+	rg.t.Helper()
+	k := uniqueKey()
+	for i := range 5 {
+		rg.nowMS.Add(int64(i + 1))
+		r, _ := rg.l.Allow(rg.ctx, k, 3)
+		w, _ := rg.m.Allow(rg.ctx, k, 3)
+		if !sameResult(r, w) {
+			rg.t.Fatalf("before expiring %s: %+v vs %+v", expire, r, w)
 		}
-		for range 4 {
-			r, _ := l.Allow(ctx, k, 3)
-			w, _ := m.Allow(ctx, k, 3)
-			if !sameResult(r, w) {
-				t.Fatalf("after %s expired: %+v vs %+v", expire, r, w)
-			}
+	}
+	rg.nowMS.Add(61_000)
+	if err := rg.c.Del(rg.ctx, "{agentapi:rl:"+k+"}"+expire).Err(); err != nil {
+		rg.t.Fatal(err)
+	}
+	for range 4 {
+		r, _ := rg.l.Allow(rg.ctx, k, 3)
+		w, _ := rg.m.Allow(rg.ctx, k, 3)
+		if !sameResult(r, w) {
+			rg.t.Fatalf("after %s expired: %+v vs %+v", expire, r, w)
 		}
 	}
 }
@@ -493,52 +538,70 @@ func readOnlyRedis(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	serve := func(conn net.Conn) {
-		defer conn.Close()
-		rd := bufio.NewReader(conn)
-		for {
-			var n int
-			if _, err := fmt.Fscanf(rd, "*%d\r\n", &n); err != nil {
-				return
-			}
-			var name string
-			for i := range n {
-				var size int
-				if _, err := fmt.Fscanf(rd, "$%d\r\n", &size); err != nil {
-					return
-				}
-				arg := make([]byte, size+2)
-				if _, err := io.ReadFull(rd, arg); err != nil {
-					return
-				}
-				if i == 0 {
-					name = strings.ToUpper(string(arg[:size]))
-				}
-			}
-			reply := "-READONLY You can't write against a read only replica.\r\n"
-			switch name {
-			case "PING":
-				reply = "+PONG\r\n"
-			case "HELLO":
-				reply = "-ERR unknown command 'HELLO'\r\n"
-			case "CLIENT", "SELECT":
-				reply = "+OK\r\n"
-			}
-			if _, err := io.WriteString(conn, reply); err != nil {
-				return
-			}
-		}
-	}
 	go func() {
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go serve(conn)
+			go readOnlyRedisServe(conn)
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// readOnlyRedisServe answers conn's commands until it closes or sends
+// something that is not RESP.
+func readOnlyRedisServe(conn net.Conn) {
+	defer conn.Close()
+	rd := bufio.NewReader(conn)
+	for {
+		name, err := readOnlyRedisCommand(rd)
+		if err != nil {
+			return
+		}
+		if _, err := io.WriteString(conn, readOnlyRedisReply(name)); err != nil {
+			return
+		}
+	}
+}
+
+// readOnlyRedisCommand reads one RESP array of bulk strings and returns
+// its first element, the command's name, in upper case.
+func readOnlyRedisCommand(rd *bufio.Reader) (string, error) {
+	var n int
+	if _, err := fmt.Fscanf(rd, "*%d\r\n", &n); err != nil {
+		return "", err
+	}
+	var name string
+	for i := range n {
+		var size int
+		if _, err := fmt.Fscanf(rd, "$%d\r\n", &size); err != nil {
+			return "", err
+		}
+		arg := make([]byte, size+2)
+		if _, err := io.ReadFull(rd, arg); err != nil {
+			return "", err
+		}
+		if i == 0 {
+			name = strings.ToUpper(string(arg[:size]))
+		}
+	}
+	return name, nil
+}
+
+// readOnlyRedisReply is a read-only replica's answer to the command name.
+func readOnlyRedisReply(name string) string {
+	reply := "-READONLY You can't write against a read only replica.\r\n"
+	switch name {
+	case "PING":
+		reply = "+PONG\r\n"
+	case "HELLO":
+		reply = "-ERR unknown command 'HELLO'\r\n"
+	case "CLIENT", "SELECT":
+		reply = "+OK\r\n"
+	}
+	return reply
 }
 
 // TestReadOnlyRedisStaysDown: a Redis that answers PING but refuses the
