@@ -1195,6 +1195,7 @@ func BenchmarkOpenAPICheck(b *testing.B) {
 	rec := httptest.NewRecorder()
 	h := rec.Header()
 	h.Set("X-Request-Id", domain.NewRequestID(time.Now()))
+	setCORS(h) // every /v1 response carries them, and the check wants them
 	setRateHeaders(h, ratelimit.Result{Allowed: true, Limit: 120, Remaining: 119, Reset: now.Add(time.Minute)}, now, "per-key")
 	writeJSON(rec, http.StatusOK, collection{Data: items, Meta: meta{Limit: 30, Next: &next, HasMore: true}})
 	hr := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit=30", nil)
