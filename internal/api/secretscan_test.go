@@ -91,7 +91,7 @@ func TestLeakReportRevokesOnEveryInstance(t *testing.T) {
 			g.get("/v1/me", leaked.Credential).wantStatus(t, 200)
 		}
 		// Another secret under the bystander's prefix, checksum fixed.
-		forged := leakReportForge(bystander.Credential)
+		forged := secretscantest.Forged(bystander.Credential)
 		unknown, err := credential.Generate(domain.EnvTest)
 		if err != nil {
 			t.Fatal(err)
@@ -123,18 +123,6 @@ func TestLeakReportRevokesOnEveryInstance(t *testing.T) {
 		rec, _ := g.report(body, gh.Headers(t, body)...)
 		wantReportError(t, rec, 404, domain.CodeNotFound)
 	})
-}
-
-// leakReportForge returns another secret under cred's prefix, checksum
-// fixed.
-func leakReportForge(cred string) string {
-	b := []byte(cred[:len(cred)-credential.ChecksumLen])
-	if b[30] == 'a' {
-		b[30] = 'b'
-	} else {
-		b[30] = 'a'
-	}
-	return string(b) + credential.Checksum(string(b))
 }
 
 // leakReportCheckAnswers posts the signed report and checks that it

@@ -9,6 +9,7 @@ import (
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/secretscan/secretscantest"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 )
@@ -85,25 +86,13 @@ func (w *revokeLeakedWorld) events(t *testing.T, keyID string) []domain.AuditEve
 	return evs
 }
 
-// revokeLeakedForge returns a token with cred's prefix, a secret that is
-// not the key's and the checksum recomputed: well formed, but not ours.
-func revokeLeakedForge(cred string) string {
-	body := []byte(cred[:len(cred)-credential.ChecksumLen])
-	if body[22] == 'a' {
-		body[22] = 'b'
-	} else {
-		body[22] = 'a'
-	}
-	return string(body) + credential.Checksum(string(body))
-}
-
 // revokeLeakedCheckNotOurs: tokens not ours, malformed or with the
 // bystander's prefix but another secret revoke nothing.
 func revokeLeakedCheckNotOurs(t *testing.T, w *revokeLeakedWorld, bystander keys.Created) {
 	t.Helper()
 	// Our prefix, a secret that is not the key's, the checksum
 	// recomputed: well formed, but not ours.
-	forged := revokeLeakedForge(bystander.Credential)
+	forged := secretscantest.Forged(bystander.Credential)
 	// The checksum's last character changed (to another: the
 	// credential may end in either).
 	last := "Z"

@@ -12,9 +12,11 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/secretscan"
 )
 
@@ -79,4 +81,18 @@ func Report(t testing.TB, entries ...secretscan.Entry) []byte {
 	t.Helper()
 	b, _ := json.Marshal(append([]secretscan.Entry{}, entries...)) // [] when none
 	return b
+}
+
+// Forged is a token a report may carry that looks like cred but is not
+// ours: cred's prefix, another secret (its first character changed) and
+// the checksum recomputed, so that it is well formed.
+func Forged(cred string) string {
+	body := []byte(cred[:len(cred)-credential.ChecksumLen])
+	i := strings.LastIndexByte(cred, '_') + 1 // the secret's first character
+	if body[i] == 'a' {
+		body[i] = 'b'
+	} else {
+		body[i] = 'a'
+	}
+	return string(body) + credential.Checksum(string(body))
 }
