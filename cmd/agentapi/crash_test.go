@@ -134,15 +134,7 @@ func crashSafetySignalDuringBurst(t *testing.T, s *server, key string, sig sysca
 // agents are stored.
 func crashSafetyCheckFile(t *testing.T, db string, ids []string, sig syscall.Signal) int {
 	t.Helper()
-	conn, err := sql.Open("sqlite", db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var check string
-	if err := conn.QueryRowContext(context.Background(), "PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
-		t.Fatalf("integrity_check: %q %v", check, err)
-	}
+	conn := openIntact(t, db)
 	var stored int
 	if err := conn.QueryRow("SELECT count(*) FROM agents").Scan(&stored); err != nil {
 		t.Fatal(err)
@@ -155,4 +147,20 @@ func crashSafetyCheckFile(t *testing.T, db string, ids []string, sig syscall.Sig
 		t.Fatalf("SIGTERM: %d stored but %d acknowledged", stored, len(ids))
 	}
 	return stored
+}
+
+// openIntact opens the SQLite file db, closed when the test ends, and
+// fails the test unless SQLite's integrity_check finds it intact.
+func openIntact(t *testing.T, db string) *sql.DB {
+	t.Helper()
+	conn, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var check string
+	if err := conn.QueryRowContext(context.Background(), "PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check: %q %v", check, err)
+	}
+	return conn
 }
