@@ -46,14 +46,19 @@ func (s *Server) limitAnonymous(w http.ResponseWriter, r *http.Request, refuse b
 // with them, the IETF httpapi RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers: q quota, w window, r remaining,
 // t seconds until reset).
+//
+// The names are spelled as http.Header keeps and sends them (field names
+// are case-insensitive: X-Ratelimit-Limit is the contract's
+// X-RateLimit-Limit), so Header.Set stores each as given instead of
+// building its canonical form again on every request.
 func setRateHeaders(h http.Header, res ratelimit.Result, now time.Time, policy string) {
 	reset := res.Reset.Unix()
 	limit, remaining := strconv.Itoa(res.Limit), strconv.Itoa(res.Remaining)
-	h.Set("X-RateLimit-Limit", limit)
-	h.Set("X-RateLimit-Remaining", remaining)
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
-	h.Set("RateLimit-Policy", `"`+policy+`";q=`+limit+";w=60")
-	h.Set("RateLimit", `"`+policy+`";r=`+remaining+";t="+strconv.FormatInt(max(reset-now.Unix(), 0), 10))
+	h.Set("X-Ratelimit-Limit", limit)
+	h.Set("X-Ratelimit-Remaining", remaining)
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(reset, 10))
+	h.Set("Ratelimit-Policy", `"`+policy+`";q=`+limit+";w=60")
+	h.Set("Ratelimit", `"`+policy+`";r=`+remaining+";t="+strconv.FormatInt(max(reset-now.Unix(), 0), 10))
 }
 
 // writeRateLimited answers 429 for a refused res, with Retry-After, which
