@@ -70,8 +70,8 @@ func logMessages(t *testing.T, log string) []string {
 // TestServePerInstanceLimitsWarning: serve on PostgreSQL without --redis
 // warns at start that rate limits are then per instance; on SQLite (one
 // instance) it does not. The log is buffered (logbuf.go) and may still be
-// empty when /readyz first answers: the warning is waited for, and its
-// absence is checked only in the whole log, once serve has stopped.
+// empty when /readyz first answers, so both read the whole log, once serve
+// has stopped.
 func TestServePerInstanceLimitsWarning(t *testing.T) {
 	warnings := func(log string) []string {
 		var found []string
@@ -83,10 +83,11 @@ func TestServePerInstanceLimitsWarning(t *testing.T) {
 		return found
 	}
 	t.Run("postgres", func(t *testing.T) {
-		_, log := startInProcess(t, "--db", storetest.PostgresURL(t))
-		found := warnings(log.String()) // logged before serve listens
+		_, log, stop := startStoppable(t, "--db", storetest.PostgresURL(t))
+		stop()
+		found := warnings(log.String())
 		if len(found) == 0 {
-			t.Fatalf("no per-instance warning once serve answers:\n%s", log.String())
+			t.Fatalf("no per-instance warning in serve's log:\n%s", log.String())
 		}
 		for _, m := range found {
 			if !strings.HasPrefix(m, "WARN ") || !strings.Contains(m, "--redis") {
