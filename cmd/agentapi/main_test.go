@@ -431,6 +431,12 @@ func waitExit(t *testing.T, done <-chan int, logs func() string) {
 
 func call(t *testing.T, method, url, key, body string) (int, map[string]any, http.Header) {
 	t.Helper()
+	return callWith(t, method, url, key, body, nil)
+}
+
+// callWith is call that also sends the header fields in extra.
+func callWith(t *testing.T, method, url, key, body string, extra map[string]string) (int, map[string]any, http.Header) {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -441,6 +447,9 @@ func call(t *testing.T, method, url, key, body string) (int, map[string]any, htt
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for name, v := range extra {
+		req.Header.Set(name, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

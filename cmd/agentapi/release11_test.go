@@ -63,21 +63,8 @@ func release11CheckPreflight(t *testing.T, base string) {
 // create-helpdesk-1, from a CORS origin.
 func release11Create(t *testing.T, base, cred string) (int, map[string]any, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/v1/ai-agents", strings.NewReader(`{"name":"Helpdesk","instructions":"Be brief."}`))
-	req.Header.Set("Authorization", "Bearer "+cred)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "create-helpdesk-1")
-	req.Header.Set("Origin", "http://tool.example")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, body, resp.Header
+	return callWith(t, "POST", base+"/v1/ai-agents", cred, `{"name":"Helpdesk","instructions":"Be brief."}`,
+		map[string]string{"Idempotency-Key": "create-helpdesk-1", "Origin": "http://tool.example"})
 }
 
 // release11CheckCreateTwice: the same create twice answers 201 twice, the
