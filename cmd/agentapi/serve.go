@@ -174,7 +174,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// stderr, ahead of run's own error line.
 	logOut := newLineBuffer(e.stderr, logBufferSize, logFlushEvery)
 	defer logOut.Close()
-	log := slog.New(api.LogHandler(slog.NewJSONHandler(logOut, nil)))
+	log := slog.New(api.JSONLog(logOut))
 	m := metrics.New()
 	if c.gcHeadroomMiB > 0 && e.getenv("GOGC") == "" {
 		defer startGCHeadroom(uint64(c.gcHeadroomMiB) << 20)()

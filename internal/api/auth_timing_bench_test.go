@@ -67,7 +67,7 @@ func benchAuthRefusalTiming(b *testing.B, engine string) {
 	expired := create(past, &expiry)
 	unknown, _ := credential.Generate(domain.EnvLive)
 
-	log := slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))
+	log := slog.New(JSONLog(io.Discard))
 	mem := ratelimit.NewMemory(nil)
 	defer mem.Close()
 	ck, err := st.Secret(ctx, "cursor")

@@ -30,7 +30,7 @@ func BenchmarkHandlerMe(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))
+	log := slog.New(JSONLog(io.Discard))
 	mem := ratelimit.NewMemory(nil)
 	defer mem.Close()
 	ck, _ := st.Secret(ctx, "cursor")

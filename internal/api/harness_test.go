@@ -50,7 +50,7 @@ func newFixtureOn(t *testing.T, st *store.Store, opts ...func(*Config)) *fixture
 	t.Helper()
 	c := testenv.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, nil))
+	log := slog.New(JSONLog(logs))
 	mem := ratelimit.NewMemory(c.Now)
 	t.Cleanup(mem.Close)
 	toucher := keys.NewToucher(st.TouchKeys, log, time.Second)

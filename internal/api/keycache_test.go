@@ -176,10 +176,10 @@ func TestRequestLogLine(t *testing.T) {
 	}
 }
 
-// BenchmarkRequestLogLine compares the request log line as it was written
-// (Logger.Info with key-value pairs) with logRequest, to a JSON handler.
+// BenchmarkRequestLogLine compares the request log line as Logger.Info with
+// key-value pairs writes it with logRequest's, both to JSONLog.
 func BenchmarkRequestLogLine(b *testing.B) {
-	s := &Server{log: slog.New(LogHandler(slog.NewJSONHandler(io.Discard, nil)))}
+	s := &Server{log: slog.New(JSONLog(io.Discard))}
 	r := httptest.NewRequest("GET", "http://api.test/v1/ai-agents?limit=5", nil)
 	rec := &recorder{id: domain.NewRequestID(time.Now()), status: 200, written: 1234, keyPfx: "abcdef012345", route: "GET /v1/ai-agents"}
 	d := 1234 * time.Microsecond

@@ -51,68 +51,58 @@ func appendTime(dst []byte, t time.Time) []byte {
 		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
 }
 
-// htmlSafe marks the ASCII bytes encoding/json writes unescaped (it
-// escapes <, > and & for HTML, as json.Encoder does by default).
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+// jsonEscapes and logEscapes map each ASCII byte to what stands for it
+// inside a JSON string, "" where it stands for itself. encoding/json
+// (jsonEscapes) writes \b and \f short and escapes <, > and & for HTML, as
+// json.Encoder does by default; slog's JSON handler (logEscapes) writes
+// \u0008 and \u000c and leaves <, > and & as they are.
+var jsonEscapes, logEscapes = escapeTable(`\b`, `\f`, true), escapeTable(`\u0008`, `\u000c`, false)
+
+func escapeTable(bs, ff string, html bool) (t [utf8.RuneSelf]string) {
+	const hex = "0123456789abcdef"
+	for c := range 0x20 {
+		t[c] = `\u00` + string(hex[c>>4]) + string(hex[c&0xF])
+	}
+	t['\b'], t['\f'], t['\n'], t['\r'], t['\t'], t['"'], t['\\'] = bs, ff, `\n`, `\r`, `\t`, `\"`, `\\`
+	if html {
+		t['<'], t['>'], t['&'] = `\u003c`, `\u003e`, `\u0026`
 	}
 	return t
-}()
+}
 
 // appendString appends s as a JSON string exactly as encoding/json does:
-// short escapes for \b \f \n \r \t " \, \u00XX for other control bytes and
-// <, >, &; invalid UTF-8 as \ufffd; U+2028 and U+2029 escaped.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
+// ASCII as jsonEscapes says, invalid UTF-8 as \ufffd, U+2028 and U+2029
+// escaped.
+func appendString(dst []byte, s string) []byte { return appendEscaped(dst, s, &jsonEscapes) }
+
+// appendLogString appends s as slog's JSON handler writes a string.
+func appendLogString(dst []byte, s string) []byte { return appendEscaped(dst, s, &logEscapes) }
+
+func appendEscaped(dst []byte, s string, esc *[utf8.RuneSelf]string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if htmlSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			if e := esc[b]; e != "" {
+				dst = append(append(dst, s[start:i]...), e...)
+				start = i + 1
 			}
 			i++
-			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(append(dst, s[start:i]...), `\ufffd`...)
+			start = i + size
+		case r == '\u2028' || r == '\u2029':
+			dst = append(append(dst, s[start:i]...), `\u202`...)
+			dst = append(dst, "89"[r&1])
+			start = i + size
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(append(dst, s[start:]...), '"')
 }
 
 func appendOptString(dst []byte, s *string) []byte {
