@@ -22,14 +22,19 @@ import (
 // rather than kept for every later request.
 var appendBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
+// putAppendBuf returns buf to appendBufPool unless it grew past 64 KiB.
+func putAppendBuf(buf *[]byte) {
+	if cap(*buf) <= 64<<10 {
+		appendBufPool.Put(buf)
+	}
+}
+
 // writeAgentPage sends a page of the agent list.
 func writeAgentPage(w http.ResponseWriter, agents []store.AgentItem, m meta) {
 	buf := appendBufPool.Get().(*[]byte)
 	*buf = appendAgentPage((*buf)[:0], agents, m)
 	writeJSONBytes(w, http.StatusOK, *buf)
-	if cap(*buf) <= 64<<10 {
-		appendBufPool.Put(buf)
-	}
+	putAppendBuf(buf)
 }
 
 // appendTime appends t as wire.Time writes it, quoted, by hand: the

@@ -77,9 +77,7 @@ func (s *Server) logRequest(r *http.Request, rec *recorder, d time.Duration) {
 		buf := appendBufPool.Get().(*[]byte)
 		*buf = appendRequestLine((*buf)[:0], time.Now(), rec, method, path, ms)
 		_, _ = jh.out.Write(*buf)
-		if cap(*buf) <= 64<<10 {
-			appendBufPool.Put(buf)
-		}
+		putAppendBuf(buf)
 		return
 	}
 	lr := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)

@@ -24,7 +24,7 @@ func handleMe(w http.ResponseWriter, r *http.Request) error {
 		RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(&a.now), ExpiresAt: wire.TimePtr(k.ExpiresAt),
 	}, AllowedIPs: k.AllowedIPs.Strings()})
 	writeJSONBytes(w, http.StatusOK, *buf)
-	appendBufPool.Put(buf)
+	putAppendBuf(buf)
 	return nil
 }
 
