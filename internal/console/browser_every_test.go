@@ -29,11 +29,23 @@ const overflowJS = `(function () {
 	return bad.length ? bad.slice(0, 6).join(', ') : 'ok';
 })()`
 
+// eventsFitJS names an event table (audit trail, a key's history, recent
+// activity) that scrolls sideways, or says "ok": at 400 pixels each event
+// is a block of its own, its detail wrapped under it.
+const eventsFitJS = `(function () {
+	var bad = [];
+	document.querySelectorAll('.eventtable').forEach(function (t) {
+		var w = t.closest('.tablewrap');
+		if (w.scrollWidth > w.clientWidth + 1) { bad.push('#' + t.id + ' scrolls to ' + w.scrollWidth + ' in ' + w.clientWidth); }
+	});
+	return bad.length ? bad.join(', ') : 'ok';
+})()`
+
 // TestBrowserEveryPageAt400 opens every keys, agents, users and account
 // page of the console in headless Chromium and looks at each at 1400 and
 // at 400 pixels wide: nothing may stick out sideways at 400 (a table may
-// scroll in its own box). Screenshots go to $AGENTAPI_ARTIFACTS_DIR as
-// every-<page>-<width>.png.
+// scroll in its own box, but not an event table: eventsFitJS).
+// Screenshots go to $AGENTAPI_ARTIFACTS_DIR as every-<page>-<width>.png.
 func TestBrowserEveryPageAt400(t *testing.T) {
 	f := newFixture(t)
 	a, owner := f.account("Acme")
@@ -60,6 +72,9 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 			b.do("viewport", chromedp.EmulateViewport(width, 900))
 			if width == 400 {
 				if got := b.eval(name+" overflow", overflowJS); got != "ok" {
+					t.Errorf("%s at 400 pixels: %s", name, got)
+				}
+				if got := b.eval(name+" events", eventsFitJS); got != "ok" {
 					t.Errorf("%s at 400 pixels: %s", name, got)
 				}
 			}
