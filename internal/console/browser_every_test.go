@@ -29,22 +29,28 @@ const overflowJS = `(function () {
 	return bad.length ? bad.slice(0, 6).join(', ') : 'ok';
 })()`
 
-// eventsFitJS names an event table (audit trail, a key's history, recent
-// activity) that scrolls sideways, or says "ok": at 400 pixels each event
-// is a block of its own, its detail wrapped under it.
-const eventsFitJS = `(function () {
+// narrowTablesJS names an event table (audit trail, a key's history,
+// recent activity) that scrolls sideways, and a user row over 72 pixels
+// tall, or says "ok": at 400 pixels each event is a block of its own, its
+// detail wrapped under it, and a user's buttons, out of sight in the
+// scrolling table, stay side by side rather than stretch the row.
+const narrowTablesJS = `(function () {
 	var bad = [];
 	document.querySelectorAll('.eventtable').forEach(function (t) {
 		var w = t.closest('.tablewrap');
 		if (w.scrollWidth > w.clientWidth + 1) { bad.push('#' + t.id + ' scrolls to ' + w.scrollWidth + ' in ' + w.clientWidth); }
 	});
-	return bad.length ? bad.join(', ') : 'ok';
+	document.querySelectorAll('#users tbody tr').forEach(function (r) {
+		var h = r.getBoundingClientRect().height;
+		if (h > 72) { bad.push('a user row is ' + Math.round(h) + ' pixels tall'); }
+	});
+	return bad.length ? bad.slice(0, 6).join(', ') : 'ok';
 })()`
 
 // TestBrowserEveryPageAt400 opens every keys, agents, users and account
 // page of the console in headless Chromium and looks at each at 1400 and
 // at 400 pixels wide: nothing may stick out sideways at 400 (a table may
-// scroll in its own box, but not an event table: eventsFitJS).
+// scroll in its own box, but not an event table: narrowTablesJS).
 // Screenshots go to $AGENTAPI_ARTIFACTS_DIR as every-<page>-<width>.png.
 func TestBrowserEveryPageAt400(t *testing.T) {
 	f := newFixture(t)
@@ -74,7 +80,7 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 				if got := b.eval(name+" overflow", overflowJS); got != "ok" {
 					t.Errorf("%s at 400 pixels: %s", name, got)
 				}
-				if got := b.eval(name+" events", eventsFitJS); got != "ok" {
+				if got := b.eval(name+" tables", narrowTablesJS); got != "ok" {
 					t.Errorf("%s at 400 pixels: %s", name, got)
 				}
 			}
