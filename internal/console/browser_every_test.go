@@ -30,10 +30,11 @@ const overflowJS = `(function () {
 })()`
 
 // narrowTablesJS names an event table (audit trail, a key's history,
-// recent activity) that scrolls sideways, and a user row over 72 pixels
-// tall, or says "ok": at 400 pixels each event is a block of its own, its
-// detail wrapped under it, and a user's buttons, out of sight in the
-// scrolling table, stay side by side rather than stretch the row.
+// recent activity) that scrolls sideways, a user row over 72 pixels tall,
+// and a key row taller than its name and scopes need, or says "ok": at 400
+// pixels each event is a block of its own, its detail wrapped under it,
+// and the cells of the users and keys tables that are out of sight in
+// their scrolling box stay one line rather than stretch the row.
 const narrowTablesJS = `(function () {
 	var bad = [];
 	document.querySelectorAll('.eventtable').forEach(function (t) {
@@ -43,6 +44,15 @@ const narrowTablesJS = `(function () {
 	document.querySelectorAll('#users tbody tr').forEach(function (r) {
 		var h = r.getBoundingClientRect().height;
 		if (h > 72) { bad.push('a user row is ' + Math.round(h) + ' pixels tall'); }
+	});
+	document.querySelectorAll('#keys tbody tr').forEach(function (r) {
+		var need = 0;
+		r.querySelectorAll('td.keyname, td.scopes').forEach(function (c) {
+			var k = c.children;
+			if (k.length) { need = Math.max(need, k[k.length - 1].getBoundingClientRect().bottom - k[0].getBoundingClientRect().top); }
+		});
+		var h = r.getBoundingClientRect().height;
+		if (h > need + 32) { bad.push('a key row is ' + Math.round(h) + ' pixels tall for ' + Math.round(need) + ' of name and scopes'); }
 	});
 	return bad.length ? bad.slice(0, 6).join(', ') : 'ok';
 })()`
