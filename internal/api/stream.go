@@ -124,9 +124,11 @@ type deltaEvent struct {
 // stream began.
 func streamAnswer(w http.ResponseWriter, r *http.Request, log *slog.Logger, p *questions.Pending, keepAlive time.Duration) {
 	s := startSSE(w)
-	stop := make(chan struct{})
-	defer close(stop)
-	go s.keepAlive(keepAlive, stop)
+	// The keep-alive goroutine ends before the handler returns: a write
+	// after that would race with the request log reading the recorder.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); s.keepAlive(keepAlive, stop) }()
+	defer func() { close(stop); <-done }()
 	pq := p.Question()
 	_ = s.event("question.created", createdEvent{ID: pq.ID, ConversationID: pq.ConversationID, CreatedAt: wire.Time(pq.CreatedAt)})
 	q, err := p.AnswerStream(r.Context(), func(delta string) error {
