@@ -57,10 +57,25 @@ const narrowTablesJS = `(function () {
 	return bad.length ? bad.slice(0, 6).join(', ') : 'ok';
 })()`
 
+// placeholdersJS names a visible field whose placeholder does not fit in
+// it, or says "ok": at 400 pixels a search box keeps its whole hint. The
+// hint is measured as a value (with a search box's clear button beside it).
+const placeholdersJS = `(function () {
+	var bad = [];
+	document.querySelectorAll('input[placeholder]').forEach(function (i) {
+		var v = i.value;
+		i.value = i.placeholder;
+		if (i.offsetParent && i.scrollWidth > i.clientWidth + 1) { bad.push('#' + i.id + ' shows ' + i.clientWidth + ' of the ' + i.scrollWidth + ' pixels of "' + i.placeholder + '"'); }
+		i.value = v;
+	});
+	return bad.length ? bad.join(', ') : 'ok';
+})()`
+
 // TestBrowserEveryPageAt400 opens every keys, agents, users and account
 // page of the console in headless Chromium and looks at each at 1400 and
 // at 400 pixels wide: nothing may stick out sideways at 400 (a table may
-// scroll in its own box, but not an event table: narrowTablesJS).
+// scroll in its own box, but not an event table: narrowTablesJS), and every
+// field's hint fits in it (placeholdersJS).
 // Screenshots go to $AGENTAPI_ARTIFACTS_DIR as every-<page>-<width>.png.
 func TestBrowserEveryPageAt400(t *testing.T) {
 	f := newFixture(t)
@@ -90,8 +105,10 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 				if got := b.eval(name+" overflow", overflowJS); got != "ok" {
 					t.Errorf("%s at 400 pixels: %s", name, got)
 				}
-				if got := b.eval(name+" tables", narrowTablesJS); got != "ok" {
-					t.Errorf("%s at 400 pixels: %s", name, got)
+				for _, js := range []string{narrowTablesJS, placeholdersJS} {
+					if got := b.eval(name+" tables and fields", js); got != "ok" {
+						t.Errorf("%s at 400 pixels: %s", name, got)
+					}
 				}
 			}
 			b.shot(fmt.Sprintf("every-%s-%d", name, width))
