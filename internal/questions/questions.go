@@ -62,6 +62,10 @@ type Pending struct {
 	q        domain.Question
 	msgs     []llm.Message
 	newConvo bool
+	// told: the client was given the question's conversation id before
+	// the answer (a stream's question.created), so the conversation is
+	// kept even if the answer fails, and the client may continue it.
+	told bool
 }
 
 // Question is the question as it will be recorded, without its answer.
@@ -156,8 +160,11 @@ func (p *Pending) Answer(ctx context.Context) (domain.Question, error) {
 // text to onDelta piece by piece as the model produces it, under the same
 // bounds, and records the outcome the same way. onDelta failing (the
 // caller went away) ends the model call, and the question is recorded as
-// failed.
+// failed. The caller has told the client the question's conversation
+// (question.created), so a new conversation is kept even when the answer
+// fails: its id stays usable to ask again.
 func (p *Pending) AnswerStream(ctx context.Context, onDelta func(string) error) (domain.Question, error) {
+	p.told = true
 	return p.finish(ctx, func(ctx context.Context, msgs []llm.Message) (string, error) {
 		return p.svc.model.Stream(ctx, msgs, onDelta)
 	})
@@ -173,9 +180,15 @@ func (p *Pending) finish(ctx context.Context, call func(context.Context, []llm.M
 	q.AnswerMS = time.Since(start).Milliseconds()
 	cancel()
 	q.Answer = answer
+	// A failed first question whose conversation the client never saw
+	// starts no conversation.
+	rec, newConvo := q, p.newConvo
+	if askErr != nil && newConvo && !p.told {
+		rec.ConversationID, newConvo = "", false
+	}
 	recordCtx, cancelRecord := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancelRecord()
-	if err := p.svc.store.RecordQuestion(recordCtx, q, p.newConvo, askErr != nil); err != nil {
+	if err := p.svc.store.RecordQuestion(recordCtx, rec, newConvo, askErr != nil); err != nil {
 		return domain.Question{}, fmt.Errorf("record question: %w", err)
 	}
 	if askErr != nil {

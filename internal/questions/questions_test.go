@@ -245,3 +245,34 @@ func TestPrepareFixesTheQuestionBeforeTheModelIsAsked(t *testing.T) {
 		t.Fatalf("answered %+v, %v", got, err)
 	}
 }
+
+// TestStreamedFailureKeepsItsConversation: a streamed question tells the
+// client its conversation before the answer (question.created), so when
+// the answer then fails the conversation is kept and can be continued; a
+// question answered whole that fails starts none (its id was never shown).
+func TestStreamedFailureKeepsItsConversation(t *testing.T) {
+	eachEngine(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		w.m.answer = func(context.Context, []llm.Message) (string, error) { return "", errors.New("model down") }
+		p, err := w.svc.Prepare(ctx, w.acct.ID, w.agent.ID, "2+2?", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		told := p.Question().ConversationID
+		if _, err := p.AnswerStream(ctx, func(string) error { return nil }); err == nil {
+			t.Fatal("a failed model answered")
+		}
+		if _, err := ask(ctx, w.svc, w.acct.ID, w.agent.ID, "3+3?", nil); err == nil {
+			t.Fatal("a failed model answered")
+		}
+		st, err := w.st.AgentStats(ctx, w.acct.ID, w.agent.ID)
+		if err != nil || st.FailedTotal != 2 || st.ConversationsTotal != 1 {
+			t.Fatalf("stats %+v, %v: want 2 failed, 1 conversation (the streamed one)", st, err)
+		}
+		w.m.answer = func(context.Context, []llm.Message) (string, error) { return "4", nil }
+		q, err := ask(ctx, w.svc, w.acct.ID, w.agent.ID, "2+2?", &told)
+		if err != nil || q.ConversationID != told {
+			t.Fatalf("continuing the streamed conversation: %+v, %v", q, err)
+		}
+	})
+}

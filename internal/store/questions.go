@@ -51,18 +51,15 @@ func (s *Store) ConversationTurns(ctx context.Context, accountID, agentID, conve
 }
 
 // RecordQuestion stores one asked question. When newConversation is true the
-// conversation row (q.ConversationID) is created in the same transaction.
-// failed questions keep an empty answer and count in failed_total.
-//
-// A failed first question starts no conversation: it is stored without one
-// and no conversation row is created.
+// conversation row (q.ConversationID) is created in the same transaction,
+// whether or not the question failed; a question stored without a
+// conversation has an empty ConversationID (the questions package decides
+// which failed first questions start one). failed questions keep an empty
+// answer and count in failed_total.
 func (s *Store) RecordQuestion(ctx context.Context, q domain.Question, newConversation, failed bool) error {
 	status, answer, convID := statusAnswered, q.Answer, q.ConversationID
 	if failed {
 		status, answer = statusFailed, ""
-		if newConversation {
-			convID = ""
-		}
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
 		if newConversation && convID != "" {

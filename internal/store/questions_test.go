@@ -36,7 +36,7 @@ func TestConversations(t *testing.T) {
 		_, err = s.ConversationTurns(ctx, acct.ID, ag.ID, "conv_nope")
 		wantNotFound(t, "unknown conversation", err)
 
-		// A failed first question creates no conversation.
+		// A failed first question the client was told of starts one.
 		conversationsCheckFailedFirst(t, s, acct.ID, ag.ID)
 		conversationsCheckRecent(t, s, acct.ID, ag.ID, first, second)
 
@@ -47,7 +47,7 @@ func TestConversations(t *testing.T) {
 		avg := int64(15)
 		last := t0.Add(3 * time.Second)
 		want := domain.AgentStats{AgentID: ag.ID, QuestionsTotal: 4, AnsweredTotal: 2, FailedTotal: 2,
-			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 1}
+			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 2}
 		assertStats(t, st, want)
 	})
 }
@@ -87,17 +87,19 @@ func conversationsCheckTurns(t *testing.T, s *store.Store, acctID, agentID, conv
 	}
 }
 
-// conversationsCheckFailedFirst records a failed first question and checks
-// its conversation is not found.
+// conversationsCheckFailedFirst records a failed first question that starts
+// its conversation (a streamed one, whose conversation the client was
+// told) and checks the conversation is found, with no answered turn.
 func conversationsCheckFailedFirst(t *testing.T, s *store.Store, acctID, agentID string) {
 	t.Helper()
 	ctx := context.Background()
-	lost := domain.NewID(domain.PrefixConvo, t0)
-	if err := s.RecordQuestion(ctx, question(acctID, agentID, lost, t0.Add(3*time.Second), 7), true, true); err != nil {
+	told := domain.NewID(domain.PrefixConvo, t0)
+	if err := s.RecordQuestion(ctx, question(acctID, agentID, told, t0.Add(3*time.Second), 7), true, true); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.ConversationTurns(ctx, acctID, agentID, lost)
-	wantNotFound(t, "conversation of a failed first question", err)
+	if turns, err := s.ConversationTurns(ctx, acctID, agentID, told); err != nil || len(turns) != 0 {
+		t.Fatalf("conversation of a failed first question: %v, %+v", err, turns)
+	}
 }
 
 // conversationsCheckRecent checks the recent questions are the answered
@@ -147,7 +149,7 @@ func TestAgentStatsEmptyAndRounding(t *testing.T) {
 		assertStats(t, st, domain.AgentStats{AgentID: ag.ID})
 
 		// Only failures: counted, but no average.
-		if err := s.RecordQuestion(ctx, question(acct.ID, ag.ID, "conv_x", t0, 100), true, true); err != nil {
+		if err := s.RecordQuestion(ctx, question(acct.ID, ag.ID, "", t0, 100), false, true); err != nil {
 			t.Fatal(err)
 		}
 		st, _ = s.AgentStats(ctx, acct.ID, ag.ID)
@@ -179,7 +181,7 @@ func TestAgentStatsExactUnderConcurrency(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				at := t0.Add(time.Duration(i) * time.Millisecond)
-				// Even i start a conversation; odd i are stored without one.
+				// Even i start a conversation, failed or not; odd i are stored without one.
 				conv := ""
 				if i%2 == 0 {
 					conv = domain.NewID(domain.PrefixConvo, at)
@@ -192,13 +194,13 @@ func TestAgentStatsExactUnderConcurrency(t *testing.T) {
 		}
 		wg.Wait()
 		// Answered: i not a multiple of 5 (40 of them), sum 1225-225 = 1000.
-		// Conversations: even i that did not fail (25 even, 5 of them multiples of 10).
+		// Conversations: every even i (25).
 		avg, last := int64(25), t0.Add((n-1)*time.Millisecond)
 		st, err := s.AgentStats(ctx, acct.ID, ag.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		assertStats(t, st, domain.AgentStats{AgentID: ag.ID, QuestionsTotal: n, AnsweredTotal: 40, FailedTotal: 10,
-			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 20})
+			LastQuestionAt: &last, AverageAnswerMS: &avg, ConversationsTotal: 25})
 	})
 }
