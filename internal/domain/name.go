@@ -25,7 +25,7 @@ const (
 	NameNotUTF8               // bytes that are not UTF-8 text
 	NameBlank                 // nothing left after trimming
 	NameTooLong               // more than MaxNameLength code points
-	NameControl               // a control character (Unicode Cc), tabs and line breaks included
+	NameControl               // a control character (Unicode Cc) or line break: tabs, \n, \r, U+2028, U+2029
 	NameInvisible             // no visible character at all (see IsVisible)
 )
 
@@ -41,12 +41,19 @@ func CheckName(s string) (string, NameProblem) {
 		return s, NameBlank
 	case utf8.RuneCountInString(s) > MaxNameLength:
 		return s, NameTooLong
-	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+	case strings.IndexFunc(s, isNameControl) >= 0:
 		return s, NameControl
 	case strings.IndexFunc(s, IsVisible) < 0:
 		return s, NameInvisible
 	}
 	return s, NameOK
+}
+
+// isNameControl reports whether r may not be in a name: a control
+// character (Cc, which holds tabs, \n and \r) or one of Unicode's own line
+// and paragraph separators (U+2028, U+2029), line breaks all the same.
+func isNameControl(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
 }
 
 // IsVisible reports whether r, on its own, puts something on the screen: a

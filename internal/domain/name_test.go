@@ -36,6 +36,8 @@ func TestCheckName(t *testing.T) {
 		{"inner line break", "a\nb", "a\nb", domain.NameControl},
 		{"del", "a\x7f", "a\x7f", domain.NameControl},
 		{"c1 control", "a\u0085b", "a\u0085b", domain.NameControl},
+		{"line separator", "line\u2028sep", "line\u2028sep", domain.NameControl},
+		{"paragraph separator", "para\u2029sep", "para\u2029sep", domain.NameControl},
 
 		{"bidi override only", "\u202e", "\u202e", domain.NameInvisible},
 		{"every bidi control", "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069", domain.NameInvisible},

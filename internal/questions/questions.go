@@ -132,11 +132,12 @@ func (s *Service) Prepare(ctx context.Context, accountID, agentID, question stri
 }
 
 // checkQuestion applies the rule for a question's text: required, not
-// blank, at most MaxQuestionLength code points, no control characters but
-// line breaks and tabs.
+// blank (a question of white space or zero-width characters alone, with no
+// visible character, is blank), at most MaxQuestionLength code points, no
+// control characters but line breaks and tabs.
 func checkQuestion(q string) error {
 	switch problem := domain.CheckText(q, domain.MaxQuestionLength); {
-	case strings.TrimSpace(q) == "":
+	case strings.IndexFunc(q, domain.IsVisible) < 0:
 		return domain.FieldErr(domain.CodeInvalidValue, "question", "question must not be blank.")
 	case problem == domain.TextTooLong:
 		return domain.FieldErr(domain.CodeInvalidValue, "question",

@@ -113,6 +113,7 @@ func TestRefusals(t *testing.T) {
 			says     string
 		}{
 			{"blank question", w.svc, w.acct.ID, w.agent.ID, " \n", nil, domain.CodeInvalidValue, "blank"},
+			{"zero-width question", w.svc, w.acct.ID, w.agent.ID, "\u200b\u200d", nil, domain.CodeInvalidValue, "blank"},
 			{"long question", w.svc, w.acct.ID, w.agent.ID, strings.Repeat("x", domain.MaxQuestionLength+1), nil, domain.CodeInvalidValue, "at most"},
 			{"unknown agent", w.svc, w.acct.ID, "agt_nope", "q", nil, domain.CodeNotFound, "No AI agent"},
 			{"another account's agent", w.svc, w.acct.ID, w.offAgent.ID, "q", nil, domain.CodeNotFound, "No AI agent"},
