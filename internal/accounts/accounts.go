@@ -297,6 +297,10 @@ func (s *Service) SetRole(ctx context.Context, by *domain.User, accountID, userI
 	if err := MayChange(by, accountID, userID, "change the role of"); err != nil {
 		return domain.User{}, err
 	}
+	// A deactivated user comes back with the role they had (ReactivateUser).
+	if _, err := s.activeUser(ctx, accountID, userID); err != nil {
+		return domain.User{}, err
+	}
 	return s.update(ctx, by, accountID, userID, store.UserChange{Role: r}, domain.AuditUserRoleChanged,
 		func(u domain.User) string { return fmt.Sprintf("%s: %s → %s", u.Email, u.Role, r) }, "role")
 }
@@ -326,6 +330,16 @@ func (s *Service) ReactivateUser(ctx context.Context, by *domain.User, accountID
 	return err
 }
 
+// activeUser is the user of the account, inconsistent_state when they are
+// deactivated: what changes them waits until they are reactivated.
+func (s *Service) activeUser(ctx context.Context, accountID, userID string) (domain.User, error) {
+	u, err := s.User(ctx, accountID, userID)
+	if err == nil && !u.Active {
+		err = domain.Errorf(domain.CodeInconsistentState, "%s is deactivated: reactivate them first", u.Email)
+	}
+	return u, err
+}
+
 // ResetPassword gives an active user of the account a new one-time
 // password, returned once, which they must replace at next sign-in (as an
 // invitation's); their sessions end and the old password stops working.
@@ -333,12 +347,9 @@ func (s *Service) ResetPassword(ctx context.Context, by *domain.User, accountID,
 	if err := MayChange(by, accountID, userID, "reset the password of"); err != nil {
 		return domain.User{}, "", err
 	}
-	u, err := s.User(ctx, accountID, userID)
+	u, err := s.activeUser(ctx, accountID, userID)
 	if err != nil {
 		return domain.User{}, "", err
-	}
-	if !u.Active {
-		return domain.User{}, "", domain.Errorf(domain.CodeInconsistentState, "%s is deactivated: reactivate them first", u.Email)
 	}
 	oneTime := rand.Text()
 	hash, err := s.hash(ctx, oneTime)

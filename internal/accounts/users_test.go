@@ -237,6 +237,9 @@ func userManagementRefusalsLastOwner(t *testing.T, ctx context.Context, tm *team
 	if _, _, err := tm.svc.ResetPassword(ctx, ann, acct, tm.bob.ID); domain.ErrorCode(err) != domain.CodeInconsistentState {
 		t.Errorf("reset a deactivated user: %v", err)
 	}
+	if _, err := tm.svc.SetRole(ctx, ann, acct, tm.bob.ID, "agent"); domain.ErrorCode(err) != domain.CodeInconsistentState {
+		t.Errorf("change a deactivated user's role: %v", err)
+	}
 	if got := tm.user(t, ann.ID); !got.Active || got.Role != domain.RoleOwner {
 		t.Errorf("the last Owner: %+v", got)
 	}

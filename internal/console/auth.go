@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
@@ -329,8 +330,10 @@ func (c *Console) handlePassword(w http.ResponseWriter, r *http.Request, s *sess
 	return seeOther("/console/?done=password")
 }
 
+// capitalize upper-cases the first letter of a service message, never a
+// byte of a multi-byte character.
 func capitalize(s string) string {
-	if s == "" {
+	if s == "" || s[0] >= utf8.RuneSelf {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -28,8 +29,9 @@ type listParams struct {
 	After  store.Cursor
 }
 
-// readList reads ?q= (trimmed; at most store.MaxSearch bytes of UTF-8)
-// and ?after=.
+// readList reads ?q= (trimmed; at most store.MaxSearch bytes of UTF-8;
+// a credential in it cut to its public prefix, so that no page echoes
+// its secret) and ?after=.
 func readList(r *http.Request) (listParams, error) {
 	q := r.URL.Query()
 	search := strings.TrimSpace(q.Get("q"))
@@ -41,10 +43,10 @@ func readList(r *http.Request) (listParams, error) {
 	if !ok {
 		return listParams{}, errBadPageLink
 	}
-	return listParams{Search: search, After: after}, nil
+	return listParams{Search: credential.RedactText(search), After: after}, nil
 }
 
-// pager is what a list template needs for its links: the search as given,
+// pager is what a list template needs for its links: the search as read,
 // the previous and next pages' addresses and the first page's ("" where
 // there is none: Prev and First on the first page, Next on the last).
 type pager struct {

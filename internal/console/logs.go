@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -63,6 +64,14 @@ func readLogFilter(r *http.Request, q *store.RequestLogQuery) (logFilter, error)
 	f := logFilter{Key: strings.TrimSpace(v.Get("key")), Status: strings.TrimSpace(v.Get("status")),
 		Route: strings.TrimSpace(v.Get("route")), RequestID: strings.TrimSpace(v.Get("id")),
 		From: v.Get("from"), To: v.Get("to")}
+	if c, err := credential.Parse(f.Key); err == nil {
+		f.Key = c.Prefix // a pasted credential filters by its key
+	}
+	// The form echoes every value: a credential in one as its public
+	// prefix only.
+	for _, s := range []*string{&f.Key, &f.Status, &f.Route, &f.RequestID, &f.From, &f.To} {
+		*s = credential.RedactText(*s)
+	}
 	for name, s := range map[string]string{"key": f.Key, "route": f.Route, "id": f.RequestID} {
 		if len(s) > store.MaxSearch || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
 			return f, &pageError{Status: http.StatusBadRequest, Field: name, Message: "Enter at most " + strconv.Itoa(store.MaxSearch) + " characters of text."}

@@ -276,6 +276,37 @@ func TestListsEscapeWhatTheyShow(t *testing.T) {
 	}
 }
 
+// A credential pasted into a search or filter box comes back as its public
+// prefix only, never its secret: in the box and in the page's links. The
+// Logs page's key filter takes it as its key.
+func TestSearchesEchoACredentialsPrefixOnly(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	k := f.key(a, owner, "Deploy")
+	cred, secret := k.Credential, k.Credential[len(k.Credential)-38:]
+	b := f.signedIn(owner)
+	for _, path := range []string{
+		"/console/developers?q=" + url.QueryEscape(cred),
+		"/console/developers/audit?q=" + url.QueryEscape(cred),
+		"/console/users?q=" + url.QueryEscape(cred),
+		"/console/developers/logs?key=" + url.QueryEscape(cred),
+		"/console/developers/logs?id=" + url.QueryEscape(cred),
+		"/console/developers/logs?route=" + url.QueryEscape("GET /v1/me?k="+cred),
+		"/console/developers/logs?key=" + url.QueryEscape(strings.ToUpper(cred)), // no key: the form again
+	} {
+		p, box := b.get(path), path[:strings.IndexByte(path, '=')+1]
+		if strings.Contains(p.body, secret) || strings.Contains(strings.ToUpper(p.body), strings.ToUpper(secret)) {
+			t.Errorf("%s (%d) shows the credential's secret", box, p.status)
+		}
+		if !strings.Contains(strings.ToLower(p.body), k.Key.Prefix) {
+			t.Errorf("%s (%d) does not show the credential's prefix", box, p.status)
+		}
+	}
+	p := b.get("/console/developers/logs?key=" + url.QueryEscape(cred))
+	wantStatus(t, "logs by a pasted credential", p, http.StatusOK)
+	wantHolds(t, "logs by a pasted credential", p.body, []string{`value="` + k.Key.Prefix + `"`}, nil)
+}
+
 // Rotation refuses a choice it does not offer, beside the field, and
 // changes nothing; editing marks a faulty name beside the field.
 func TestRotateAndEditFieldErrors(t *testing.T) {

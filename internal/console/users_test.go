@@ -148,3 +148,26 @@ func TestUserPageEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeactivatedUserNoticeKeepsEmail: the refusal to reset a deactivated
+// user's password neither alters their email (a first letter not ASCII,
+// or lower case) nor shows it outside <bdi>.
+func TestDeactivatedUserNoticeKeepsEmail(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	ob := f.signedIn(owner)
+	for _, email := range []string{"éva@x.test", "agent2@x.test", "\u202eeva@x.test"} {
+		u := f.user(a, email, domain.RoleAgent)
+		page := "/console/users/" + u.ID
+		wantRedirect(t, "deactivate", ob.post(page+"/deactivate", page+"/deactivate", nil), "/console/users?done=deactivated")
+		p := ob.post(page, page+"/password", nil)
+		wantStatus(t, email+": password of a deactivated user", p, http.StatusConflict)
+		notice := regexpFind(`id="user-error">([^<]*)<`, p.body)
+		if notice != "This user is deactivated: reactivate them first." {
+			t.Errorf("%q: notice %q", email, notice)
+		}
+		if !strings.Contains(p.body, "<bdi>"+email+"</bdi>") || strings.Contains(p.body, "\ufffd") || strings.Contains(p.body, "Agent2") {
+			t.Errorf("%q: the email is altered or not in <bdi>", email)
+		}
+	}
+}
