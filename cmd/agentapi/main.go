@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -17,8 +19,17 @@ func main() {
 		// the key).
 		signal.Ignore(syscall.SIGPIPE)
 	}
+	// go-redis prints its own lines to stderr (a failed dial, once per
+	// try), where a command prints exactly one; serve --redis sends them to
+	// its JSON log instead (openLimiter).
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
+
+// quietRedis is go-redis's logger until serve replaces it: it drops every line.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}

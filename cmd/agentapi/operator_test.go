@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -193,5 +196,67 @@ func TestRedactionKeepsTheCredentialFormat(t *testing.T) {
 		if _, errs, _ := apiCLI(t, c.key, "http://127.0.0.1:1/v1", "", "me"); errs != c.want {
 			t.Errorf("AGENTAPI_KEY=%q: stderr %q, want %q", c.key, errs, c.want)
 		}
+	}
+}
+
+// docs/operator-cli.md: a failure is exactly one line on stderr, also when
+// --redis does not answer: the real binary, as go-redis's own logger
+// writes to the process's stderr, not to run's.
+func TestOperatorUnreachableRedisOneLine(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ops.db")
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	var created struct{ ID string }
+	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read", "--json")), &created); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t), "key", "set-rate-limit", "--db", db, "--redis", "redis://"+freeAddr(t), created.ID, "600")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v; stderr %q", err, errb.String())
+	}
+	if !strings.HasPrefix(errb.String(), "agentapi: ") || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("stderr is not one line: %q", errb.String())
+	}
+}
+
+// A --db that cannot be agentapi's database is one plain line naming it,
+// not the driver's error, and another program's file is left as it was.
+func TestOperatorRefusesADatabaseItCannotUse(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("not a database, but long enough to be read as a header by SQLite\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.db")
+	st, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Exec(`CREATE TABLE t (x INTEGER)`)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodir := filepath.Join(dir, "nodir", "x.db")
+	for _, c := range []struct {
+		db, want string
+		args     []string
+	}{
+		{nodir, nodir + ": its directory does not exist", []string{"account", "create", "--name", "Acme"}},
+		{text, text + " is not a SQLite database", []string{"account", "list"}},
+		{other, other + " is not an agentapi database (it has tables of its own, and no schema_migrations)", []string{"account", "list"}},
+		{other, other + " is not an agentapi database (it has tables of its own, and no schema_migrations)", []string{"account", "create", "--name", "Acme"}},
+	} {
+		out, errs, code := cli(t, c.db, "", c.args...)
+		if code != 1 || out != "" || !strings.HasSuffix(errs, c.want+"\n") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v on %s: exit %d, %q %q; want %q", c.args, c.db, code, out, errs, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(nodir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the missing directory: %v", err)
 	}
 }

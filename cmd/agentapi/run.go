@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/agentapi/agentapi/internal/credential"
@@ -255,9 +256,20 @@ func withStore(ctx context.Context, open func(context.Context, string) (*store.S
 	return fn(st)
 }
 
+// openStore opens (and migrates) dsn. A SQLite file whose directory does
+// not exist, a file that is not SQLite and a database of another program
+// are each one plain line naming the problem, not the driver's error.
 func openStore(ctx context.Context, dsn string) (*store.Store, error) {
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		if _, err := os.Stat(filepath.Dir(dsn)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cannot open %s: its directory does not exist", dsn)
+		}
+	}
 	st, err := store.Open(ctx, dsn)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotSQLite), errors.Is(err, store.ErrNotAgentapi):
+		return nil, err // it names the database
+	case err != nil:
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	return st, nil

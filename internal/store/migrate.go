@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -147,6 +148,32 @@ func applyMigrations(ctx context.Context, tx *sql.Tx, engine string) error {
 			m.version, time.Now().UnixMilli()); err != nil {
 			return fmt.Errorf("record migration %s: %w", m.version, err)
 		}
+	}
+	return nil
+}
+
+// ErrNotAgentapi is Open's error for a SQLite file that has tables but no
+// schema_migrations: another program's database (a mistyped --db), which
+// migrating would fill with agentapi's tables. A PostgreSQL URL names its
+// database on purpose, and may share it with other tables.
+var ErrNotAgentapi = errors.New("not an agentapi database (it has tables of its own, and no schema_migrations)")
+
+// refuseForeign returns ErrNotAgentapi for a SQLite database that has
+// tables and none of them schema_migrations; an empty one is agentapi's to
+// migrate. Open asks before it changes anything (the journal mode
+// included); a process migrating alongside does so in a transaction, so
+// the tables it creates come with schema_migrations.
+func refuseForeign(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'`)
+	tables, err := collect("list tables", rows, err, func(r *sql.Rows) (n string, err error) {
+		err = r.Scan(&n)
+		return
+	})
+	if err != nil {
+		return err
+	}
+	if len(tables) > 0 && !slices.Contains(tables, "schema_migrations") {
+		return ErrNotAgentapi
 	}
 	return nil
 }

@@ -28,8 +28,13 @@ import (
 
 	// The two database/sql drivers: "pgx" and "sqlite".
 	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
+
+// ErrNotSQLite is Open's error for a path whose file is not a SQLite
+// database (a text file given as --db, say).
+var ErrNotSQLite = errors.New("not a SQLite database")
 
 // Store is safe for concurrent use by many goroutines and, through the
 // database, by many processes.
@@ -128,8 +133,18 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	if err := useWAL(ctx, w); err != nil {
+	err = refuseForeign(ctx, w)
+	if err == nil {
+		err = useWAL(ctx, w)
+	}
+	if err != nil {
 		w.Close()
+		if sqErr := (*sqlite.Error)(nil); errors.As(err, &sqErr) && sqErr.Code()&0xff == sqlite3.SQLITE_NOTADB {
+			err = ErrNotSQLite
+		}
+		if errors.Is(err, ErrNotSQLite) || errors.Is(err, ErrNotAgentapi) {
+			return nil, fmt.Errorf("%s is %w", path, err)
+		}
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	if err := migrate(ctx, w, EngineSQLite); err != nil {
