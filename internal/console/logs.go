@@ -103,6 +103,9 @@ func readLogFilter(r *http.Request, q *store.RequestLogQuery) (logFilter, error)
 		}
 		*t.dst = at
 	}
+	if !q.To.IsZero() && q.To.Before(q.From) {
+		return f, &pageError{Status: http.StatusBadRequest, Field: "to", Message: "Enter a To time after the From time."}
+	}
 	return f, nil
 }
 

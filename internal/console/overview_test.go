@@ -154,6 +154,7 @@ func TestLogsKeyFilter(t *testing.T) {
 		{"key=l", "key", "More than one key matches"},
 		{"status=abc", "status", "Enter a status class"},
 		{"from=yesterday", "from", "Enter a time as"},
+		{"from=2026-11-22T14:05&to=2026-11-22T14:00", "to", "Enter a To time after the From time."},
 	} {
 		p := b.get("/console/developers/logs?" + c.query)
 		wantStatus(t, c.query, p, 400)

@@ -81,7 +81,7 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	}
 }
 
-// KnownMethod is m when it is one of HTTP's registered methods, else "":
+// KnownMethod is m when it is one of the methods RFC 9110 defines, or PATCH, else "":
 // neither a metric label nor a response repeats a method it does not know,
 // which may be a credential sent in its place.
 func KnownMethod(m string) string {
