@@ -69,6 +69,9 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 	if len(args) == 0 {
 		return fmt.Errorf(`%w: %s needs a command: %s; "%s help" describes them`, errUsage, path, strings.Join(c.names(), ", "), path)
 	}
+	if args[0] == "help" && len(args) > 1 { // "help key create" is "key create help"
+		return c.dispatch(ctx, e, path, append(args[1:len(args):len(args)], "help"))
+	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(e.stdout, usageOf(path))
 		return nil

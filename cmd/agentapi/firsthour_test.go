@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
@@ -61,6 +62,7 @@ func TestHelpAtEveryLevel(t *testing.T) {
 				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", strings.Join(path, " "), h, code, out.String(), errb.String())
 			}
 		}
+		helpFirstIsHelpLast(t, path[1:])
 		for _, sub := range c.subs {
 			visit(sub, append(append([]string{}, path...), sub.name))
 		}
@@ -82,6 +84,20 @@ func TestHelpAtEveryLevel(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, %q; want %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// helpFirstIsHelpLast: "agentapi help key create" prints what "agentapi
+// key create help" prints.
+func helpFirstIsHelpLast(t *testing.T, path []string) {
+	t.Helper()
+	say := func(args ...string) string {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		return fmt.Sprint(code, out.String(), errb.String())
+	}
+	if first, last := say(append([]string{"help"}, path...)...), say(append(path, "help")...); first != last {
+		t.Errorf("help %s printed:\n%s\nwant, as %s help:\n%s", strings.Join(path, " "), first, strings.Join(path, " "), last)
 	}
 }
 
