@@ -79,6 +79,9 @@ func pagerBoth[T any](path string, keep url.Values, lp listParams, more store.Cu
 	if !back.IsZero() {
 		p.Prev, p.First = link(back), link(store.Cursor{})
 	}
+	if !lp.After.IsZero() && len(rows) == 0 {
+		p.First = link(store.Cursor{}) // past the end: a way back, and no "none yet"
+	}
 	return p
 }
 

@@ -396,3 +396,16 @@ func pageLink(re *regexp.Regexp, p page) string {
 	}
 	return ""
 }
+
+// TestPastTheLastPage: a page link past the end of the keys list (an old
+// link, after keys were revoked, or one edited by hand) shows no keys and
+// a way back to the first page, not the "create your first key" of an
+// account without keys.
+func TestPastTheLastPage(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	f.key(a, owner, "Deploy")
+	p := f.signedIn(owner).get("/console/developers?after=-1.key_")
+	wantStatus(t, "past the last page", p, http.StatusOK)
+	wantHolds(t, "past the last page", p.body, []string{"No keys match.", `href="/console/developers"`}, []string{"Create your first key"})
+}
