@@ -298,7 +298,7 @@ func (s *Service) SetRole(ctx context.Context, by *domain.User, accountID, userI
 		return domain.User{}, err
 	}
 	// A deactivated user comes back with the role they had (ReactivateUser).
-	if _, err := s.activeUser(ctx, accountID, userID); err != nil {
+	if err := s.mustBeActive(ctx, accountID, userID); err != nil {
 		return domain.User{}, err
 	}
 	return s.update(ctx, by, accountID, userID, store.UserChange{Role: r}, domain.AuditUserRoleChanged,
@@ -330,14 +330,14 @@ func (s *Service) ReactivateUser(ctx context.Context, by *domain.User, accountID
 	return err
 }
 
-// activeUser is the user of the account, inconsistent_state when they are
+// mustBeActive is inconsistent_state when the user of the account is
 // deactivated: what changes them waits until they are reactivated.
-func (s *Service) activeUser(ctx context.Context, accountID, userID string) (domain.User, error) {
+func (s *Service) mustBeActive(ctx context.Context, accountID, userID string) error {
 	u, err := s.User(ctx, accountID, userID)
 	if err == nil && !u.Active {
 		err = domain.Errorf(domain.CodeInconsistentState, "%s is deactivated: reactivate them first", u.Email)
 	}
-	return u, err
+	return err
 }
 
 // ResetPassword gives an active user of the account a new one-time
@@ -347,8 +347,7 @@ func (s *Service) ResetPassword(ctx context.Context, by *domain.User, accountID,
 	if err := MayChange(by, accountID, userID, "reset the password of"); err != nil {
 		return domain.User{}, "", err
 	}
-	u, err := s.activeUser(ctx, accountID, userID)
-	if err != nil {
+	if err := s.mustBeActive(ctx, accountID, userID); err != nil {
 		return domain.User{}, "", err
 	}
 	oneTime := rand.Text()
@@ -356,7 +355,7 @@ func (s *Service) ResetPassword(ctx context.Context, by *domain.User, accountID,
 	if err != nil {
 		return domain.User{}, "", fmt.Errorf("hash password: %w", err)
 	}
-	u, err = s.update(ctx, by, accountID, userID, store.UserChange{PasswordHash: hash}, domain.AuditUserPasswordReset,
+	u, err := s.update(ctx, by, accountID, userID, store.UserChange{PasswordHash: hash}, domain.AuditUserPasswordReset,
 		func(u domain.User) string { return u.Email + ": new one-time password" }, "")
 	if err != nil {
 		return domain.User{}, "", err
