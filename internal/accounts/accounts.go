@@ -335,7 +335,9 @@ func (s *Service) ReactivateUser(ctx context.Context, by *domain.User, accountID
 func (s *Service) mustBeActive(ctx context.Context, accountID, userID string) error {
 	u, err := s.User(ctx, accountID, userID)
 	if err == nil && !u.Active {
-		err = domain.Errorf(domain.CodeInconsistentState, "%s is deactivated: reactivate them first", u.Email)
+		// Not the email: a message may be capitalised, and the email is
+		// the user's text, shown only where it can be isolated.
+		err = domain.Errorf(domain.CodeInconsistentState, "this user is deactivated: reactivate them first")
 	}
 	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/accounts"
@@ -98,11 +97,6 @@ func consoleUserError(r *http.Request, err error) error {
 		return fieldError("email", "Give a plain email address, such as ann@example.com.")
 	case domain.IsCode(err, domain.CodeInvalidValue) && fieldOf(err) == "role":
 		return fieldError("role", "Choose a role.")
-	case domain.IsCode(err, domain.CodeInconsistentState) && strings.HasSuffix(err.Error(), " is deactivated: reactivate them first"):
-		// The service's wording starts with the email, which is the
-		// user's text, not to be capitalised: the page's heading names
-		// them, in <bdi>.
-		return &pageError{Status: http.StatusConflict, Message: "This user is deactivated: reactivate them first."}
 	}
 	return err
 }
