@@ -62,10 +62,6 @@ type Pending struct {
 	q        domain.Question
 	msgs     []llm.Message
 	newConvo bool
-	// told: the client was given the question's conversation id before
-	// the answer (a stream's question.created), so the conversation is
-	// kept even if the answer fails, and the client may continue it.
-	told bool
 }
 
 // Question is the question as it will be recorded, without its answer.
@@ -154,7 +150,7 @@ func checkQuestion(q string) error {
 // when ctx is done. A model failure is an error without the provider's
 // words in its message; the cause is wrapped for the log.
 func (p *Pending) Answer(ctx context.Context) (domain.Question, error) {
-	return p.finish(ctx, p.svc.model.Complete)
+	return p.finish(ctx, false, p.svc.model.Complete)
 }
 
 // AnswerStream is Answer for a streamed question: it passes the answer's
@@ -165,15 +161,16 @@ func (p *Pending) Answer(ctx context.Context) (domain.Question, error) {
 // (question.created), so a new conversation is kept even when the answer
 // fails: its id stays usable to ask again.
 func (p *Pending) AnswerStream(ctx context.Context, onDelta func(string) error) (domain.Question, error) {
-	p.told = true
-	return p.finish(ctx, func(ctx context.Context, msgs []llm.Message) (string, error) {
+	return p.finish(ctx, true, func(ctx context.Context, msgs []llm.Message) (string, error) {
 		return p.svc.model.Stream(ctx, msgs, onDelta)
 	})
 }
 
 // finish runs one model call and records its outcome; a streamed answer
-// passes a call that forwards the model's deltas as they come.
-func (p *Pending) finish(ctx context.Context, call func(context.Context, []llm.Message) (string, error)) (domain.Question, error) {
+// passes a call that forwards the model's deltas as they come. told: the
+// client already has the question's conversation id (a stream's
+// question.created), so a new conversation is kept even if the answer fails.
+func (p *Pending) finish(ctx context.Context, told bool, call func(context.Context, []llm.Message) (string, error)) (domain.Question, error) {
 	q := p.q
 	callCtx, cancel := context.WithTimeout(ctx, Timeout)
 	start := time.Now()
@@ -184,7 +181,7 @@ func (p *Pending) finish(ctx context.Context, call func(context.Context, []llm.M
 	// A failed first question whose conversation the client never saw
 	// starts no conversation.
 	rec, newConvo := q, p.newConvo
-	if askErr != nil && newConvo && !p.told {
+	if askErr != nil && newConvo && !told {
 		rec.ConversationID, newConvo = "", false
 	}
 	recordCtx, cancelRecord := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
