@@ -150,7 +150,7 @@ var (
 
 // openRaw opens dsn with the store's driver, for the bulk statements.
 func openRaw(dsn string) (*sql.DB, dialect, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if store.IsPostgres(dsn) {
 		db, err := sql.Open("pgx", dsn)
 		return db, postgresDialect, err
 	}

@@ -225,9 +225,7 @@ func checkArgs(fs *flag.FlagSet, got, want []string, hint string) error {
 // create one. It only stats the path: opening, mapping or closing the
 // database files is the driver's business (docs/operator-cli.md).
 func (e env) openExisting(ctx context.Context, dsn string) (*store.Store, error) {
-	// store.Open's rule: these prefixes select PostgreSQL, anything else
-	// is a SQLite file path.
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+	if !store.IsPostgres(dsn) { // a SQLite file path
 		if _, err := os.Stat(dsn); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no database file %q (--db or AGENTAPI_DB); only serve and account create make a new one", dsn)
 		} else if err != nil {
@@ -260,7 +258,7 @@ func withStore(ctx context.Context, open func(context.Context, string) (*store.S
 // not exist, a file that is not SQLite and a database of another program
 // are each one plain line naming the problem, not the driver's error.
 func openStore(ctx context.Context, dsn string) (*store.Store, error) {
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+	if !store.IsPostgres(dsn) {
 		if _, err := os.Stat(filepath.Dir(dsn)); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("cannot open %s: its directory does not exist", dsn)
 		}

@@ -90,13 +90,19 @@ const (
 	postgresMaxConns  = 20
 )
 
-// Open opens dsn: a postgres:// or postgresql:// URL selects PostgreSQL,
+// Open opens dsn: a PostgreSQL URL (IsPostgres) selects PostgreSQL,
 // anything else is a SQLite file path. Migrations run before it returns.
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if IsPostgres(dsn) {
 		return openPostgres(ctx, dsn)
 	}
 	return openSQLite(ctx, dsn)
+}
+
+// IsPostgres reports whether Open takes dsn for PostgreSQL: a postgres://
+// or postgresql:// URL.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 func openPostgres(ctx context.Context, dsn string) (*Store, error) {
