@@ -24,12 +24,7 @@ import (
 func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ops.db")
-	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
-	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
-	var created struct{ ID string }
-	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read", "--json")), &created); err != nil {
-		t.Fatal(err)
-	}
+	acct, created := opsKey(t, db)
 
 	// A mistyped path, and a credential pasted where the path belongs.
 	cred := "agk_live_5ts8z4savksb_5u2RTsZFSM6ipt9BKVlbjS6yjfebgUCn2pYN8M"
@@ -141,12 +136,7 @@ func TestAccountShow(t *testing.T) {
 // no audit event ("5 → 5" was recorded).
 func TestSetRateLimitToTheSameValueIsNotAudited(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ops.db")
-	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
-	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
-	var k struct{ ID string }
-	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read", "--json")), &k); err != nil {
-		t.Fatal(err)
-	}
+	acct, k := opsKey(t, db)
 	for _, n := range []string{"5", "5", "120", "120"} {
 		mustCLI(t, db, "", "key", "set-rate-limit", k.ID, n)
 	}
@@ -204,12 +194,7 @@ func TestRedactionKeepsTheCredentialFormat(t *testing.T) {
 // writes to the process's stderr, not to run's.
 func TestOperatorUnreachableRedisOneLine(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "ops.db")
-	acct := mustCLI(t, db, "", "account", "create", "--name", "Acme")
-	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
-	var created struct{ ID string }
-	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read", "--json")), &created); err != nil {
-		t.Fatal(err)
-	}
+	_, created := opsKey(t, db)
 	cmd := exec.Command(binary(t), "key", "set-rate-limit", "--db", db, "--redis", "redis://"+freeAddr(t), created.ID, "600")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -259,4 +244,17 @@ func TestOperatorRefusesADatabaseItCannotUse(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(nodir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the missing directory: %v", err)
 	}
+}
+
+// opsKey makes, through the CLI, an account of db with an Owner
+// (ann@example.com) and one aiagent-read key; it returns the account id
+// and the key (its id).
+func opsKey(t *testing.T, db string) (acct string, key struct{ ID string }) {
+	t.Helper()
+	acct = mustCLI(t, db, "", "account", "create", "--name", "Acme")
+	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "ann@example.com", "--role", "owner")
+	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k", "--preset", "aiagent-read", "--json")), &key); err != nil {
+		t.Fatal(err)
+	}
+	return acct, key
 }
