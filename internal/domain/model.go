@@ -240,7 +240,20 @@ const (
 	AuditUserDeactivated   AuditAction = "user_deactivated"
 	AuditUserReactivated   AuditAction = "user_reactivated"
 	AuditUserPasswordReset AuditAction = "user_password_reset"
+
+	// A webhook endpoint's events (internal/webhooks): they name no key;
+	// the detail starts with the endpoint's id.
+	AuditWebhookCreated       AuditAction = "webhook_endpoint_created"
+	AuditWebhookUpdated       AuditAction = "webhook_endpoint_updated"
+	AuditWebhookDeleted       AuditAction = "webhook_endpoint_deleted"
+	AuditWebhookSecretRotated AuditAction = "webhook_endpoint_secret_rotated"
+	AuditWebhookDisabled      AuditAction = "webhook_endpoint_disabled"
 )
+
+// WebhookAuditActions lists the AuditActions of webhook endpoints.
+var WebhookAuditActions = []AuditAction{
+	AuditWebhookCreated, AuditWebhookUpdated, AuditWebhookDeleted, AuditWebhookSecretRotated, AuditWebhookDisabled,
+}
 
 // UserAuditActions lists the AuditActions of users, not keys.
 var UserAuditActions = []AuditAction{
@@ -251,7 +264,7 @@ var UserAuditActions = []AuditAction{
 var AuditActions = append([]AuditAction{
 	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
 	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged, AuditAccessChanged,
-}, UserAuditActions...)
+}, append(UserAuditActions, WebhookAuditActions...)...)
 
 // AuditEvent records something that happened to a key or a user, for the
 // console. KeyID is "" for a user's event.

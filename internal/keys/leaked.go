@@ -66,7 +66,8 @@ func (s *Service) RevokeLeaked(ctx context.Context, token, url string) (Leak, er
 		ID: domain.NewID(domain.PrefixEvent, now), AccountID: k.AccountID, KeyID: k.ID,
 		Action: domain.AuditRevoked, Actor: LeakActor, Detail: leakDetail + cleanURL(url), CreatedAt: now,
 	}
-	if err := s.store.RevokeKey(ctx, k.AccountID, k.ID, "", now, ev); err != nil {
+	source := map[string]string{"type": "github_secret_scanning", "url": cleanURL(url)}
+	if err := s.store.RevokeLeakedKey(ctx, k.AccountID, k.ID, now, source, ev); err != nil {
 		return Leak{}, fmt.Errorf("revoke key: %w", err)
 	}
 	k.RevokedAt = &now

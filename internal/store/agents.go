@@ -42,7 +42,8 @@ func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 			return fmt.Errorf("insert agent: %w", err)
 		}
 		tx.changedAgents(a.AccountID)
-		return nil
+		a.CreatedAt, a.UpdatedAt = msTime(a.CreatedAt), msTime(a.UpdatedAt)
+		return tx.recordAgent(ctx, a, domain.EventAgentCreated, nil)
 	})
 	if isUnique(err) {
 		return s.duplicateAgent(ctx, a.AccountID, nameKey, a.ID)
@@ -139,6 +140,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 		if err != nil {
 			return rowErr("get agent", err)
 		}
+		before := a
 		created, oldName := a.CreatedAt, a.Name
 		changed, err := fn(&a)
 		if err != nil {
@@ -169,7 +171,11 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 		}
 		tx.changedAgents(accountID)
 		out = a
-		return nil
+		typ, prev, err := agentEventType(before, a)
+		if err != nil || typ == domain.EventAgentUpdated && prev == nil {
+			return err // nothing the API shows changed: no event
+		}
+		return tx.recordAgent(ctx, a, typ, prev)
 	})
 	if isUnique(err) {
 		return domain.Agent{}, s.duplicateAgent(ctx, accountID, nameKey, id)
@@ -267,7 +273,8 @@ func listAgentsSQL(cols string, q AgentQuery) (string, []any) {
 }
 
 // ImportAgents inserts many agents at once, in batches of multi-row
-// inserts, one transaction per batch (bulk loads and benchmarks). Names must
+// inserts, one transaction per batch (bulk loads and benchmarks), which
+// record no events. Names must
 // already be unique per account; a collision fails its batch with
 // *domain.DuplicateError and leaves earlier batches in place.
 func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {

@@ -18,17 +18,14 @@ func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list
 		return domain.ErrNotFound
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3`,
-			strings.Join(list.Strings(), " "), id, accountID)
-		if err != nil {
-			return fmt.Errorf("update key allowed ips: %w", err)
-		}
-		if err := checkAffected(res); err != nil {
-			return err
-		}
-		if err := bumpKeyEpoch(ctx, tx); err != nil {
-			return err
-		}
-		return insertAuditEvents(ctx, tx, ev)
+		return tx.changeKey(ctx, s.d, accountID, id, keyEvent{typ: domain.EventKeyUpdated, audit: []domain.AuditEvent{ev}}, func() error {
+			res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`,
+				strings.Join(list.Strings(), " "), id, accountID)
+			if err != nil {
+				return fmt.Errorf("update key allowed ips: %w", err)
+			}
+			return checkAffected(res) // revoked meanwhile: nothing changes
+
+		})
 	})
 }

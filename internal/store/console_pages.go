@@ -378,21 +378,18 @@ func (s *Store) AgentPickerPage(ctx context.Context, accountID, search, after st
 // oldExpiresAt, unless that key is revoked or already expires sooner.
 func (s *Store) CreateKeyRetiring(ctx context.Context, k domain.APIKey, oldID string, oldExpiresAt time.Time, evs ...domain.AuditEvent) error {
 	return s.createKey(ctx, k, func(tx *Tx) error {
-		at := toMS(oldExpiresAt)
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET expires_at = $1
-			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`,
-			at, oldID, k.AccountID)
-		if err != nil {
-			return fmt.Errorf("retire old key: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("rows affected: %w", err)
-		} else if n > 0 {
-			// Instances hold keys in memory: the old key's new expiry
-			// must reach them as a revocation does.
-			return bumpKeyEpoch(ctx, tx)
-		}
-		return nil
+		// Instances hold keys in memory: the old key's new expiry must
+		// reach them as a revocation does (changeKey raises the epoch).
+		return tx.changeKey(ctx, s.d, k.AccountID, oldID, keyEvent{typ: domain.EventKeyUpdated, audit: evs, auditWritten: true}, func() error {
+			at := toMS(oldExpiresAt)
+			_, err := tx.ExecContext(ctx, `UPDATE api_keys SET expires_at = $1
+				WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`,
+				at, oldID, k.AccountID)
+			if err != nil {
+				return fmt.Errorf("retire old key: %w", err)
+			}
+			return nil
+		})
 	}, evs...)
 }
 
@@ -403,18 +400,15 @@ func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, descript
 		return domain.ErrNotFound
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
-			name, description, id, accountID)
-		if err != nil {
-			return fmt.Errorf("update key text: %w", err)
-		}
-		if err := checkAffected(res); err != nil {
-			return err
-		}
-		// GET /me shows the name, read from the instances' key memory.
-		if err := bumpKeyEpoch(ctx, tx); err != nil {
-			return err
-		}
-		return insertAuditEvents(ctx, tx, ev)
+		// GET /me shows the name, read from the instances' key memory:
+		// changeKey raises the epoch.
+		return tx.changeKey(ctx, s.d, accountID, id, keyEvent{typ: domain.EventKeyUpdated, audit: []domain.AuditEvent{ev}}, func() error {
+			_, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
+				name, description, id, accountID)
+			if err != nil {
+				return fmt.Errorf("update key text: %w", err)
+			}
+			return nil
+		})
 	})
 }

@@ -24,27 +24,23 @@ func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scope
 		cond = ` AND (expires_at IS NULL OR expires_at >= $4)`
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET scopes = $1, expires_at = $4
-			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`+cond,
-			joinList(scopes), id, accountID, toNullMS(expiresAt))
-		if err != nil {
-			return fmt.Errorf("update key access: %w", err)
-		}
-		if err := checkAffected(res); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM api_key_agents WHERE key_id = $1`, id); err != nil {
-			return fmt.Errorf("clear key agents: %w", err)
-		}
-		if err := insertKeyAgents(ctx, tx, id, agentIDs); err != nil {
-			return err
-		}
-		// A restricted key's agent list is its restriction.
-		tx.changedAgents(accountID)
-		if err := bumpKeyEpoch(ctx, tx); err != nil {
-			return err
-		}
-		return insertAuditEvents(ctx, tx, ev)
+		return tx.changeKey(ctx, s.d, accountID, id, keyEvent{typ: domain.EventKeyUpdated, audit: []domain.AuditEvent{ev}}, func() error {
+			res, err := tx.ExecContext(ctx, `UPDATE api_keys SET scopes = $1, expires_at = $4
+				WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`+cond,
+				joinList(scopes), id, accountID, toNullMS(expiresAt))
+			if err != nil {
+				return fmt.Errorf("update key access: %w", err)
+			}
+			if err := checkAffected(res); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM api_key_agents WHERE key_id = $1`, id); err != nil {
+				return fmt.Errorf("clear key agents: %w", err)
+			}
+			// A restricted key's agent list is its restriction.
+			tx.changedAgents(accountID)
+			return insertKeyAgents(ctx, tx, id, agentIDs)
+		})
 	})
 }
 

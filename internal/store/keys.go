@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -80,6 +79,13 @@ func (s *Store) createKey(ctx context.Context, k domain.APIKey, also func(*Tx) e
 			if err := also(tx); err != nil {
 				return err
 			}
+		}
+		created, err := readKeyTx(ctx, tx, s.d, k.AccountID, k.ID)
+		if err != nil {
+			return err
+		}
+		if err := tx.recordKey(ctx, created, domain.EventKeyCreated, nil, nil, evs, nil); err != nil {
+			return err
 		}
 		return insertAuditEvents(ctx, tx, evs...)
 	})
@@ -169,36 +175,39 @@ func (s *Store) ListKeys(ctx context.Context, accountID string) ([]domain.APIKey
 
 func scanKeyRow(rows *sql.Rows) (domain.APIKey, error) { return scanKey(rows) }
 
-// RevokeKey marks the key revoked at `at` by user `by` and records ev, in one
-// transaction. ErrNotFound unless the key is in accountID. Revoking a revoked
-// key changes nothing and is not an error.
+// RevokeKey marks the key revoked at `at` by user `by` and records ev and
+// the api_key.revoked event, in one transaction. ErrNotFound unless the key
+// is in accountID. Revoking a revoked key changes nothing and is not an
+// error.
 func (s *Store) RevokeKey(ctx context.Context, accountID, id, by string, at time.Time, ev domain.AuditEvent) error {
+	return s.revokeKey(ctx, accountID, id, by, at, keyEvent{typ: domain.EventKeyRevoked, audit: []domain.AuditEvent{ev}})
+}
+
+// RevokeLeakedKey is RevokeKey for a key a secret-scanning report found in
+// public: its event is api_key.leaked, carrying source.
+func (s *Store) RevokeLeakedKey(ctx context.Context, accountID, id string, at time.Time, source any, ev domain.AuditEvent) error {
+	return s.revokeKey(ctx, accountID, id, "", at, keyEvent{typ: domain.EventKeyLeaked,
+		extra: map[string]any{"source": source}, audit: []domain.AuditEvent{ev},
+		actor: &domain.EventActor{Type: "system", ID: "secret_scanning"}})
+}
+
+func (s *Store) revokeKey(ctx context.Context, accountID, id, by string, at time.Time, ke keyEvent) error {
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE api_keys SET revoked_at = $1, revoked_by = $2
-			WHERE id = $3 AND account_id = $4 AND revoked_at IS NULL`,
-			toMS(at), by, id, accountID)
-		if err != nil {
-			return fmt.Errorf("revoke key: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("rows affected: %w", err)
-		}
-		if n == 0 {
-			// Unknown, or revoked already (which the row lock of the
-			// UPDATE above makes final).
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1 AND account_id = $2`, id, accountID).Scan(&one)
-			return rowErr("get key", err)
-		}
-		if err := bumpKeyEpoch(ctx, tx); err != nil {
-			return err
-		}
-		return insertAuditEvents(ctx, tx, ev)
+		// Revoked already: the row lock of the UPDATE makes that final,
+		// and changeKey then records nothing.
+		return tx.changeKey(ctx, s.d, accountID, id, ke, func() error {
+			_, err := tx.ExecContext(ctx,
+				`UPDATE api_keys SET revoked_at = $1, revoked_by = $2
+				WHERE id = $3 AND account_id = $4 AND revoked_at IS NULL`,
+				toMS(at), by, id, accountID)
+			if err != nil {
+				return fmt.Errorf("revoke key: %w", err)
+			}
+			return nil
+		})
 	})
 }
 
@@ -210,25 +219,21 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 		return domain.ErrNotFound
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
+		var accountID string
+		if err := tx.QueryRowContext(ctx, `SELECT account_id FROM api_keys WHERE id = $1`, id).Scan(&accountID); err != nil {
+			return rowErr("get key", err)
+		}
 		// The condition is in the UPDATE, not read before it, so that two
 		// support sessions setting the same value record one change
 		// (PostgreSQL re-checks it on the row the first one updated).
-		res, err := tx.ExecContext(ctx,
-			`UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2 AND rate_limit_per_minute <> $1`, n, id)
-		if err != nil {
-			return fmt.Errorf("update key rate limit: %w", err)
-		}
-		if err := checkAffected(res); errors.Is(err, domain.ErrNotFound) {
-			var one int // already n, unless the key is unknown
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM api_keys WHERE id = $1`, id).Scan(&one)
-			return rowErr("get key", err)
-		} else if err != nil {
-			return err
-		}
-		if err := bumpKeyEpoch(ctx, tx); err != nil {
-			return err
-		}
-		return insertAuditEvents(ctx, tx, ev)
+		return tx.changeKey(ctx, s.d, accountID, id, keyEvent{typ: domain.EventKeyUpdated, audit: []domain.AuditEvent{ev}}, func() error {
+			_, err := tx.ExecContext(ctx,
+				`UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2 AND rate_limit_per_minute <> $1`, n, id)
+			if err != nil {
+				return fmt.Errorf("update key rate limit: %w", err)
+			}
+			return nil
+		})
 	})
 }
 

@@ -25,11 +25,15 @@ type dialect struct {
 	// keys of an account). On SQLite the writer's BEGIN IMMEDIATE already
 	// holds the database's write lock, so it is empty there.
 	forUpdate string
+	// skipLocked claims rows no other transaction holds, passing over
+	// those another holds (webhook deliveries); SQLite's one writer never
+	// meets such rows.
+	skipLocked string
 }
 
 var (
 	sqliteDialect   = dialect{forUpdate: ""}
-	postgresDialect = dialect{forUpdate: " FOR NO KEY UPDATE"}
+	postgresDialect = dialect{forUpdate: " FOR NO KEY UPDATE", skipLocked: " FOR UPDATE SKIP LOCKED"}
 )
 
 // Tx is a transaction on the writer, with what the store must act on once
@@ -40,6 +44,9 @@ type Tx struct {
 	epoch  int64
 	bumped bool
 	agents []string
+	// events are what the transaction records, written just before it
+	// commits (events.go).
+	events []domain.Event
 }
 
 // changedAgents notes that tx changes what the account's agent list shows:
@@ -62,8 +69,17 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
+	deliveries := false
+	if len(tx.events) > 0 {
+		if deliveries, err = writeEvents(ctx, tx, time.Now()); err != nil {
+			return err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	if deliveries {
+		s.deliveriesDue()
 	}
 	if tx.bumped {
 		s.afterBump(ctx, tx.epoch)

@@ -54,6 +54,8 @@ type Store struct {
 	// stmts holds prepared reads by query text (queryRead).
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt
+	// wake is told of commits that wrote webhook deliveries (webhooks.go).
+	wake deliveryWake
 }
 
 // Engine names.

@@ -8,6 +8,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -95,4 +96,110 @@ type Meta struct {
 	Limit   int     `json:"limit"`
 	Next    *string `json:"next"` // nil on the last page
 	HasMore bool    `json:"has_more"`
+}
+
+// KeyOf is k's fields that every surface shows.
+func KeyOf(k domain.APIKey) Key {
+	return Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
+		RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: TimePtr(k.LastUsedAt), ExpiresAt: TimePtr(k.ExpiresAt)}
+}
+
+// MeOf is k as GET /me shows it (an event's data for a key).
+func MeOf(k domain.APIKey) Me {
+	return Me{Key: KeyOf(k), AllowedIPs: k.AllowedIPs.Strings()}
+}
+
+// AgentOf is a as a single-agent response shows it (an event's data for an
+// agent).
+func AgentOf(a domain.Agent) Agent {
+	return Agent{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: Time(a.CreatedAt),
+		Instructions: a.Instructions, UpdatedAt: Time(a.UpdatedAt)}
+}
+
+// Event is an event as GET /v1/events and webhook deliveries show it
+// (docs/webhooks.md, The event object). What a type adds beside data
+// (previous_attributes, source, reason, details) is left out elsewhere.
+type Event struct {
+	ID                 string             `json:"id"`
+	Type               domain.EventType   `json:"type"`
+	CreatedAt          string             `json:"created_at"`
+	Data               json.RawMessage    `json:"data"`
+	PreviousAttributes json.RawMessage    `json:"previous_attributes,omitempty"`
+	Source             json.RawMessage    `json:"source,omitempty"`
+	Reason             json.RawMessage    `json:"reason,omitempty"`
+	Details            json.RawMessage    `json:"details,omitempty"`
+	RequestID          *string            `json:"request_id"`
+	Actor              *domain.EventActor `json:"actor"`
+}
+
+// EventOf is ev as the API shows it.
+func EventOf(ev domain.Event) Event {
+	out := Event{ID: ev.ID, Type: ev.Type, CreatedAt: Time(ev.CreatedAt), Data: ev.Data,
+		PreviousAttributes: ev.Previous, Actor: ev.Actor}
+	if ev.RequestID != "" {
+		out.RequestID = &ev.RequestID
+	}
+	var extra struct{ Source, Reason, Details json.RawMessage }
+	if len(ev.Extra) > 0 && json.Unmarshal(ev.Extra, &extra) == nil {
+		out.Source, out.Reason, out.Details = extra.Source, extra.Reason, extra.Details
+	}
+	return out
+}
+
+// WebhookEndpoint is a webhook endpoint as the API shows it; Secret only in
+// the answer that created or rotated it.
+type WebhookEndpoint struct {
+	ID                 string   `json:"id"`
+	URL                string   `json:"url"`
+	Description        string   `json:"description"`
+	EnabledEvents      []string `json:"enabled_events"`
+	Status             string   `json:"status"`
+	DisabledReason     *string  `json:"disabled_reason"`
+	CreatedAt          string   `json:"created_at"`
+	UpdatedAt          string   `json:"updated_at"`
+	Secret             string   `json:"secret,omitempty"`
+	OldSecretExpiresAt *string  `json:"old_secret_expires_at,omitempty"`
+}
+
+// WebhookEndpointOf is e as the API shows it, without its secrets.
+func WebhookEndpointOf(e domain.WebhookEndpoint) WebhookEndpoint {
+	out := WebhookEndpoint{ID: e.ID, URL: e.URL, Description: e.Description, EnabledEvents: e.EnabledEvents,
+		Status: e.Status, CreatedAt: Time(e.CreatedAt), UpdatedAt: Time(e.UpdatedAt)}
+	if out.EnabledEvents == nil {
+		out.EnabledEvents = []string{}
+	}
+	if e.DisabledReason != "" {
+		out.DisabledReason = &e.DisabledReason
+	}
+	return out
+}
+
+// WebhookAttempt is one delivery attempt in an endpoint's log.
+type WebhookAttempt struct {
+	ID             string           `json:"id"`
+	EventID        string           `json:"event_id"`
+	EventType      domain.EventType `json:"event_type"`
+	Attempt        int              `json:"attempt"`
+	Status         string           `json:"status"`
+	ResponseStatus *int             `json:"response_status"`
+	Error          *string          `json:"error"`
+	LatencyMS      int64            `json:"latency_ms"`
+	ResponseBody   string           `json:"response_body"`
+	CreatedAt      string           `json:"created_at"`
+	DeliveryStatus string           `json:"delivery_status"`
+	NextAttemptAt  *string          `json:"next_attempt_at"`
+}
+
+// WebhookAttemptOf is a as the API shows it.
+func WebhookAttemptOf(a domain.WebhookAttempt) WebhookAttempt {
+	out := WebhookAttempt{ID: a.ID, EventID: a.EventID, EventType: a.EventType, Attempt: a.Attempt, Status: a.Status,
+		LatencyMS: a.LatencyMS, ResponseBody: a.ResponseBody, CreatedAt: Time(a.CreatedAt),
+		DeliveryStatus: a.DeliveryStatus, NextAttemptAt: TimePtr(a.NextAttemptAt)}
+	if a.ResponseStatus != 0 {
+		out.ResponseStatus = &a.ResponseStatus
+	}
+	if a.Error != "" {
+		out.Error = &a.Error
+	}
+	return out
 }
