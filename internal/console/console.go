@@ -163,6 +163,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/password", anyUser(blank(c.showPassword)))
 	mux.Handle("POST /console/password", anyUser(form(c.handlePassword, c.showPassword)))
 	mux.Handle("GET /console/{$}", signedIn(c.handleHome))
+	mux.Handle("POST "+searchPath, signedIn(handleSearch))
 
 	mux.Handle("GET /console/developers", manager(c.handleKeys))
 	mux.Handle("GET /console/developers/keys/new", manager(blank(c.showNewKeyForm)))

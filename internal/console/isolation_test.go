@@ -44,8 +44,9 @@ func nextIndex(s, sub string, after int) int {
 }
 
 // TestUserTextIsIsolated names a key, its description, an AI agent and
-// its instructions with a right-to-left override: every page that shows
-// them isolates each, so none can reverse the text after it.
+// its instructions, and asks and answers a question, with a right-to-left
+// override, and filters the Logs by one: every page that shows them
+// isolates each, so none can reverse the text after it.
 func TestUserTextIsIsolated(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -55,6 +56,11 @@ func TestUserTextIsIsolated(t *testing.T) {
 		g.Instructions = rlo + "Answer in French."
 		return true, nil
 	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.RecordQuestion(ctx, domain.Question{ID: domain.NewID(domain.PrefixQuestion, f.clock.Now()), AccountID: a.ID,
+		AgentID: ag.ID, ConversationID: domain.NewID(domain.PrefixConvo, f.clock.Now()), Question: rlo + "Where is my order?",
+		Answer: rlo + "It ships tomorrow.", CreatedAt: f.clock.Now(), AnswerMS: 321}, true, false); err != nil {
 		t.Fatal(err)
 	}
 	b := f.signedIn(owner)
@@ -68,7 +74,8 @@ func TestUserTextIsIsolated(t *testing.T) {
 	key := "/console/developers/keys/" + ks[0].ID
 	pages := []page{created}
 	for _, path := range []string{"/console/developers", key, key + "/edit", key + "/rotate", key + "/revoke",
-		"/console/developers/audit", "/console/developers/keys/new", "/console/agents", "/console/agents/" + ag.ID} {
+		"/console/developers/audit", "/console/developers/keys/new", "/console/agents", "/console/agents/" + ag.ID,
+		"/console/developers/logs?route=" + url.QueryEscape(rlo+"GET")} {
 		p := b.get(path)
 		wantStatus(t, path, p, http.StatusOK)
 		pages = append(pages, p)

@@ -29,12 +29,11 @@ type listParams struct {
 	After  store.Cursor
 }
 
-// readList reads ?q= (trimmed; at most store.MaxSearch bytes of UTF-8;
-// a credential in it cut to its public prefix, so that no page echoes
-// its secret) and ?after=.
+// readList reads ?q= (its publicTerm; at most store.MaxSearch bytes of
+// UTF-8) and ?after=.
 func readList(r *http.Request) (listParams, error) {
 	q := r.URL.Query()
-	search := strings.TrimSpace(q.Get("q"))
+	search := publicTerm(q.Get("q"))
 	if len(search) > store.MaxSearch || !utf8.ValidString(search) || strings.IndexByte(search, 0) >= 0 {
 		return listParams{}, &pageError{Status: http.StatusBadRequest, Field: "q",
 			Message: "Search for at most " + strconv.Itoa(store.MaxSearch) + " characters of text."}
@@ -43,7 +42,56 @@ func readList(r *http.Request) (listParams, error) {
 	if !ok {
 		return listParams{}, errBadPageLink
 	}
-	return listParams{Search: credential.RedactText(search), After: after}, nil
+	return listParams{Search: search, After: after}, nil
+}
+
+// publicTerm is a typed search term as a page or an address may show it,
+// trimmed: a whole credential is its key's public prefix (which finds
+// that key), and any credential within other text is cut to its public
+// prefix, so that no page echoes a secret.
+func publicTerm(s string) string {
+	s = strings.TrimSpace(s)
+	if c, err := credential.Parse(s); err == nil {
+		return c.Prefix
+	}
+	return credential.RedactText(s)
+}
+
+// searchPath is where every search form posts. A search box may be given
+// a credential (pasted to find its key), and a GET form would put it in
+// the address, so in the browser's history and in any proxy's log; the
+// form posts instead, with the session's CSRF token, and is sent on (303)
+// to its list's address with the publicTerm of each of its fields. A
+// term is cut one byte past store.MaxSearch, so the address stays short
+// and the list still says the term is too long.
+const searchPath = "/console/search"
+
+// searchLists are the lists a search form names in its list field: each
+// one's address and the fields its form sends.
+var searchLists = map[string]struct {
+	path   string
+	fields []string
+}{
+	"keys":   {"/console/developers", []string{"q", "status"}},
+	"audit":  {"/console/developers/audit", []string{"q"}},
+	"logs":   {logsPath, []string{"id", "key", "status", "route", "from", "to"}},
+	"agents": {"/console/agents", []string{"q"}},
+	"users":  {"/console/users", []string{"q"}},
+}
+
+// handleSearch sends a search form on to its list, no credential in the
+// address. The list checks the role and the terms, as for a link.
+func handleSearch(_ http.ResponseWriter, r *http.Request, _ *session) error {
+	l, ok := searchLists[r.PostForm.Get("list")]
+	if !ok {
+		return errNotFound
+	}
+	keep := url.Values{}
+	for _, name := range l.fields {
+		v := publicTerm(r.PostForm.Get(name))
+		keep.Set(name, v[:min(len(v), store.MaxSearch+1)])
+	}
+	return seeOther(linker(l.path, keep)(store.Cursor{}))
 }
 
 // pager is what a list template needs for its links: the search as read,

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -60,18 +59,12 @@ const dateTimeLocal = "2006-01-02T15:04"
 // readLogFilter reads the filters but the key (logKey) into q; a value it
 // cannot use is a 400 naming the field.
 func readLogFilter(r *http.Request, q *store.RequestLogQuery) (logFilter, error) {
+	// The form echoes every value, each its publicTerm: a pasted
+	// credential filters by its key, and shows as its prefix only.
 	v := r.URL.Query()
-	f := logFilter{Key: strings.TrimSpace(v.Get("key")), Status: strings.TrimSpace(v.Get("status")),
-		Route: strings.TrimSpace(v.Get("route")), RequestID: strings.TrimSpace(v.Get("id")),
-		From: v.Get("from"), To: v.Get("to")}
-	if c, err := credential.Parse(f.Key); err == nil {
-		f.Key = c.Prefix // a pasted credential filters by its key
-	}
-	// The form echoes every value: a credential in one as its public
-	// prefix only.
-	for _, s := range []*string{&f.Key, &f.Status, &f.Route, &f.RequestID, &f.From, &f.To} {
-		*s = credential.RedactText(*s)
-	}
+	f := logFilter{Key: publicTerm(v.Get("key")), Status: publicTerm(v.Get("status")),
+		Route: publicTerm(v.Get("route")), RequestID: publicTerm(v.Get("id")),
+		From: publicTerm(v.Get("from")), To: publicTerm(v.Get("to"))}
 	for name, s := range map[string]string{"key": f.Key, "route": f.Route, "id": f.RequestID} {
 		if len(s) > store.MaxSearch || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
 			return f, &pageError{Status: http.StatusBadRequest, Field: name, Message: "Enter at most " + strconv.Itoa(store.MaxSearch) + " characters of text."}
