@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof"
+	"net/netip"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"github.com/agentapi/agentapi/internal/api"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
+	"github.com/agentapi/agentapi/internal/egress"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/metrics"
@@ -32,6 +35,7 @@ import (
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
 	usagerec "github.com/agentapi/agentapi/internal/usage"
+	"github.com/agentapi/agentapi/internal/webhooks"
 )
 
 // Server timeouts (docs/configuration.md). Write covers a question's 30 s
@@ -91,6 +95,7 @@ type serveConfig struct {
 	clients            *clientaddr.Resolver
 	secretScanningKeys string
 	usage              bool // record requests for the console's usage and logs
+	webhookAllow       []netip.Prefix
 	// questions in progress, on the instance and per account; MiB of bodies read at once
 	maxModelCalls, maxModelCallsPerAccount, maxBodyMemoryMiB int
 }
@@ -105,6 +110,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	trusted := fs.String("trusted-proxies", e.getenv("AGENTAPI_TRUSTED_PROXIES"), "comma-separated IP addresses and CIDR prefixes of the proxies in front (load balancers): for a connection from one of them, the client address is read from X-Forwarded-For (env AGENTAPI_TRUSTED_PROXIES; none when empty)")
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
+	webhookAllow := fs.String("webhook-allow", e.getenv("AGENTAPI_WEBHOOK_ALLOW"), "comma-separated CIDR prefixes and addresses that webhook deliveries may reach although internal (loopback, private), and over http:// (self-hosted receivers, tests; env AGENTAPI_WEBHOOK_ALLOW; none when empty)")
 	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
 	const positive = "a positive whole number"
 	for _, f := range []struct {
@@ -143,6 +149,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	if c.unauthLimit < 1 {
 		return fmt.Errorf("%w: --unauth-rate-limit must be positive", errUsage)
+	}
+	if c.webhookAllow, err = parsePrefixes(*webhookAllow); err != nil {
+		return fmt.Errorf("%w: --webhook-allow: %v", errUsage, err)
 	}
 	if *llmURL != "" {
 		c.model, err = llm.New(llm.Config{BaseURL: *llmURL, Model: *llmModel, APIKey: e.getenv("AGENTAPI_LLM_API_KEY")})
@@ -241,6 +250,14 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	sweepTicks := time.NewTicker(idemSweepEvery)
 	defer sweepTicks.Stop()
 	go runIdemSweeper(loopCtx, sweepTicks.C, st.SweepIdempotencyKeys, log)
+	eventTicks := time.NewTicker(idemSweepEvery)
+	defer eventTicks.Stop()
+	go runIdemSweeper(loopCtx, eventTicks.C, sweepEvents(st), log)
+	hooks := webhooks.New(st, nil, c.webhookAllow)
+	deliveries := webhooks.NewWorker(st, egress.New(egress.Config{Allow: c.webhookAllow,
+		UserAgent: "agentapi-webhooks/" + versionOf(version, buildInfo())}), nil, log, webhooks.WorkerConfig{})
+	delivering := make(chan struct{})
+	go func() { defer close(delivering); deliveries.Run(loopCtx) }()
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
@@ -263,6 +280,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		Background: &background, ClientAddr: c.clients,
 		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions, Authenticator: authn, ListCache: lists,
 		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, MaxBodyMemory: int64(c.maxBodyMemoryMiB) << 20,
+		Webhooks: hooks,
 	})
 	if err != nil {
 		return err
@@ -271,7 +289,8 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	if err != nil {
 		return err
 	}
-	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder}
+	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder,
+		delivering: delivering}
 	// Once a stop has begun, each answer closes its connection.
 	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log)
 	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
@@ -380,6 +399,9 @@ type instance struct {
 	background *sync.WaitGroup
 	toucher    *keys.Toucher
 	recorder   *usagerec.Recorder // nil: usage not recorded
+	// delivering closes when the webhook worker has stopped: its attempts
+	// in flight recorded (each bounded by its 15 s time-out).
+	delivering <-chan struct{}
 }
 
 // stop stops accepting, lets in-flight requests finish, then writes what
@@ -401,6 +423,10 @@ func (in *instance) stop() error {
 	}
 	in.stopLoops()
 	in.background.Wait() // each is bounded by its own time-out
+	select {
+	case <-in.delivering:
+	case <-shutCtx.Done(): // an attempt cut short leaves its lease to run out: another instance makes it
+	}
 	if err := in.toucher.Flush(shutCtx); err != nil {
 		return fmt.Errorf("flush last_used_at: %w", err)
 	}
@@ -512,4 +538,31 @@ func useMirror(ctx context.Context, st *store.Store, client redis.UniversalClien
 	v := ratelimit.NewVersions(client, id, log)
 	st.SetListNotifier(v)
 	return m, v, nil
+}
+
+// parsePrefixes reads a comma-separated list of CIDR prefixes and single
+// addresses (a /32 or /128).
+func parsePrefixes(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address or CIDR prefix (such as 10.0.0.0/8 or 127.0.0.1)", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}
+
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
 }

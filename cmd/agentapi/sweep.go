@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // Expired Idempotency-Keys (kept 24 hours) are deleted by every serve
@@ -38,5 +40,14 @@ func runIdemSweeper(ctx context.Context, ticks <-chan time.Time, sweep sweepFunc
 				}
 			}
 		}
+	}
+}
+
+// sweepEvents is the sweep of events, webhook deliveries and attempts past
+// their 30 days (docs/webhooks.md).
+func sweepEvents(st *store.Store) sweepFunc {
+	return func(ctx context.Context, now time.Time, batch int) (int, error) {
+		n, err := st.DeleteOldEvents(ctx, now.Add(-store.EventRetention), batch)
+		return int(n), err
 	}
 }

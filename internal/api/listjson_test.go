@@ -10,13 +10,6 @@ import (
 	"github.com/agentapi/agentapi/internal/wire"
 )
 
-// collection is the envelope of a list, as encoding/json writes it: what
-// appendAgentPage must match.
-type collection struct {
-	Data any  `json:"data"`
-	Meta meta `json:"meta"`
-}
-
 // encodeStd is what writeJSON sends for v: encoding/json's bytes.
 func encodeStd(t testing.TB, v any) []byte {
 	t.Helper()

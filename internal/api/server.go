@@ -26,6 +26,7 @@ import (
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/webhooks"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -80,6 +81,9 @@ type Config struct {
 	// MaxModelCalls and MaxModelCallsPerAccount cap the questions in
 	// progress on this instance and per account; zero: the defaults.
 	MaxModelCalls, MaxModelCallsPerAccount int
+	// Webhooks manages webhook endpoints; nil: one with no --webhook-allow
+	// ranges.
+	Webhooks *webhooks.Service
 	// MaxBodyMemory bounds the bytes of request bodies read and decoded at
 	// once; zero: DefaultMaxBodyMemory.
 	MaxBodyMemory int64
