@@ -678,9 +678,10 @@ func presetOf(scopes []domain.Scope) (domain.Preset, bool) {
 	return domain.Presets[i], true
 }
 
-// handleEditKey saves the edit form: the access (unless the key is
-// revoked), then the name and description, each checked before anything
-// is saved. The picker's buttons only show the form again.
+// handleEditKey saves the edit form, in one transaction: the access and
+// allowed addresses (unless the key is revoked), the name and description,
+// each checked before anything is saved. The picker's buttons only show
+// the form again.
 func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	f := readKeyForm(r)
 	switch f.op {
@@ -698,46 +699,41 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 	if err != nil {
 		return err
 	}
-	ctx, rep := store.WithEpochReport(r.Context())
+	edit := keys.Edit{Name: f.name, Description: f.description}
 	if k.RevokedAt == nil {
-		if err := c.editAccess(ctx, actor, k, f); err != nil {
+		if edit.Access, edit.AllowedIPs, err = c.editAccess(k, f); err != nil {
 			return err
 		}
 	}
-	if _, err := c.Keys.Rename(ctx, actor, s.user.AccountID, k.ID, f.name, f.description); err != nil {
-		return err
+	ctx, rep := store.WithEpochReport(r.Context())
+	if _, err := c.Keys.Edit(ctx, actor, s.user.AccountID, k.ID, edit); err != nil {
+		return f.fieldOf(err)
 	}
 	c.Log.Info("console key edited", "key_id", k.ID, "user_id", s.user.ID)
 	return seeOther(mirrorTarget(rep, "/console/developers/keys/"+url.PathEscape(k.ID)+"?done=edited"))
 }
 
-// editAccess saves the form's scopes, agents and expiry (a form of an
-// earlier release, without a preset, changes none of them) and allowed
-// addresses. Every field is read first, so that a bad one changes nothing.
-func (c *Console) editAccess(ctx context.Context, actor keys.Actor, k domain.APIKey, f keyForm) error {
+// editAccess reads the form's scopes, agents and expiry (a form of an
+// earlier release, without a preset, changes none of them: nil) and
+// allowed addresses.
+func (c *Console) editAccess(k domain.APIKey, f keyForm) (*keys.Access, *domain.AllowList, error) {
 	allowed, err := allowListField(f.allowedIPs)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if f.preset != "" {
-		a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
-		if a.Scopes, err = f.chosenScopes(); err != nil {
-			return err
-		}
-		if f.expiry != "keep" && f.expiry != "" {
-			if a.ExpiresAt, err = f.expiryTime(c.Now()); err != nil {
-				return err
-			}
-		}
-		if _, err := c.Keys.SetAccess(ctx, actor, k.AccountID, k.ID, a); err != nil {
-			return f.fieldOf(err)
+	if f.preset == "" {
+		return nil, &allowed, nil
+	}
+	a := keys.Access{AgentIDs: f.agents, ExpiresAt: k.ExpiresAt}
+	if a.Scopes, err = f.chosenScopes(); err != nil {
+		return nil, nil, err
+	}
+	if f.expiry != "keep" && f.expiry != "" {
+		if a.ExpiresAt, err = f.expiryTime(c.Now()); err != nil {
+			return nil, nil, err
 		}
 	}
-	if slices.Equal(k.AllowedIPs, allowed) {
-		return nil
-	}
-	_, err = c.Keys.SetAllowedIPs(ctx, actor, k.AccountID, k.ID, allowed)
-	return err
+	return &a, &allowed, nil
 }
 
 // fieldOf puts the service's refusal of a key form on its field: an AI

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // Access is what a key may do after creation: its scopes, the AI agents
@@ -58,6 +59,91 @@ func (s *Service) SetAccess(ctx context.Context, actor Actor, accountID, keyID s
 	}
 	k.Scopes, k.AgentIDs, k.ExpiresAt = next.Scopes, next.AgentIDs, next.ExpiresAt
 	return k, nil
+}
+
+// Edit is one save of a key's edit form: Access and AllowedIPs, when set,
+// change an unrevoked key's (a revoked key keeps them); the name and
+// description always apply.
+type Edit struct {
+	Access            *Access
+	AllowedIPs        *domain.AllowList
+	Name, Description string
+}
+
+// Edit checks every part of e before anything is written, then saves them
+// in one transaction: each changed part has its audit entry (as SetAccess,
+// SetAllowedIPs and Rename record them), and the whole save one
+// api_key.updated event. Changing nothing writes nothing.
+func (s *Service) Edit(ctx context.Context, actor Actor, accountID, keyID string, e Edit) (domain.APIKey, error) {
+	if actor.User != nil && actor.User.AccountID != accountID {
+		return domain.APIKey{}, domain.Errorf(domain.CodeAccessDenied, "%s is not a user of account %s", actor.label(), accountID)
+	}
+	k, err := s.Get(ctx, accountID, keyID)
+	if err != nil {
+		return k, err
+	}
+	name, desc, err := checkText(e.Name, e.Description)
+	if err != nil {
+		return k, err
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	edit, evs, err := s.editParts(ctx, actor, k, e, now)
+	if err != nil {
+		return k, err
+	}
+	if ev, changed := renameEvent(actor, k, name, desc, now); changed {
+		evs = append(evs, ev)
+		edit.Name, edit.Description = &name, desc
+	}
+	if len(evs) == 0 {
+		return k, nil
+	}
+	err = s.store.UpdateKey(ctx, accountID, keyID, edit, evs)
+	if errors.Is(err, domain.ErrNotFound) {
+		return k, domain.Errorf(domain.CodeInconsistentState, "key %s changed meanwhile; reload it and try again", keyID)
+	}
+	if err != nil {
+		return k, fmt.Errorf("edit key: %w", err)
+	}
+	return s.Get(ctx, accountID, keyID)
+}
+
+// editParts checks e's access and allowed addresses against k (an
+// unrevoked key's only) and returns what changes, with an audit entry each.
+func (s *Service) editParts(ctx context.Context, actor Actor, k domain.APIKey, e Edit, now time.Time) (store.KeyEdit, []domain.AuditEvent, error) {
+	var (
+		edit store.KeyEdit
+		evs  []domain.AuditEvent
+	)
+	if k.RevokedAt != nil {
+		return edit, nil, nil
+	}
+	if e.Access != nil {
+		next, err := s.validAccess(ctx, k, *e.Access, now)
+		if err != nil {
+			return edit, nil, err
+		}
+		detail, err := s.describeAccess(ctx, k, next)
+		if err != nil {
+			return edit, nil, err
+		}
+		if detail != "" {
+			evs = append(evs, actor.event(k.AccountID, k.ID, domain.AuditAccessChanged, detail, now))
+			edit.Access = &store.KeyAccess{Scopes: next.Scopes, AgentIDs: next.AgentIDs, ExpiresAt: next.ExpiresAt}
+		}
+	}
+	if e.AllowedIPs != nil {
+		list, err := domain.NewAllowList(e.AllowedIPs.Strings())
+		if err != nil {
+			return edit, nil, err
+		}
+		if !slices.Equal(k.AllowedIPs, list) {
+			detail := describeAllowList(k.AllowedIPs) + " → " + describeAllowList(list)
+			evs = append(evs, actor.event(k.AccountID, k.ID, domain.AuditAllowedIPsChanged, detail, now))
+			edit.AllowedIPs = &list
+		}
+	}
+	return edit, evs, nil
 }
 
 // validAccess is a as stored: Create's rules for scopes, agents and a

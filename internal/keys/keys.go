@@ -394,6 +394,22 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 	if err != nil {
 		return k, err
 	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	ev, changed := renameEvent(actor, k, name, desc, now)
+	if !changed {
+		return k, nil
+	}
+	err = s.store.UpdateKeyText(ctx, accountID, keyID, name, desc, ev)
+	if err := keyError(err, "rename key", accountID, keyID); err != nil {
+		return k, err
+	}
+	k.Name, k.Description = name, desc
+	return k, nil
+}
+
+// renameEvent is the audit entry of k's name and description becoming name
+// and desc, and whether they change at all.
+func renameEvent(actor Actor, k domain.APIKey, name, desc string, now time.Time) (domain.AuditEvent, bool) {
 	var details []string
 	action := domain.AuditRenamed
 	if name != k.Name {
@@ -407,16 +423,9 @@ func (s *Service) Rename(ctx context.Context, actor Actor, accountID, keyID, nam
 		}
 	}
 	if name == k.Name && desc == k.Description {
-		return k, nil
+		return domain.AuditEvent{}, false
 	}
-	now := s.now().UTC().Truncate(time.Millisecond)
-	ev := actor.event(accountID, keyID, action, strings.Join(details, "; "), now)
-	err = s.store.UpdateKeyText(ctx, accountID, keyID, name, desc, ev)
-	if err := keyError(err, "rename key", accountID, keyID); err != nil {
-		return k, err
-	}
-	k.Name, k.Description = name, desc
-	return k, nil
+	return actor.event(k.AccountID, k.ID, action, strings.Join(details, "; "), now), true
 }
 
 // Get returns a key of the account; not_found otherwise.
