@@ -169,28 +169,27 @@ func checkDescription(d string) (string, error) {
 	return strings.TrimSpace(d), nil
 }
 
-// Create makes an endpoint, enabled, with a new secret.
+// Create makes an endpoint, enabled, with a new secret. Every field at
+// fault is named at once.
 func (s *Service) Create(ctx context.Context, actor Actor, p Params) (Created, error) {
+	var errs []error
 	if p.URL == nil {
-		return Created{}, fieldErr("url", domain.CodeMissingField, "url is required: the https:// address deliveries are posted to.")
-	}
-	u, err := s.checkURL(*p.URL)
-	if err != nil {
-		return Created{}, err
+		errs = append(errs, fieldErr("url", domain.CodeMissingField, "url is required: the https:// address deliveries are posted to."))
 	}
 	if p.EnabledEvents == nil {
-		return Created{}, fieldErr("enabled_events", domain.CodeMissingField,
-			"enabled_events is required: event types, families such as api_key.*, or [\"*\"].")
+		errs = append(errs, fieldErr("enabled_events", domain.CodeMissingField,
+			"enabled_events is required: event types, families such as api_key.*, or [\"*\"]."))
 	}
-	events, err := checkEvents(*p.EnabledEvents)
+	p, err := s.checkParams(p)
 	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := joinFieldErrors(errs); err != nil {
 		return Created{}, err
 	}
-	desc := ""
+	u, events, desc := *p.URL, *p.EnabledEvents, ""
 	if p.Description != nil {
-		if desc, err = checkDescription(*p.Description); err != nil {
-			return Created{}, err
-		}
+		desc = *p.Description
 	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
@@ -251,30 +250,49 @@ func (s *Service) Update(ctx context.Context, actor Actor, id string, p Params) 
 	return e, err
 }
 
-// checkParams validates the fields p sets.
+// checkParams validates the fields p sets, naming every one at fault.
 func (s *Service) checkParams(p Params) (Params, error) {
+	var errs []error
 	if p.URL != nil {
 		u, err := s.checkURL(*p.URL)
-		if err != nil {
-			return p, err
-		}
+		errs = append(errs, err)
 		p.URL = &u
 	}
 	if p.EnabledEvents != nil {
 		ev, err := checkEvents(*p.EnabledEvents)
-		if err != nil {
-			return p, err
-		}
+		errs = append(errs, err)
 		p.EnabledEvents = &ev
 	}
 	if p.Description != nil {
 		d, err := checkDescription(*p.Description)
-		if err != nil {
-			return p, err
-		}
+		errs = append(errs, err)
 		p.Description = &d
 	}
-	return p, nil
+	return p, joinFieldErrors(errs)
+}
+
+// joinFieldErrors is one error naming the fields of every domain.Error in
+// errs (nil ones skipped), the first one's code and message leading; any
+// other error is returned as it is.
+func joinFieldErrors(errs []error) error {
+	var out *domain.Error
+	for _, err := range errs {
+		var de *domain.Error
+		switch {
+		case err == nil:
+		case !errors.As(err, &de):
+			return err
+		case out == nil:
+			cp := *de
+			out = &cp
+		default:
+			out.Fields = append(out.Fields, de.Fields...)
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return out
 }
 
 // applyParams sets p's fields on e and reports whether any changed.
