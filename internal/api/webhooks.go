@@ -48,7 +48,7 @@ func webhookActor(r *http.Request) webhooks.Actor {
 // bound to it) and where the page starts.
 func eventsQuery(r *http.Request, cursors *cursorSigner, account string) (store.EventQuery, string, error) {
 	var p problems
-	q := p.query(r, "limit", "next", "type", "created_since")
+	q := p.query(r, "limit", "next", "type", "created_since", "after")
 	rawLimit, given := q["limit"]
 	eq := store.EventQuery{AccountID: account, Limit: parseLimit(rawLimit, given)}
 	var filter []string
@@ -67,6 +67,12 @@ func eventsQuery(r *http.Request, cursors *cursorSigner, account string) (store.
 		}
 	}
 	f := strings.Join(filter, "&")
+	if v, ok := q["after"]; ok {
+		eq.AfterID = v // resolved by the store: the events committed after it
+		if _, ok := q["next"]; ok {
+			p.add("after", domain.CodeInvalidValue, "after and next cannot be given together; next already says where the page starts.")
+		}
+	}
 	if v, ok := q["next"]; ok {
 		c, ok := decodeCursor(cursors, account, "events?"+f, v)
 		seq, err := strconv.ParseInt(c.id, 10, 64)
@@ -106,6 +112,10 @@ func handleListEvents(st *store.Store, cursors *cursorSigner) handlerFunc {
 			q.AgentIDs = k.AgentIDs
 		}
 		evs, err := st.ListEvents(r.Context(), q)
+		if errors.Is(err, domain.ErrNotFound) {
+			return &domain.Error{Code: domain.CodeInvalidValue, Message: "after must be the id of an event of this account.",
+				Fields: []domain.FieldError{{Field: "after", Code: domain.CodeInvalidValue, Message: "after must be the id of an event of this account."}}}
+		}
 		if err != nil {
 			return err
 		}

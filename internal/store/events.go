@@ -328,7 +328,10 @@ type EventQuery struct {
 	AgentIDs  []string // set for a key restricted to agents: only their ai_agent events
 	Since     *time.Time
 	AfterSeq  int64
-	Limit     int
+	// AfterID, when set, starts the list after that event (ErrNotFound
+	// unless it is the account's).
+	AfterID string
+	Limit   int
 }
 
 const eventColumns = `id, account_id, seq, type, created_at, request_id, actor_type, actor_id, agent_id, data, previous, extra`
@@ -363,6 +366,16 @@ func scanEvent(r interface{ Scan(...any) error }) (domain.Event, error) {
 func (s *Store) ListEvents(ctx context.Context, q EventQuery) ([]domain.Event, error) {
 	if !storable(q.AccountID) {
 		return nil, nil
+	}
+	if q.AfterID != "" {
+		if !storable(q.AfterID) {
+			return nil, domain.ErrNotFound
+		}
+		err := s.r.QueryRowContext(ctx, `SELECT seq FROM events WHERE id = $1 AND account_id = $2 AND test = FALSE`,
+			q.AfterID, q.AccountID).Scan(&q.AfterSeq)
+		if err != nil {
+			return nil, rowErr("get event", err)
+		}
 	}
 	var b builder
 	b.add(`SELECT ` + eventColumns + ` FROM events WHERE account_id = ` + b.arg(q.AccountID) +
