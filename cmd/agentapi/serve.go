@@ -253,6 +253,9 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	eventTicks := time.NewTicker(idemSweepEvery)
 	defer eventTicks.Stop()
 	go runIdemSweeper(loopCtx, eventTicks.C, sweepEvents(st), log)
+	expiryTicks := time.NewTicker(expirySweepEvery)
+	defer expiryTicks.Stop()
+	go runIdemSweeper(loopCtx, expiryTicks.C, st.SweepKeyExpiry, log)
 	hooks := webhooks.New(st, nil, c.webhookAllow)
 	deliveries := webhooks.NewWorker(st, egress.New(egress.Config{Allow: c.webhookAllow,
 		UserAgent: "agentapi-webhooks/" + versionOf(version, buildInfo())}), nil, log, webhooks.WorkerConfig{})

@@ -43,6 +43,10 @@ func runIdemSweeper(ctx context.Context, ticks <-chan time.Time, sweep sweepFunc
 	}
 }
 
+// expirySweepEvery is how often each instance writes the api_key.expiring
+// and api_key.expired events that have fallen due (docs/webhooks.md).
+var expirySweepEvery = time.Minute
+
 // sweepEvents is the sweep of events, webhook deliveries and attempts past
 // their 30 days (docs/webhooks.md).
 func sweepEvents(st *store.Store) sweepFunc {
