@@ -14,12 +14,14 @@ import (
 
 // defaultMaxConns bounds the connections serve holds open at once, and so
 // the memory that clients, or an attacker, can make it hold by opening
-// connections faster than the time-outs close them. Measured with the
-// built binary, 4,000 connections each sending 60 KB of a header and then
-// nothing: RSS +436 MiB without a bound (about 110 KiB a connection, the
-// header buffer growing towards the 64 KiB limit), +69 MiB with
-// --max-conns 1000; 4,000 that send a request line and stall cost about
-// 4 KiB each. At this default the worst case is about 450 MiB.
+// connections faster than the time-outs close them. What a connection
+// costs, measured with the built binary (docs/configuration.md, Tune
+// memory): about 8 KiB while it sends nothing or sits idle; up to about
+// 350 KiB of RSS while it holds a header near maxHeaderBytes made of
+// thousands of short fields (net/http parses each into an entry of the
+// header map, and the collector lets the heap grow to about twice what is
+// live); about 1 MiB under the former 64 KiB limit. TestStalledHeadersBoundRSS
+// checks the figure.
 const defaultMaxConns = 4096
 
 // defaultMaxConnsPerAddr bounds one client address's share of them.

@@ -35,13 +35,15 @@ import (
 )
 
 // Server timeouts (docs/configuration.md). Write covers a question's 30 s
-// model time-out with room.
+// model time-out with room. maxHeaderBytes bounds what a connection that
+// holds an unfinished header costs (defaultMaxConns): at 64 KiB, about
+// 1 MiB of RSS each; a browser's or an SDK's headers are a few KiB.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second
 	writeTimeout      = 60 * time.Second
 	idleTimeout       = 120 * time.Second
-	maxHeaderBytes    = 64 << 10
+	maxHeaderBytes    = 16 << 10
 	shutdownTimeout   = 30 * time.Second
 )
 

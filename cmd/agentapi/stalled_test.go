@@ -119,6 +119,57 @@ func TestStalledHeadersGiveWay(t *testing.T) {
 	}
 }
 
+// stalledHeaderKiB is the most RSS a connection may cost while it holds a
+// header just under the limit made of short fields, the worst shape
+// measured: the figure docs/configuration.md (Tune memory) gives. Runs of
+// this test measured 263 to 321 KiB; 4,096 connections, 295 KiB each.
+const stalledHeaderKiB = 350
+
+// TestStalledHeadersBoundRSS (issue 40): connections each holding a
+// header just under the limit, in thousands of short fields, cost serve
+// at most stalledHeaderKiB of RSS apiece. With the 64 KiB header limit
+// such a connection cost about three times that.
+func TestStalledHeadersBoundRSS(t *testing.T) {
+	if raceEnabled() {
+		t.Skip("the race detector's shadow memory makes RSS meaningless; run without -race")
+	}
+	const n = 200
+	// Without the GC tuner's 32 MiB of headroom, which would dwarf n
+	// connections' share; at --max-conns the live heap is far above it.
+	s := startServer(t, nil, "--db", filepath.Join(t.TempDir(), "rss.db"),
+		"--max-conns", strconv.Itoa(n), "--max-conns-per-addr", strconv.Itoa(n), "--gc-headroom-mib", "0")
+	pid := s.cmd.Process.Pid
+	time.Sleep(200 * time.Millisecond)
+	before := memKiB(t, pid, "VmRSS")
+	header := manyFields(maxHeaderBytes + 4096 - 256) // net/http reads up to the limit and 4 KiB
+	holdFrom(t, strings.TrimPrefix(s.base, "http://"), []string{"127.0.0.2"}, n, attacker{"large header", func(c net.Conn, _ <-chan struct{}) {
+		_, _ = c.Write([]byte(header))
+	}})
+	after := settledRSS(t, pid, 8*time.Second)
+	per := (after - before) / n
+	t.Logf("RSS %d KiB before, %d KiB with %d connections stalled after %d-byte headers: %d KiB a connection", before, after, n, len(header), per)
+	if per > stalledHeaderKiB {
+		t.Fatalf("a connection stalled after a large header costs %d KiB of RSS, over %d", per, stalledHeaderKiB)
+	}
+}
+
+// settledRSS is pid's RSS once it has not grown for half a second, or
+// after within.
+func settledRSS(t *testing.T, pid int, within time.Duration) int {
+	t.Helper()
+	last := memKiB(t, pid, "VmRSS")
+	for deadline, still := time.Now().Add(within), 0; time.Now().Before(deadline) && still < 5; {
+		time.Sleep(100 * time.Millisecond)
+		now := memKiB(t, pid, "VmRSS")
+		if now > last {
+			last, still = now, 0
+			continue
+		}
+		still++
+	}
+	return last
+}
+
 // TestWhichConnectionGivesWay runs the listener in process with
 // --max-conns 2: one keep-alive connection idle and one that has begun a
 // request's headers. A new connection closes the idle one while the other
