@@ -193,10 +193,17 @@ func (l *connLimit) connState(c net.Conn, s http.ConnState) {
 	if !ok || s == http.StateNew {
 		return
 	}
-	lc.pending.Store(false)
+	// Only a connection's first request finds it pending: the rest cost a
+	// load, not a store and a map delete.
+	pending := lc.pending.Load()
+	if pending {
+		lc.pending.Store(false)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.pending, lc)
+	if pending {
+		delete(l.pending, lc)
+	}
 	if s == http.StateIdle {
 		l.idle[lc] = time.Now()
 	} else {
