@@ -14,12 +14,14 @@ import (
 
 // defaultMaxConns bounds the connections serve holds open at once, and so
 // the memory that clients, or an attacker, can make it hold by opening
-// connections faster than the time-outs close them. Measured with the
-// built binary, 4,000 connections each sending 60 KB of a header and then
-// nothing: RSS +436 MiB without a bound (about 110 KiB a connection, the
-// header buffer growing towards the 64 KiB limit), +69 MiB with
-// --max-conns 1000; 4,000 that send a request line and stall cost about
-// 4 KiB each. At this default the worst case is about 450 MiB.
+// connections faster than the time-outs close them. What a connection
+// costs, measured with the built binary (docs/configuration.md, Tune
+// memory): about 8 KiB while it sends nothing or sits idle; up to about
+// 350 KiB of RSS while it holds a header near maxHeaderBytes made of
+// thousands of short fields (net/http parses each into an entry of the
+// header map, and the collector lets the heap grow to about twice what is
+// live); about 1 MiB under the former 64 KiB limit. TestStalledHeadersBoundRSS
+// checks the figure.
 const defaultMaxConns = 4096
 
 // defaultMaxConnsPerAddr bounds one client address's share of them.
@@ -28,32 +30,45 @@ const defaultMaxConnsPerAddr = 256
 // connLimit is the API listener, bounded: at most max connections open,
 // and at most perAddr from one client address (clientaddr.Group: IPv6 by
 // /64), trusted proxies excepted; a connection past its address's share is
-// closed at once. At max, Accept closes the connection idle longest (a
-// keep-alive connection between requests, as http.Server's ConnState
-// reports it) to admit the new one, and waits only when none is idle.
-// golang.org/x/net/netutil's LimitListener only waits, and counts no
-// address: a client holding idle connections would keep others out for
-// up to the idle time-out (measured at 19.8 s with 4,096 of them).
+// closed at once. At max, Accept closes one connection to admit the new
+// one (victim) and waits only when every open one is in the middle of a
+// request. golang.org/x/net/netutil's LimitListener only waits, and counts
+// no address: connections that never finish their headers, or idle ones,
+// would keep others out until a time-out closed them (a new client waited
+// up to 9.2 s behind 5,120 that sent nothing or dripped their headers, and
+// 19.8 s behind 4,096 idle ones).
 type connLimit struct {
 	net.Listener
 	max, perAddr int
 	clients      *clientaddr.Resolver
 	log          *slog.Logger
+	start        time.Time     // limitedConn.progress counts from it
+	grace        time.Duration // stallGrace; tests shorten it
 
-	mu     sync.Mutex
-	open   int
-	byAddr map[string]int
-	idle   map[*limitedConn]time.Time // since when each idle connection is
-	freed  chan struct{}              // a place was given back
-	closed chan struct{}
-	once   sync.Once
-	err    error        // of closing the listener, which Close does once
-	warned atomic.Int64 // unix seconds of the last warning
+	mu      sync.Mutex
+	open    int
+	byAddr  map[string]int
+	pending map[*limitedConn]struct{}  // still reading their first request's headers
+	idle    map[*limitedConn]time.Time // since when each idle connection is
+	freed   chan struct{}              // a place was given back
+	closed  chan struct{}
+	once    sync.Once
+	err     error        // of closing the listener, which Close does once
+	warned  atomic.Int64 // unix seconds of the last warning
 }
 
+// stallGrace is how long a connection may go without sending a byte of its
+// first request's headers before it is closed ahead of any idle one. A
+// client's headers follow its connection within a round trip, so one still
+// silent after a second is almost surely holding a place; a younger one is
+// more likely a client about to be served than an idle keep-alive is
+// (whose client reconnects without a fuss).
+const stallGrace = time.Second
+
 func limitConns(ln net.Listener, max, perAddr int, clients *clientaddr.Resolver, log *slog.Logger) *connLimit {
-	return &connLimit{Listener: ln, max: max, perAddr: perAddr, clients: clients, log: log,
-		byAddr: map[string]int{}, idle: map[*limitedConn]time.Time{}, freed: make(chan struct{}, 1), closed: make(chan struct{})}
+	return &connLimit{Listener: ln, max: max, perAddr: perAddr, clients: clients, log: log, start: time.Now(), grace: stallGrace,
+		byAddr: map[string]int{}, pending: map[*limitedConn]struct{}{}, idle: map[*limitedConn]time.Time{},
+		freed: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 func (l *connLimit) Accept() (net.Conn, error) {
@@ -71,6 +86,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 // admit counts c in and returns it, or closes it and returns nil.
 func (l *connLimit) admit(c net.Conn) *limitedConn {
 	lc := &limitedConn{Conn: c, l: l, group: l.group(c)}
+	lc.pending.Store(true)
 	for {
 		l.mu.Lock()
 		if lc.group != "" && l.byAddr[lc.group] >= l.perAddr {
@@ -82,13 +98,16 @@ func (l *connLimit) admit(c net.Conn) *limitedConn {
 		if l.open < l.max {
 			l.open++
 			l.byAddr[lc.group]++
+			lc.progress.Store(int64(time.Since(l.start)))
+			l.pending[lc] = struct{}{}
 			l.mu.Unlock()
 			return lc
 		}
-		oldest := l.oldestIdle()
+		victim, why := l.victim()
 		l.mu.Unlock()
-		if oldest != nil {
-			oldest.Close() // gives its place back
+		if victim != nil {
+			l.warn("connection limit reached: "+why+" closed to admit new ones", "max_conns", l.max)
+			victim.Close() // gives its place back
 			continue
 		}
 		l.warn("connection limit reached: new connections wait for open ones to close", "max_conns", l.max)
@@ -111,6 +130,41 @@ func (l *connLimit) group(c net.Conn) string {
 	return clientaddr.Group(ap.Addr().Unmap().String())
 }
 
+// victim is the connection to close for a new one, and what it was; nil
+// when every open connection is in the middle of a request. l.mu held.
+// First one that has not sent a byte of its first request's headers for
+// stallGrace (the one stalled longest): it never finished a request, and
+// it is what clients that hold places without using them (sending
+// nothing, dripping a header line every few seconds, stalling after a
+// large header) look like. Then the connection idle longest. Then the
+// one stalled longest, however briefly.
+func (l *connLimit) victim() (*limitedConn, string) {
+	stalled := l.stalledLongest()
+	if stalled != nil && time.Since(l.start)-time.Duration(stalled.progress.Load()) >= l.grace {
+		return l.drop(stalled), "connections that had not finished their headers"
+	}
+	if idle := l.oldestIdle(); idle != nil {
+		return l.drop(idle), "idle keep-alive connections"
+	}
+	if stalled != nil {
+		return l.drop(stalled), "connections that had not finished their headers"
+	}
+	return nil, ""
+}
+
+// stalledLongest is the pending connection whose last byte came earliest,
+// nil when none is pending; l.mu held.
+func (l *connLimit) stalledLongest() *limitedConn {
+	var worst *limitedConn
+	var at int64
+	for c := range l.pending {
+		if p := c.progress.Load(); worst == nil || p < at {
+			worst, at = c, p
+		}
+	}
+	return worst
+}
+
 // oldestIdle is the connection idle longest, nil when none is; l.mu held.
 func (l *connLimit) oldestIdle() *limitedConn {
 	var oldest *limitedConn
@@ -119,18 +173,37 @@ func (l *connLimit) oldestIdle() *limitedConn {
 			oldest = c
 		}
 	}
-	delete(l.idle, oldest)
 	return oldest
 }
 
-// connState is the server's ConnState hook: it keeps the idle set.
+// drop takes c out of the pending and idle sets, so that no other admit
+// picks it while it closes; l.mu held.
+func (l *connLimit) drop(c *limitedConn) *limitedConn {
+	delete(l.pending, c)
+	delete(l.idle, c)
+	return c
+}
+
+// connState is the server's ConnState hook: it keeps the pending and idle
+// sets. http.Server reports StateActive once a request's headers are read,
+// so a connection leaves pending when its first request's have been (or it
+// closes).
 func (l *connLimit) connState(c net.Conn, s http.ConnState) {
 	lc, ok := c.(*limitedConn)
-	if !ok {
+	if !ok || s == http.StateNew {
 		return
+	}
+	// Only a connection's first request finds it pending: the rest cost a
+	// load, not a store and a map delete.
+	pending := lc.pending.Load()
+	if pending {
+		lc.pending.Store(false)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if pending {
+		delete(l.pending, lc)
+	}
 	if s == http.StateIdle {
 		l.idle[lc] = time.Now()
 	} else {
@@ -144,7 +217,7 @@ func (l *connLimit) release(c *limitedConn) {
 	if l.byAddr[c.group]--; l.byAddr[c.group] == 0 {
 		delete(l.byAddr, c.group)
 	}
-	delete(l.idle, c)
+	l.drop(c)
 	l.mu.Unlock()
 	select {
 	case l.freed <- struct{}{}:
@@ -182,12 +255,25 @@ func (l *connLimit) wait(max time.Duration) {
 	}
 }
 
-// limitedConn gives its place back once, on its first Close.
+// limitedConn gives its place back once, on its first Close, and notes
+// when it last read a byte while its first request's headers are awaited.
 type limitedConn struct {
 	net.Conn
-	l     *connLimit
-	group string
-	once  sync.Once
+	l        *connLimit
+	group    string
+	once     sync.Once
+	pending  atomic.Bool  // its first request's headers are not all read
+	progress atomic.Int64 // when it last read a byte while pending: time since l.start
+}
+
+// Read notes progress only while pending: once the first request's
+// headers are read, a Read costs one atomic load more than the bare conn's.
+func (c *limitedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.pending.Load() {
+		c.progress.Store(int64(time.Since(c.l.start)))
+	}
+	return n, err
 }
 
 func (c *limitedConn) Close() error {

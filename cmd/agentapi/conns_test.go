@@ -14,8 +14,9 @@ import (
 )
 
 // TestServeBoundsOpenConnections runs the built binary with --max-conns 2:
-// two connections in the middle of a request are held; a third is not
-// served while they stay open (none is idle to give way), is served as
+// two connections in the middle of a request (headers sent, the body
+// still coming) are held; a third is not served while they stay open
+// (none is idle or still sending its headers to give way), is served as
 // soon as one closes, and the wait is logged.
 func TestServeBoundsOpenConnections(t *testing.T) {
 	s := startServer(t, nil, "--db", filepath.Join(t.TempDir(), "conns.db"), "--max-conns", "2")
@@ -40,7 +41,8 @@ func TestServeBoundsOpenConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\n")); err != nil { // a request begun: active
+		// Headers whole, body begun: the request is in progress (active).
+		if _, err := c.Write([]byte("POST /v1/ai-agents HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")); err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, c)
@@ -135,8 +137,13 @@ func holdIdle(t *testing.T, addr string, n int) int {
 
 // getFrom GETs url on a new connection from the local address from.
 func getFrom(from, url string) (int, error) {
+	return getWithin(from, url, 30*time.Second)
+}
+
+// getWithin is getFrom giving up after timeout.
+func getWithin(from, url string, timeout time.Duration) (int, error) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	hc := &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: d.DialContext}}
 	resp, err := hc.Get(url)
 	if err != nil {
 		return 0, err

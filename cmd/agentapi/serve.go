@@ -39,13 +39,15 @@ import (
 )
 
 // Server timeouts (docs/configuration.md). Write covers a question's 30 s
-// model time-out with room.
+// model time-out with room. maxHeaderBytes bounds what a connection that
+// holds an unfinished header costs (defaultMaxConns): at 64 KiB, about
+// 1 MiB of RSS each; a browser's or an SDK's headers are a few KiB.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second
 	writeTimeout      = 60 * time.Second
 	idleTimeout       = 120 * time.Second
-	maxHeaderBytes    = 64 << 10
+	maxHeaderBytes    = 16 << 10
 	shutdownTimeout   = 30 * time.Second
 )
 
@@ -121,7 +123,7 @@ func serve(ctx context.Context, e env, args []string) error {
 	}{
 		{&c.unauthLimit, "unauth-rate-limit", "AGENTAPI_UNAUTH_RATE_LIMIT", "requests a minute per client address that identify no key (env AGENTAPI_UNAUTH_RATE_LIMIT)", api.DefaultUnauthRateLimit, 1, positive},
 		{&c.gcHeadroomMiB, "gc-headroom-mib", "AGENTAPI_GC_HEADROOM_MIB", "MiB the heap may grow above the live heap before a collection, while the live heap is smaller than that; 0 leaves the runtime's default, and so does an operator's GOGC (env AGENTAPI_GC_HEADROOM_MIB)", defaultGCHeadroomMiB, 0, "a whole number of MiB (0 turns it off)"},
-		{&c.maxConns, "max-conns", "AGENTAPI_MAX_CONNS", "connections held open at once; past it, the connection idle longest is closed for a new one, or new ones wait until one closes (env AGENTAPI_MAX_CONNS)", defaultMaxConns, 1, positive},
+		{&c.maxConns, "max-conns", "AGENTAPI_MAX_CONNS", "connections held open at once; past it, one is closed for a new one (the one stalled longest in its first request's headers, or the one idle longest), or new ones wait until one closes (env AGENTAPI_MAX_CONNS)", defaultMaxConns, 1, positive},
 		{&c.maxConnsPerAddr, "max-conns-per-addr", "AGENTAPI_MAX_CONNS_PER_ADDR", "connections one client address (IPv6: its /64) may hold open; trusted proxies are not counted (env AGENTAPI_MAX_CONNS_PER_ADDR)", defaultMaxConnsPerAddr, 1, positive},
 		{&c.maxModelCalls, "max-model-calls", "AGENTAPI_MAX_MODEL_CALLS", "questions in progress on this instance; past it a question gets 503 (env AGENTAPI_MAX_MODEL_CALLS)", api.DefaultMaxModelCalls, 1, positive},
 		{&c.maxModelCallsPerAccount, "max-model-calls-per-account", "AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT", "questions in progress per account; past it a question gets 429 (env AGENTAPI_MAX_MODEL_CALLS_PER_ACCOUNT)", api.DefaultMaxModelCallsPerAccount, 1, positive},
