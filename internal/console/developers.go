@@ -858,9 +858,44 @@ func (c *Console) endpointsOf(r *http.Request, accountID string, rows []auditRow
 			}
 		}
 		row.EndpointID, row.EndpointURL = id, urls[id]
-		row.DetailAfter = strings.TrimLeft(row.Detail[len(id):], " ;:")
+		row.DetailAfter = webhookDetail(row.Detail[len(id):], urls[id])
 	}
 	return nil
+}
+
+// webhookDetail is a webhook event's detail after its endpoint's id, as
+// the trail shows it beside the endpoint: the address it still has left
+// out, a rotation's overlap in words.
+func webhookDetail(rest, url string) string {
+	rest = strings.TrimLeft(rest, " ;:")
+	if url != "" && strings.HasPrefix(rest, url) {
+		rest = strings.TrimLeft(rest[len(url):], " ;:")
+	}
+	const overlap = "the old secret stays valid for "
+	if d, err := time.ParseDuration(strings.TrimPrefix(rest, overlap)); err == nil && strings.HasPrefix(rest, overlap) {
+		return overlapWords(d)
+	}
+	return rest
+}
+
+// overlapWords says how long a rotated secret's old one stays valid.
+func overlapWords(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "the old secret stopped at once"
+	case d%(24*time.Hour) == 0:
+		return "the old secret stays valid for " + plural(int(d/(24*time.Hour)), "day")
+	case d%time.Hour == 0:
+		return "the old secret stays valid for " + plural(int(d/time.Hour), "hour")
+	}
+	return "the old secret stays valid for " + d.String()
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
 }
 
 type auditPage struct {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -193,7 +194,7 @@ func (f endpointForm) params() webhooks.Params {
 func (c *Console) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, s *session) error {
 	created, err := c.Webhooks.Create(r.Context(), webhookActor(s), readEndpointForm(r).params())
 	if err != nil {
-		return err
+		return formWords(err)
 	}
 	id := created.Endpoint.ID
 	c.Log.Info("console webhook endpoint created", "endpoint_id", id, "user_id", s.user.ID)
@@ -201,6 +202,27 @@ func (c *Console) handleCreateEndpoint(w http.ResponseWriter, r *http.Request, s
 		return sealFailed(id, err)
 	}
 	return seeOther(secretPath(id))
+}
+
+// formWords puts the service's refusal of a field in the form's words:
+// the API's messages name its JSON fields ("url must use https://.").
+func formWords(err error) error {
+	var de *domain.Error
+	if !errors.As(err, &de) || len(de.Fields) == 0 || de.Code != domain.CodeMissingField && de.Code != domain.CodeInvalidValue {
+		return err
+	}
+	field, msg := de.Fields[0].Field, de.Message
+	switch {
+	case field == "enabled_events" && de.Code == domain.CodeMissingField:
+		msg = "Choose the events to send: every event, a resource's events, or single types."
+	case field == "enabled_events":
+		msg = "Events" + strings.TrimPrefix(msg, "enabled_events")
+	case field == "url":
+		msg = "The URL" + strings.TrimPrefix(msg, "url")
+	case field == "description":
+		msg = "The description" + strings.TrimPrefix(msg, "description")
+	}
+	return fieldError(field, msg)
 }
 
 // sealFailed is a new secret that cannot be shown: the endpoint exists,
@@ -212,7 +234,7 @@ func sealFailed(id string, err error) error {
 func (c *Console) handleEditEndpoint(w http.ResponseWriter, r *http.Request, s *session) error {
 	id := r.PathValue("id")
 	if _, err := c.Webhooks.Update(r.Context(), webhookActor(s), id, readEndpointForm(r).params()); err != nil {
-		return err
+		return formWords(err)
 	}
 	c.Log.Info("console webhook endpoint edited", "endpoint_id", id, "user_id", s.user.ID)
 	return seeOther(endpointPath(id) + "?done=webhook-edited")

@@ -49,10 +49,10 @@ func TestWebhookEndpointCreate(t *testing.T) {
 
 	bad := b.post(webhooksPath+"/new", webhooksPath, url.Values{"url": {"http://hooks.example.com/in"}, "description": {"Billing"}, "enabled_events": {"*"}})
 	wantStatus(t, "http:// URL", bad, http.StatusUnprocessableEntity)
-	wantHolds(t, "http:// URL", bad.body, []string{`id="url-error"`, "https://", `value="http://hooks.example.com/in"`, `aria-invalid="true" aria-describedby="url-error"`, ">Billing</textarea>"}, nil)
+	wantHolds(t, "http:// URL", bad.body, []string{`id="url-error"`, "The URL must use https://.", `value="http://hooks.example.com/in"`, `aria-invalid="true" aria-describedby="url-error"`, ">Billing</textarea>"}, nil)
 	none := b.post(webhooksPath+"/new", webhooksPath, url.Values{"url": {"https://hooks.example.com/in"}})
 	wantStatus(t, "no events", none, http.StatusUnprocessableEntity)
-	wantHolds(t, "no events", none.body, []string{`id="enabled_events-error"`}, nil)
+	wantHolds(t, "no events", none.body, []string{`id="enabled_events-error"`, "Choose the events to send"}, nil)
 	if list, _ := f.st.ListWebhookEndpoints(ctx, a.ID); len(list) != 0 {
 		t.Fatalf("refused forms made %d endpoints", len(list))
 	}
@@ -172,7 +172,7 @@ func TestWebhookEndpointManage(t *testing.T) {
 	wantStatus(t, "deleted endpoint's page", b.get(path), http.StatusNotFound)
 
 	audit := b.get("/console/developers/audit").body
-	wantHolds(t, "audit trail", audit, []string{"webhook created", "webhook updated", "webhook secret rotated", "webhook deleted",
+	wantHolds(t, "audit trail", audit, []string{"webhook created", "webhook updated", "webhook secret rotated", "the old secret stays valid for 1 hour", "webhook deleted",
 		"<code>" + ep.ID + "</code>", "owner@acme.example"}, []string{"webhook_endpoint_", escaped(secret), escaped(old)})
 }
 
