@@ -258,7 +258,6 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	expiryTicks := time.NewTicker(expirySweepEvery)
 	defer expiryTicks.Stop()
 	go runIdemSweeper(loopCtx, expiryTicks.C, st.SweepKeyExpiry, log)
-	hooks := webhooks.New(st, nil, c.webhookAllow)
 	deliveries := webhooks.NewWorker(st, egress.New(egress.Config{Allow: c.webhookAllow,
 		UserAgent: "agentapi-webhooks/" + versionOf(version, buildInfo())}), nil, log, webhooks.WorkerConfig{})
 	delivering := make(chan struct{})
@@ -267,7 +266,8 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
 	// so it works across instances like the API does.
-	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients})
+	hooks := webhooks.New(st, nil, c.webhookAllow)
+	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients, Webhooks: hooks})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
 	authn, err := keys.NewAuthenticator(st, log, m, &background)
 	if err != nil {

@@ -71,8 +71,8 @@ const placeholdersJS = `(function () {
 	return bad.length ? bad.join(', ') : 'ok';
 })()`
 
-// TestBrowserEveryPageAt400 opens every keys, agents, users and account
-// page of the console in headless Chromium and looks at each at 1400 and
+// TestBrowserEveryPageAt400 opens every keys, webhooks, agents, users and
+// account page of the console in headless Chromium and looks at each at 1400 and
 // at 400 pixels wide: nothing may stick out sideways at 400 (a table may
 // scroll in its own box, but not an event table: narrowTablesJS), and every
 // field's hint fits in it (placeholdersJS).
@@ -95,7 +95,7 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "/console/developers/keys/" + k.Key.ID
-	b := newTab(t, f.srv.URL, 1400, 150*time.Second)
+	b := newTab(t, f.srv.URL, 1400, 200*time.Second)
 	b.prefix = "every"
 	look := func(name string) {
 		t.Helper()
@@ -139,6 +139,22 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 	look("invited")
 	visit("password", "/console/password", "save-password")
 	visit("error", "/console/no-such-page", "nav-developers")
+	// Webhooks last: seedWebhooks moves the clock on 5 days.
+	visit("webhooks-empty", "/console/developers/webhooks", "first-endpoint")
+	ep := seedWebhooks(f, a, owner)
+	b.signIn(owner.Email, testPassword, "nav-webhooks") // the session ran out meanwhile
+	hook := "/console/developers/webhooks/" + ep.ID
+	visit("webhooks", "/console/developers/webhooks", "endpoints")
+	visit("webhook-new", "/console/developers/webhooks/new", "save-endpoint")
+	b.do("add endpoint", chromedp.SendKeys(chromedp.ID("endpoint-url"), "https://ops.example.com/agentapi"),
+		chromedp.Click(chromedp.ID("save-endpoint")), chromedp.WaitVisible(chromedp.ID("signing-secret")))
+	f.secrets = append(f.secrets, b.text("secret", "signing-secret"))
+	look("webhook-secret")
+	visit("webhook", hook, "deliveries")
+	visit("webhook-edit", hook+"/edit", "save-endpoint")
+	visit("webhook-rotate", hook+"/rotate", "rotate-secret-form")
+	visit("webhook-delete", hook+"/delete", "confirm-delete")
+	visit("audit-webhooks", "/console/developers/audit", "audit")
 	if !strings.Contains(b.eval("title", "document.title"), "agentapi") {
 		t.Error("no title")
 	}

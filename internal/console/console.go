@@ -1,7 +1,8 @@
 // Package console is agentapi's server-rendered web console, mounted at
 // /console/ beside the API: sign-in for an account's users, Settings →
-// Developers (API keys, their rotation and audit trail) for Owners and
-// Admins, users for Owners, and the account's AI agents.
+// Developers (API keys, their rotation and audit trail, webhook
+// endpoints and their deliveries) for Owners and Admins, users for Owners,
+// and the account's AI agents.
 //
 // Every page is plain HTML from html/template with embedded CSS and one
 // small script (copy buttons, confirmation dialogs); everything works
@@ -28,6 +29,7 @@ import (
 	"github.com/agentapi/agentapi/internal/password"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/webhooks"
 )
 
 //go:embed templates/*.html
@@ -78,6 +80,10 @@ type Config struct {
 	// ClientAddr finds a request's client address, for the sign-in
 	// throttle; nil: the connection's peer.
 	ClientAddr *clientaddr.Resolver
+	// Webhooks manages the account's webhook endpoints (serve builds it
+	// with --webhook-allow); nil: webhooks.New(Store, Now, nil), which
+	// accepts https:// endpoints only.
+	Webhooks *webhooks.Service
 }
 
 // Console serves /console/: its Config, defaults filled in, and what it
@@ -114,6 +120,9 @@ func New(cfg Config) *Console {
 	c.agents = agents.New(c.Store, c.Now)
 	// Users' rules; its hashes go through the console's capped gate.
 	c.accounts = accounts.New(c.Store, c.Passwords.Hash, c.Now)
+	if c.Webhooks == nil {
+		c.Webhooks = webhooks.New(c.Store, c.Now, nil)
+	}
 	c.pages = parsePages(c.Now)
 	mux := http.NewServeMux()
 	c.routes(mux)
@@ -184,6 +193,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
+	c.webhookRoutes(mux, manager)
 
 	mux.Handle("GET /console/users", owner(blank(c.showUsers)))
 	mux.Handle("POST /console/users", owner(form(c.handleInvite, c.showUsers)))

@@ -778,6 +778,10 @@ type auditRow struct {
 	Action                    string // as people read it (actionLabel)
 	DetailBefore, DetailAfter string
 	RelatedID, RelatedName    string
+	// EndpointID is the webhook endpoint a webhook event is about (its
+	// detail starts with it; DetailAfter is the rest), EndpointURL its
+	// address while it exists ("" once deleted).
+	EndpointID, EndpointURL string
 }
 
 func (r auditRow) at() (time.Time, string) { return r.CreatedAt, r.ID }
@@ -790,6 +794,11 @@ func actionLabel(a domain.AuditAction) string {
 		return "allowed addresses changed"
 	case domain.AuditUserRoleChanged, domain.AuditUserPasswordReset:
 		a = a[len("user_"):]
+	case domain.AuditWebhookSecretRotated:
+		return "webhook secret rotated"
+	}
+	if rest, ok := strings.CutPrefix(string(a), "webhook_endpoint_"); ok {
+		return "webhook " + rest
 	}
 	return strings.ReplaceAll(string(a), "_", " ")
 }
@@ -818,7 +827,71 @@ func (c *Console) auditRows(r *http.Request, q store.AuditPageQuery) ([]auditRow
 		}
 		rows = append(rows, row)
 	}
-	return rows, next, nil
+	return rows, next, c.endpointsOf(r, q.AccountID, rows)
+}
+
+var endpointInDetail = regexp.MustCompile(`^we_[0-9a-z]{26}\b`)
+
+// endpointsOf names the webhook endpoint each webhook event of rows is
+// about, by its address (one query: an account has at most
+// domain.MaxWebhookEndpoints).
+func (c *Console) endpointsOf(r *http.Request, accountID string, rows []auditRow) error {
+	var urls map[string]string
+	for i := range rows {
+		row := &rows[i]
+		id := endpointInDetail.FindString(row.Detail)
+		if id == "" || !slices.Contains(domain.WebhookAuditActions, row.AuditItem.Action) {
+			continue
+		}
+		if urls == nil {
+			list, err := c.Store.ListWebhookEndpoints(r.Context(), accountID)
+			if err != nil {
+				return err
+			}
+			urls = map[string]string{}
+			for _, e := range list {
+				urls[e.ID] = e.URL
+			}
+		}
+		row.EndpointID, row.EndpointURL = id, urls[id]
+		row.DetailAfter = webhookDetail(row.Detail[len(id):], urls[id])
+	}
+	return nil
+}
+
+// webhookDetail is a webhook event's detail after its endpoint's id, as
+// the trail shows it beside the endpoint: the address it still has left
+// out, a rotation's overlap in words.
+func webhookDetail(rest, url string) string {
+	rest = strings.TrimLeft(rest, " ;:")
+	if url != "" && strings.HasPrefix(rest, url) {
+		rest = strings.TrimLeft(rest[len(url):], " ;:")
+	}
+	const overlap = "the old secret stays valid for "
+	if d, err := time.ParseDuration(strings.TrimPrefix(rest, overlap)); err == nil && strings.HasPrefix(rest, overlap) {
+		return overlapWords(d)
+	}
+	return rest
+}
+
+// overlapWords says how long a rotated secret's old one stays valid.
+func overlapWords(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "the old secret stopped at once"
+	case d%(24*time.Hour) == 0:
+		return "the old secret stays valid for " + plural(int(d/(24*time.Hour)), "day")
+	case d%time.Hour == 0:
+		return "the old secret stays valid for " + plural(int(d/time.Hour), "hour")
+	}
+	return "the old secret stays valid for " + d.String()
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
 }
 
 type auditPage struct {

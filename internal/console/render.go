@@ -108,17 +108,23 @@ func parsePages(now func() time.Time) map[string]*template.Template {
 // notices are the fixed messages a redirect may ask for with ?done=; the
 // query never carries text of its own into the page.
 var notices = map[string]string{
-	"password":       "Your password is changed. Other sessions of yours were signed out.",
-	"revoked":        "The key is revoked. Requests with it are refused from now on.",
-	"edited":         "The key's changes are saved. Its next request gets them.",
-	"deactivated":    "The user is deactivated and signed out everywhere.",
-	"role":           "The role is changed. It applies from their next page.",
-	"reactivated":    "The user is reactivated: they sign in with the password they had.",
-	"instructions":   "The instructions are saved.",
-	"agent-created":  "The AI agent is created and enabled.",
-	"agent-renamed":  "The AI agent is renamed.",
-	"agent-enabled":  "The AI agent is enabled: it answers questions again.",
-	"agent-disabled": "The AI agent is disabled: questions to it are refused until it is enabled.",
+	"password":         "Your password is changed. Other sessions of yours were signed out.",
+	"revoked":          "The key is revoked. Requests with it are refused from now on.",
+	"edited":           "The key's changes are saved. Its next request gets them.",
+	"deactivated":      "The user is deactivated and signed out everywhere.",
+	"role":             "The role is changed. It applies from their next page.",
+	"reactivated":      "The user is reactivated: they sign in with the password they had.",
+	"instructions":     "The instructions are saved.",
+	"agent-created":    "The AI agent is created and enabled.",
+	"agent-renamed":    "The AI agent is renamed.",
+	"agent-enabled":    "The AI agent is enabled: it answers questions again.",
+	"agent-disabled":   "The AI agent is disabled: questions to it are refused until it is enabled.",
+	"webhook-edited":   "The endpoint's changes are saved. Its next delivery uses them.",
+	"webhook-enabled":  "The endpoint is enabled: events are delivered to it again, from now on.",
+	"webhook-disabled": "The endpoint is disabled: no events are delivered to it until it is enabled.",
+	"webhook-test":     "A webhook.test event is on its way to this endpoint. Its attempt appears in the deliveries log below within seconds: reload to see it.",
+	"webhook-resent":   "The event is sent again, with a fresh round of attempts. Reload to see its attempt below.",
+	"webhook-deleted":  "The endpoint is deleted, with its deliveries log. Nothing more is sent to it.",
 }
 
 // render shows page with status; a template that fails writes nothing and
@@ -142,7 +148,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 }
 
 func navOf(path string) string {
-	for _, p := range []string{"developers/logs", "overview", "developers", "users", "agents", "password"} {
+	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "developers", "users", "agents", "password"} {
 		if strings.HasPrefix(path, "/console/"+p) {
 			return p
 		}

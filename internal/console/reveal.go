@@ -71,27 +71,36 @@ func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
 // browser to the page that shows it (with mirrorWarning when the write rep
 // watched could not raise the mirror).
 func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created, rep *store.EpochReport) error {
-	aead, err := c.revealAEAD(r.Context())
-	if err != nil {
+	if err := c.sealReveal(w, r, s, created.Key.ID, revealPath(created.Key.ID), created.Credential); err != nil {
 		// The key exists; its credential cannot be shown. Say so rather
 		// than pretend nothing happened: the user revokes it and tries again.
 		return fmt.Errorf("seal the credential of key %s (made, not shown): %w", created.Key.ID, err)
 	}
+	return seeOther(mirrorTarget(rep, revealPath(created.Key.ID)))
+}
+
+// sealReveal seals secret, bound to id and s, into the reveal cookie of
+// the page at path (a key's or a webhook endpoint's) for revealTTL.
+func (c *Console) sealReveal(w http.ResponseWriter, r *http.Request, s *session, id, path, secret string) error {
+	aead, err := c.revealAEAD(r.Context())
+	if err != nil {
+		return err
+	}
 	plain := binary.BigEndian.AppendUint64(nil, uint64(c.Now().Add(revealTTL).Unix()))
-	plain = append(plain, created.Credential...)
+	plain = append(plain, secret...)
 	nonce := make([]byte, aead.NonceSize())
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
-	sealed := aead.Seal(nonce, nonce, plain, revealAD(created.Key.ID, s))
+	sealed := aead.Seal(nonce, nonce, plain, revealAD(id, s))
 	// Claims of seals that expired can go (Claim stamps the wall clock).
 	if err := c.Store.DeleteClaims(r.Context(), revealClaim, time.Now().Add(-revealTTL)); err != nil {
 		c.Log.Warn("delete reveal claims", "err", err)
 	}
-	setRevealCookie(w, r, created.Key.ID, base64.RawURLEncoding.EncodeToString(sealed), revealTTL)
-	return seeOther(mirrorTarget(rep, revealPath(created.Key.ID)))
+	setRevealCookie(w, r, path, base64.RawURLEncoding.EncodeToString(sealed), revealTTL)
+	return nil
 }
 
-// revealed opens the request's reveal cookie for key keyID: the
-// credential and the name of its one showing (a store claim, by the
+// revealed opens the request's reveal cookie for keyID (a key's or a
+// webhook endpoint's id): the credential and the name of its one showing (a store claim, by the
 // seal's nonce), or "" when there is none to show (expired, another
 // session's or key's, or not sealed by this service).
 func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, once string, err error) {
@@ -115,10 +124,10 @@ func (c *Console) revealed(r *http.Request, s *session, keyID string) (cred, onc
 	return string(plain[8:]), revealClaim + hex.EncodeToString(nonce), nil
 }
 
-// setRevealCookie sets the reveal cookie of key keyID for the page that
-// shows it, SameSite=Strict; a negative maxAge deletes it.
-func setRevealCookie(w http.ResponseWriter, r *http.Request, keyID, value string, maxAge time.Duration) {
-	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: value, Path: revealPath(keyID), MaxAge: int(maxAge.Seconds()),
+// setRevealCookie sets the reveal cookie for the page at path that shows
+// it, SameSite=Strict; a negative maxAge deletes it.
+func setRevealCookie(w http.ResponseWriter, r *http.Request, path, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{Name: revealCookie, Value: value, Path: path, MaxAge: int(maxAge.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)})
 }
 
@@ -138,7 +147,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	if cred == "" {
-		setRevealCookie(w, r, k.ID, "", -time.Second)
+		setRevealCookie(w, r, revealPath(k.ID), "", -time.Second)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
 	p := createdPage{Key: k, Credential: cred}
@@ -152,7 +161,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 			return err
 		}
 	}
-	setRevealCookie(w, r, k.ID, "", -time.Second)
+	setRevealCookie(w, r, revealPath(k.ID), "", -time.Second)
 	first, err := c.Store.Claim(r.Context(), once)
 	if err != nil {
 		return err
