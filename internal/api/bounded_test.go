@@ -1,11 +1,13 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,5 +272,53 @@ func TestBodyBudget(t *testing.T) {
 	r.wantError(t, http.StatusServiceUnavailable, domain.CodeServerError)
 	if waited := time.Since(start); r.Header().Get("Retry-After") == "" || waited < 2*time.Second {
 		t.Fatalf("503 after %v with Retry-After %q", waited, r.Header().Get("Retry-After"))
+	}
+}
+
+// TestUnknownAttributesStopHashing: once error.errors holds 20 unknown
+// attributes the answer is decided, and the rest of a 1 MiB body of them
+// is only counted, names compared as they are, none hashed: the answer
+// is the one a full read gave (the first 20 names, the count of all).
+// BenchmarkUnknownAttributes measures the whole check of such a body.
+func TestUnknownAttributesStopHashing(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	key := f.key(allAgentScopes...)
+	hashed := 0
+	nameHashed = func() { hashed++ }
+	t.Cleanup(func() { nameHashed = nil })
+	const attrs = 128_000
+	resp := f.send("POST", "/v1/ai-agents", key, hostileBody(attrs, 1)[:len(hostileBody(attrs, 1))-1]+`,"name":"x"}`)
+	if hashed > maxFieldErrors+2 {
+		t.Errorf("%d names hashed for a body of %d attributes, want at most %d", hashed, attrs+1, maxFieldErrors+2)
+	}
+	wantBounded(t, resp, domain.CodeInvalidField, "and 127999 more problems")
+	var env struct {
+		Error struct {
+			Errors []domain.FieldError `json:"errors"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Body.Bytes(), &env); err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Split(strings.TrimPrefix(hostileBody(maxFieldErrors, 1), "{"), ",")
+	for i, e := range env.Error.Errors {
+		if want, _, _ := strings.Cut(first[i], ":"); strconv.Quote(e.Field) != want {
+			t.Errorf("errors[%d] names %q, want %s", i, e.Field, want)
+		}
+	}
+}
+
+func BenchmarkUnknownAttributes(b *testing.B) {
+	body := []byte(hostileBody(128_000, 1))
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r := httptest.NewRequest("POST", "/v1/ai-agents", nil)
+		r.Header.Set("Content-Type", "application/json")
+		r.Body = &heldBody{ReadCloser: http.NoBody, b: body}
+		var p problems
+		p.object(httptest.NewRecorder(), r, "name", "instructions")
+		if p.err() == nil {
+			b.Fatal("accepted")
+		}
 	}
 }

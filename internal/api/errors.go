@@ -82,21 +82,35 @@ func (s *Server) serve(h handlerFunc) http.Handler {
 // writeError is the only way an error reaches a client, as asDomain shows it.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	de := asDomain(r, log, err)
-	r.Context().Value(ctxLogAttrs).(*recorder).code = string(de.Code) // for the request log (usage.go)
+	rec := r.Context().Value(ctxLogAttrs).(*recorder)
+	rec.code = string(de.Code) // for the request log (usage.go)
 	if de.Code == domain.CodeInvalidCredentials || de.Code == domain.CodeTokenExpired {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentapi"`)
 	}
 	status := statusOf(de.Code)
-	if rl := (*retryLater)(nil); errors.As(err, &rl) {
+	rl := (*retryLater)(nil)
+	if errors.As(err, &rl) {
 		status = rl.status
 		w.Header().Set("Retry-After", strconv.Itoa(rl.after))
 	}
+	rec.gone = status >= 500 && clientWentAway(r, err, rl != nil)
 	if r.Method == http.MethodHead {
 		// The headers GET would get, without the body (net/http would
 		// drop it too; a handler wrapping this one would not).
 		w = headWriter{w}
 	}
 	writeJSON(w, status, envelope(de))
+}
+
+// clientWentAway reports whether err, answered with a 5xx, is the client
+// having closed the request (its context canceled, which only the client
+// does: the server's own bound is a deadline) while the service waited on
+// something, a store or a body budget (retry): the request is then
+// recorded as 499, not as a failure of the service. A *domain.Error
+// server_error (a panic recovered) stays a 5xx.
+func clientWentAway(r *http.Request, err error, retry bool) bool {
+	var de *domain.Error
+	return (retry || !errors.As(err, &de)) && errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // asDomain is err as the client may see it: a *domain.Error as it is;

@@ -45,6 +45,9 @@ type recorder struct {
 	// The identified key (even when its rate limit then refused the
 	// request) and the error code answered, for the usage recorder.
 	keyID, acctID, code string
+	// gone is a 5xx answered to a client that had gone away
+	// (clientWentAway): finish records it as statusClientClosed.
+	gone bool
 	// client is the client's address (--trusted-proxies applied), resolved
 	// once for the log line, the per-address limiter, the IP allowlist and
 	// the usage recorder.
@@ -105,9 +108,18 @@ func (s *Server) recovered(rec *recorder, r *http.Request, v any) {
 	}
 }
 
+// statusClientClosed is what the request log, its line and the metrics
+// record for a request whose client went away before its answer (nginx's
+// 499, "client closed request"): no client saw the 5xx the service wrote,
+// and no client can make the service's 5xx count grow by hanging up.
+const statusClientClosed = 499
+
 // finish counts, logs and records the request once answered.
 func (s *Server) finish(rec *recorder, r *http.Request, start time.Time) {
 	rec.route = cmp.Or(rec.route, r.Pattern, "unmatched")
+	if rec.gone {
+		rec.status = statusClientClosed
+	}
 	d := time.Since(start)
 	s.metrics.Request(rec.route, r.Method, rec.status, d)
 	s.logRequest(r, rec, d)

@@ -240,15 +240,36 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 		return nil
 	}
 	out := make(map[string]json.RawMessage, len(allowed))
+	decided := false
 	for quoted, raw := range body.members {
+		if decided {
+			p.countMember(body, quoted, raw, allowed, out)
+			continue
+		}
 		if i := body.index(quoted, allowed); i >= 0 {
 			out[allowed[i]] = raw
 		} else if !p.skip(domain.CodeInvalidField) {
 			name := echo(unquote(quoted))
 			p.add(name, domain.CodeInvalidField, "%q is not an attribute of this request.", name)
+			_, has := p.first(domain.CodeInvalidField)
+			decided = len(p.fields) == maxFieldErrors && has
 		}
 	}
 	return out
+}
+
+// countMember reads a member once the answer is decided (error.errors
+// holds maxFieldErrors entries, an unknown attribute among them, so
+// error.code is invalid_field and nothing read later is listed): an
+// unknown attribute is only counted, for the message, and an allowed one
+// kept, for the checks that count what else is wrong; neither costs more
+// than comparing its name (plainIndex), and no message is made.
+func (p *problems) countMember(body object, quoted, raw []byte, allowed []string, out map[string]json.RawMessage) {
+	if i := body.plainIndex(quoted, allowed); i >= 0 {
+		out[allowed[i]] = raw
+	} else {
+		p.count++
+	}
 }
 
 // name validates a required name attribute: null counts as absent.

@@ -218,6 +218,9 @@ func logRows(logs []requestlog.Log, labels map[string]store.KeyLabel) []logRow {
 	out := make([]logRow, len(logs))
 	for i, l := range logs {
 		lb := labels[l.KeyID]
+		// A row stored before paths were read decoded may hold a
+		// credential percent-encoded: shown as its public prefix.
+		l.Method, l.Path = credential.RedactText(l.Method), credential.RedactText(l.Path)
 		out[i] = logRow{Log: l, KeyName: lb.Name, KeyPrefix: lb.Prefix, Class: requestlog.ClassOf(l.Status),
 			DurationMS: strconv.FormatFloat(float64(l.Duration.Microseconds())/1000, 'f', 1, 64)}
 	}

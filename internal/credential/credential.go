@@ -182,8 +182,12 @@ func Redact(text string) string {
 // any case, anywhere, glued to other text or not) and runs on in letters,
 // digits and "_" is its public prefix (Redact), or "agk_[redacted]" when it
 // is not shaped as far as its prefix. "agk_" followed by nothing a
-// credential is made of is text about the format, and stays.
+// credential is made of is text about the format, and stays. Text with a
+// "%" is read as a reader decoding it would read it (redactEncoded).
 func RedactText(text string) string {
+	if strings.IndexByte(text, '%') >= 0 {
+		return redactEncoded(text)
+	}
 	i := indexTag(text)
 	if i < 0 {
 		return text
@@ -223,4 +227,131 @@ func indexTag(s string) int {
 
 func isTokenChar(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
+}
+
+// maxDecodings is how many times over redactEncoded reads a character
+// percent-encoded ("%5F", "%255F", "%2535F", ...): more than any client
+// encodes a path, and few enough that no text costs more than a bounded
+// number of steps a byte.
+const maxDecodings = 4
+
+// redactEncoded is RedactText for text with a "%": a credential is found
+// however its characters are written, each as itself or percent-encoded
+// (either case of hex) up to maxDecodings times over, from every position
+// a reader could start decoding at ("agk%5Flive%5F...", every byte %XX,
+// the secret alone encoded, "%255F"). What is shown in its place is what
+// RedactText shows for the decoded credential; the rest of text stays as
+// it was, so nothing left decodes to a secret.
+func redactEncoded(text string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; c != '%' && c != 'a' && c != 'A' {
+			continue
+		}
+		tagEnd, ok := readTag(text, i)
+		if !ok {
+			continue
+		}
+		shown, end := readToken(text, tagEnd)
+		if end == tagEnd { // "agk_" alone: text about the format
+			continue
+		}
+		b.WriteString(text[last:i])
+		b.WriteString(shown)
+		last, i = end, end-1
+	}
+	if last == 0 {
+		return text
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+// readTag reports whether text, read from i, starts with "agk_" in any
+// case, and where that ends.
+func readTag(text string, i int) (int, bool) {
+	for k := 0; k <= len(Tag); k++ {
+		if i >= len(text) {
+			return 0, false
+		}
+		var c byte
+		c, i = readChar(text, i, maxDecodings)
+		if k == len(Tag) && c != '_' || k < len(Tag) && c|0x20 != Tag[k] {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// readToken reads the letters, digits and "_" after a tag at i, and
+// returns what RedactText shows for the tag and them, and where they end.
+func readToken(text string, i int) (shown string, end int) {
+	var tok [maxTextBytes + 1]byte
+	n := copy(tok[:], Tag+"_")
+	for i < len(text) {
+		c, next := readChar(text, i, maxDecodings)
+		if !isTokenChar(c) {
+			break
+		}
+		if n < len(tok) {
+			tok[n] = c
+		}
+		n, i = n+1, next
+	}
+	switch r := Redact(string(tok[:min(n, len(tok))])); {
+	case r == "":
+		return Tag + "_[redacted]", i
+	case n == len(r)-len("…"): // a public prefix alone, as Redact shows one
+		return r[:n], i
+	default:
+		return r, i
+	}
+}
+
+// readChar is the character of text at i as a reader decoding %XX up to
+// depth times over sees it, and the index after it. i < len(text).
+func readChar(text string, i, depth int) (byte, int) {
+	if text[i] == '%' && depth > 0 {
+		if c, next, ok := readEscape(text, i+1, depth); ok {
+			return c, next
+		}
+	}
+	return text[i], i + 1
+}
+
+// readEscape reads the two hex digits of an escape whose "%" ends at i,
+// each itself possibly encoded; a "%" they decode to starts an escape
+// one decoding further.
+func readEscape(text string, i, depth int) (byte, int, bool) {
+	if i >= len(text) {
+		return 0, 0, false
+	}
+	h1, j := readChar(text, i, depth-1)
+	if !isHex(h1) || j >= len(text) {
+		return 0, 0, false
+	}
+	h2, k := readChar(text, j, depth-1)
+	if !isHex(h2) {
+		return 0, 0, false
+	}
+	c := unhex(h1)<<4 | unhex(h2)
+	if c == '%' && depth > 1 {
+		if d, next, ok := readEscape(text, k, depth-1); ok {
+			return d, next, true
+		}
+	}
+	return c, k, true
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }

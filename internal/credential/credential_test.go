@@ -2,6 +2,7 @@ package credential
 
 import (
 	"hash/crc32"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -252,4 +253,127 @@ func BenchmarkParseBearer(b *testing.B) {
 	for b.Loop() {
 		_, _ = ParseBearer("Bearer agk_live_abcdefghijkl_0123456789")
 	}
+}
+
+// encodeAll percent-encodes every byte of s, in the case of hex given.
+func encodeAll(s string, upper bool) string {
+	hex := "0123456789abcdef"
+	if upper {
+		hex = "0123456789ABCDEF"
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteByte('%')
+		b.WriteByte(hex[s[i]>>4])
+		b.WriteByte(hex[s[i]&15])
+	}
+	return b.String()
+}
+
+// TestRedactTextEncoded: a credential percent-encoded in part or whole,
+// once or more, in either case of hex, is shown as RedactText shows it
+// decoded; the text around it stays as sent.
+func TestRedactTextEncoded(t *testing.T) {
+	c, _ := Generate(domain.EnvLive)
+	pub := "agk_live_" + c.Prefix + "_…"
+	head, secret := c.Text[:len(c.Text)-SecretLen], c.Text[len(c.Text)-SecretLen:]
+	underscores := strings.ReplaceAll(c.Text, "_", "%5F")
+	for in, want := range map[string]string{
+		"/v1/" + underscores: "/v1/" + pub,
+		"/v1/" + strings.ReplaceAll(c.Text, "_", "%5f") + "/x": "/v1/" + pub + "/x",
+		"/v1/" + encodeAll(c.Text, true):                       "/v1/" + pub,
+		"/v1/" + encodeAll(c.Text, false) + "%2F":              "/v1/" + pub + "%2F",
+		"/v1/" + head + encodeAll(secret, true):                "/v1/" + pub,
+		"/v1/" + strings.ReplaceAll(c.Text, "_", "%255F"):      "/v1/" + pub,
+		"/v1/" + strings.ReplaceAll(c.Text, "_", "%25255f"):    "/v1/" + pub,
+		"/v1/" + strings.ReplaceAll(c.Text, "_", "%25%35%46"):  "/v1/" + pub,
+		"/v1/%4" + underscores:                                 "/v1/%4" + pub,
+		"/v1/" + encodeAll("agk_live_", true) + secret:         "/v1/agk_[redacted]",
+		"/v1/agk%5F":         "/v1/agk%5F",
+		"/v1/100%25/agk%5Fx": "/v1/100%25/agk_[redacted]",
+		"/v1/%zz%":           "/v1/%zz%",
+	} {
+		got := RedactText(in)
+		if got != want {
+			t.Errorf("RedactText(%q) = %q, want %q", in, got, want)
+		}
+		if shows(got, secret) {
+			t.Errorf("RedactText(%q) shows the secret", in)
+		}
+	}
+}
+
+// shows reports whether text, or text decoded any number of times, holds
+// the first 16 characters of secret, in any case.
+func shows(text, secret string) bool {
+	for range 10 {
+		if strings.Contains(strings.ToLower(text), strings.ToLower(secret[:16])) {
+			return true
+		}
+		d, err := url.PathUnescape(text)
+		if err != nil {
+			d = lenientUnescape(text)
+		}
+		if d == text {
+			return false
+		}
+		text = d
+	}
+	return false
+}
+
+// lenientUnescape decodes each %XX, leaving any other "%" as it is.
+func lenientUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// FuzzRedactText: a credential written into any text, each of its
+// characters as itself or percent-encoded up to maxDecodings times over
+// (the choice and the case of hex fuzzed), never shows its secret in what
+// RedactText returns, nor in that decoded any number of times.
+func FuzzRedactText(f *testing.F) {
+	f.Add("/v1/", "/x", []byte{1, 0, 2, 0, 3}, false)
+	f.Add("%4", "", []byte{0}, true)
+	f.Add("agk_", "%25", []byte{4, 4, 4, 4}, true)
+	f.Add("", "_ABC", []byte{}, false)
+	c, _ := Generate(domain.EnvLive)
+	secret := c.Text[len(c.Text)-SecretLen:]
+	f.Fuzz(func(t *testing.T, before, after string, depths []byte, upper bool) {
+		var b strings.Builder
+		b.WriteString(before)
+		for i := 0; i < len(c.Text); i++ {
+			d := 0
+			if len(depths) > 0 {
+				d = int(depths[i%len(depths)]) % (maxDecodings + 1)
+			}
+			b.WriteString(encodeTimes(c.Text[i:i+1], d, upper))
+		}
+		b.WriteString(after)
+		in := b.String()
+		if got := RedactText(in); shows(got, secret) {
+			t.Fatalf("RedactText(%q) = %q shows the secret", in, got)
+		}
+	})
+}
+
+// encodeTimes percent-encodes s n times over: the first time every byte,
+// then the "%" of each escape.
+func encodeTimes(s string, n int, upper bool) string {
+	if n == 0 {
+		return s
+	}
+	s = encodeAll(s, upper)
+	for range n - 1 {
+		s = strings.ReplaceAll(s, "%", "%25")
+	}
+	return s
 }
