@@ -128,13 +128,14 @@ func (h *Hold) Grow(ctx context.Context, n int64) error {
 	}
 }
 
-// take reserves n bytes for owner if they fit; b.mu is held.
+// take reserves n bytes for owner if they fit; b.mu is held. A budget
+// without room is ErrBusy whatever the owner holds.
 func (b *Budget) take(owner string, n int64) error {
 	switch {
-	case b.owners[owner]+n > b.share:
-		return ErrShare
 	case b.used+n > b.total:
 		return ErrBusy
+	case b.owners[owner]+n > b.share:
+		return ErrShare
 	}
 	b.owners[owner] += n
 	b.used += n
