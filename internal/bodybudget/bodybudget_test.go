@@ -140,9 +140,9 @@ func TestReadExactWhenDeclared(t *testing.T) {
 // TestReadRefusedMidBody: a body that outgrows its owner's share is
 // refused, with the bytes read so far, and holds no more than the share.
 func TestReadRefusedMidBody(t *testing.T) {
-	b := New(2<<20, 50*time.Millisecond)
+	b := New(16<<20, 50*time.Millisecond)
 	other := b.Hold("a")
-	if err := other.Grow(context.Background(), 1<<20); err != nil {
+	if err := other.Grow(context.Background(), 3<<19); err != nil {
 		t.Fatal(err)
 	}
 	h := b.Hold("a")
