@@ -4,7 +4,8 @@
 //
 // A body reserves memory as its bytes arrive, not what its Content-Length
 // declares: a sender that stalls holds only the buffer its bytes fill (at
-// most twice what it has sent, or FirstStep). And no owner, an account or
+// most twice what it has sent, or FirstStep, until it has sent
+// DeclaredStep: Hold.Read). And no owner, an account or
 // a client address without one, may hold more than its share of the
 // Budget (Share), so one tenant's slow bodies cannot leave another none.
 package bodybudget
@@ -35,6 +36,9 @@ const (
 	// FirstStep is the first reservation of a body of unknown or larger
 	// length: what a sender holds before it has sent anything.
 	FirstStep = 4 << 10
+	// DeclaredStep: a body of declared length whose buffer (doubling from
+	// FirstStep) has filled this much grows at once to that length.
+	DeclaredStep = 128 << 10
 	// DefaultWait is how long a reservation waits for room.
 	DefaultWait = 2 * time.Second
 )
@@ -168,7 +172,11 @@ func (h *Hold) Release() { h.Shrink(h.n) }
 // Read reads r to its end into one buffer under the reservation, which
 // grows as the bytes arrive: the buffer starts at declared+1 bytes when
 // the length is declared (declared >= 0) and under FirstStep, else at
-// FirstStep, and doubles when full, up to declared+1 or limit+1. Each
+// FirstStep, and doubles when full, up to limit+1; a declared length's
+// buffer, once DeclaredStep has filled, grows at once to declared+1. So
+// a sender holds at most twice what it has sent, up to DeclaredStep, and
+// its declared length once it has sent that much; and the buffers made
+// for a declared length come to at most 2*DeclaredStep beyond it. Each
 // growth is reserved before the new buffer is made and the old one's
 // bytes given back after the copy, so the reservation is never less than
 // the buffers held. r should stop at limit (http.MaxBytesReader); Read
@@ -199,6 +207,12 @@ func (h *Hold) Read(ctx context.Context, r io.Reader, declared, limit int64) ([]
 		next := min(2*int64(cap(b)), limit+1)
 		if int64(cap(b)) < bound {
 			next = min(next, bound)
+			if declared >= 0 && next > DeclaredStep {
+				// Past DeclaredStep a declared length is trusted: one last
+				// buffer, so that the steps cost at most DeclaredStep*2
+				// beyond the body, not the body again.
+				next = bound
+			}
 		}
 		if next <= int64(cap(b)) {
 			return b, errors.New("bodybudget: the reader went past its limit")

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+	"unsafe"
 
 	"github.com/agentapi/agentapi/internal/bodybudget"
 	"github.com/agentapi/agentapi/internal/clientaddr"
@@ -79,7 +80,10 @@ func (c *Console) readForm(w http.ResponseWriter, r *http.Request, owner string,
 	if bytes.Count(body, []byte("&"))+1 > lim.fields {
 		return errFormTooMany
 	}
-	vals, err := url.ParseQuery(string(body))
+	// The values are parsed from the body's own bytes, not a copy of them:
+	// nothing writes to body after Read, and the values (substrings of it
+	// where nothing was escaped) keep it alive as long as they need it.
+	vals, err := url.ParseQuery(unsafe.String(unsafe.SliceData(body), len(body)))
 	if err != nil {
 		return errUnreadableForm
 	}
