@@ -38,7 +38,7 @@ const (
 	FirstStep = 4 << 10
 	// DeclaredStep: a body of declared length whose buffer (doubling from
 	// FirstStep) has filled this much grows at once to that length.
-	DeclaredStep = 128 << 10
+	DeclaredStep = 32 << 10
 	// DefaultWait is how long a reservation waits for room.
 	DefaultWait = 2 * time.Second
 )
