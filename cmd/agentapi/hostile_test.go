@@ -56,7 +56,9 @@ func TestHostileBodiesBoundRSS(t *testing.T) {
 	mustCLI(t, db, "a long passphrase\n", "user", "create", "--account", acct, "--email", "owner@example.com", "--role", "owner")
 	key := strings.TrimSpace(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "owner@example.com",
 		"--name", "k", "--preset", "full-access", "--rate-limit", "100000"))
-	s := startServer(t, nil, "--db", db)
+	// A body budget whose account share (an eighth) holds all 150 bodies
+	// at once: decoding at that concurrency is what is measured.
+	s := startServer(t, nil, "--db", db, "--max-body-memory", "2048")
 	pid := s.cmd.Process.Pid
 	if code, _, _ := call(t, "GET", s.base+"/v1/me", key, ""); code != 200 {
 		t.Fatalf("GET /me: %d", code)

@@ -25,6 +25,7 @@ import (
 	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/api"
+	"github.com/agentapi/agentapi/internal/bodybudget"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/egress"
@@ -265,9 +266,12 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
-	// so it works across instances like the API does.
+	// so it works across instances like the API does. Its forms and the
+	// API's bodies share one budget of memory (--max-body-memory).
+	bodies := bodybudget.New(int64(c.maxBodyMemoryMiB)<<20, 0)
 	hooks := webhooks.New(st, nil, c.webhookAllow)
-	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients, Webhooks: hooks})
+	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients,
+		Bodies: bodies, Webhooks: hooks})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
 	authn, err := keys.NewAuthenticator(st, log, m, &background)
 	if err != nil {
@@ -284,7 +288,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: c.model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
 		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions, Authenticator: authn, ListCache: lists,
-		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, MaxBodyMemory: int64(c.maxBodyMemoryMiB) << 20,
+		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, Bodies: bodies,
 		Webhooks: hooks,
 	})
 	if err != nil {

@@ -204,10 +204,12 @@ func TestHostileBodiesConcurrent(t *testing.T) {
 	}
 	f := newFixture(t, "sqlite")
 	key := f.keyIn(f.account, f.owner, func(p *keys.CreateParams) { p.RateLimit = 1_000_000 }, allAgentScopes...).Credential
-	srv := httptest.NewServer(mustNew(t, Config{Store: f.st, Limiter: ratelimit.NewMemory(nil), UnauthLimiter: ratelimit.NewMemory(nil),
-		Toucher: f.toucher, Log: slog.New(slog.DiscardHandler), CursorKey: []byte("cursor key")}))
-	t.Cleanup(srv.Close)
 	const clients = 150
+	// A body budget whose account share (an eighth) holds all 150 at once:
+	// decoding at that concurrency is what is measured.
+	srv := httptest.NewServer(mustNew(t, Config{Store: f.st, Limiter: ratelimit.NewMemory(nil), UnauthLimiter: ratelimit.NewMemory(nil),
+		Toucher: f.toucher, Log: slog.New(slog.DiscardHandler), CursorKey: []byte("cursor key"), MaxBodyMemory: 8 * clients * (MaxBodyBytes + 256<<10)}))
+	t.Cleanup(srv.Close)
 	body := hostileBody(128_000, 1)
 	var before runtime.MemStats
 	runtime.GC()

@@ -16,6 +16,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/bodybudget"
+	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 )
 
@@ -108,26 +110,41 @@ type heldBody struct {
 }
 
 // withBody reads a request's body before Idempotency-Key and the handler,
-// under the budget of bodies read and decoded at once (Config.MaxBodyMemory):
-// a body that does not fit waits up to bodyWait, then is refused with 503.
+// under the budget of bodies read and decoded at once (Config.Bodies),
+// reserved as the bytes arrive and held until the handler returns. The
+// body is its account's, or without a key its client address's: an owner
+// that stays at its share of the budget for the whole wait is refused
+// with 429, and a body that finds the budget full with 503 (docs/api.md,
+// Limits). Either way the rest of the body stays unread and the
+// connection closes.
 func (s *Server) withBody(next handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		weight := min(max(r.ContentLength, 0), MaxBodyBytes) + 1
-		if r.ContentLength < 0 {
-			weight = MaxBodyBytes + 1
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.bodyWait)
-		err := s.bodies.Acquire(ctx, weight)
-		cancel()
-		if err != nil {
-			w.Header().Set("Connection", "close") // the body stays unread
+		hold := s.bodies.Hold(bodyOwner(r))
+		defer hold.Release()
+		b, err := readBody(r.Context(), hold, http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+		switch {
+		case errors.Is(err, bodybudget.ErrShare):
+			w.Header().Set("Connection", "close")
+			return &retryLater{status: http.StatusTooManyRequests, after: 1, err: domain.Errorf(domain.CodeRateLimitExceeded,
+				"This account is sending as many request bodies at once as it may; retry after 1 second.")}
+		case errors.Is(err, bodybudget.ErrBusy):
+			w.Header().Set("Connection", "close")
 			return busy("The service is reading as many request bodies as it can hold; retry after 1 second.")
 		}
-		defer s.bodies.Release(weight)
-		b, err := readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
 		r.Body = &heldBody{ReadCloser: r.Body, b: b, err: err}
 		return next(w, r)
 	}
+}
+
+// bodyOwner names whose share of the body budget r's body counts in: its
+// key's account, or the client address (an IPv6 client's /64) of a
+// request without one.
+func bodyOwner(r *http.Request) string {
+	rec := r.Context().Value(ctxLogAttrs).(*recorder)
+	if id := rec.auth.key.AccountID; id != "" {
+		return "account:" + id
+	}
+	return "addr:" + clientaddr.Group(rec.client)
 }
 
 // bodyOf is r's body as withBody held it: every route that reads a body
@@ -167,35 +184,16 @@ func readObject(w http.ResponseWriter, r *http.Request) (_ object, twice int, _ 
 	return decodeObject(body)
 }
 
-// readBody is io.ReadAll with its buffer sized by the declared length,
-// which the body budget (withBody) has room for: a body of n bytes costs n
-// bytes, not the 2n and more of growing. A declared length over
-// MaxBodyBytes is refused before anything is read, as *http.MaxBytesError:
-// reading it waited for bytes that would be refused anyway, until the read
-// time-out, and answered 400 instead of 413. A body of unknown length
-// grows as it arrives.
-func readBody(r io.Reader, declared int64) ([]byte, error) {
+// readBody reads a body of at most MaxBodyBytes under hold
+// (bodybudget.Hold.Read: the reservation grows as the bytes arrive). A
+// declared length over MaxBodyBytes is refused before anything is read,
+// as *http.MaxBytesError: reading it waited for bytes that would be
+// refused anyway, until the read time-out, and answered 400 instead of 413.
+func readBody(ctx context.Context, hold *bodybudget.Hold, r io.Reader, declared int64) ([]byte, error) {
 	if declared > MaxBodyBytes {
 		return nil, &http.MaxBytesError{Limit: MaxBodyBytes}
 	}
-	size := 512
-	if declared >= 0 {
-		size = int(declared) + 1 // + 1: room to find the end without growing
-	}
-	b := make([]byte, 0, size)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = slices.Grow(b, len(b))
-		}
-	}
+	return hold.Read(ctx, r, declared, MaxBodyBytes)
 }
 
 func decodeObject(body []byte) (object, int, *domain.Error) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/apidocs"
+	"github.com/agentapi/agentapi/internal/bodybudget"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
@@ -27,7 +28,6 @@ import (
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/webhooks"
-	"golang.org/x/sync/semaphore"
 )
 
 // DefaultUnauthRateLimit is the per-address ceiling for requests that
@@ -85,12 +85,15 @@ type Config struct {
 	// ranges.
 	Webhooks *webhooks.Service
 	// MaxBodyMemory bounds the bytes of request bodies read and decoded at
-	// once; zero: DefaultMaxBodyMemory.
+	// once; zero: DefaultMaxBodyMemory. Ignored when Bodies is set.
 	MaxBodyMemory int64
+	// Bodies is that budget, shared with the console's forms; nil: a new
+	// one of MaxBodyMemory bytes.
+	Bodies *bodybudget.Budget
 }
 
 // DefaultMaxBodyMemory is Config.MaxBodyMemory's default (docs/api.md, Limits).
-const DefaultMaxBodyMemory = 256 << 20
+const DefaultMaxBodyMemory = bodybudget.DefaultTotal
 
 // Server is the /v1 API.
 type Server struct {
@@ -107,8 +110,7 @@ type Server struct {
 	authn        *keys.Authenticator
 	usage        UsageRecorder
 	models       *modelCalls
-	bodies       *semaphore.Weighted // Config.MaxBodyMemory
-	bodyWait     time.Duration       // how long a body waits for room
+	bodies       *bodybudget.Budget // Config.Bodies
 	mux          *http.ServeMux
 }
 
@@ -165,11 +167,13 @@ func newServer(cfg Config) (*Server, error) {
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)),
 		now: cfg.Now, metrics: cfg.Metrics, authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
-		bodies: semaphore.NewWeighted(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory)), bodyWait: 2 * time.Second,
-		mux: http.NewServeMux(),
+		bodies: cfg.Bodies, mux: http.NewServeMux(),
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.bodies == nil {
+		s.bodies = bodybudget.New(cmp.Or(cfg.MaxBodyMemory, DefaultMaxBodyMemory), 0)
 	}
 	if s.unauthLimit <= 0 {
 		s.unauthLimit = DefaultUnauthRateLimit

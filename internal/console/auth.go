@@ -28,7 +28,8 @@ const (
 	loginCookie   = "agentapi_signin"
 	cookiePath    = "/console/"
 	// maxFormBytes fits the largest form: 10,000 code points of agent
-	// instructions at up to 4 bytes each, percent-encoded (×3).
+	// instructions at up to 4 bytes each, percent-encoded (×3). See
+	// pageForm.
 	maxFormBytes = 256 << 10
 )
 
@@ -110,11 +111,16 @@ func (c *Console) showSignIn(w http.ResponseWriter, r *http.Request, _ *session,
 // wrong password, deactivated user or account.
 const badSignIn = "The email or password is incorrect, or this user cannot sign in."
 
-// handleSignIn checks the form's own token (a double-submit cookie: there
-// is no session yet), the throttle and the password, then starts a session.
-// crossOrigin has refused posts from other sites already.
+// handleSignIn applies the client address's throttle before it reads the
+// form (an attempt refused costs no parsing), reads the small form within
+// signInForm, checks its own token (a double-submit cookie: there is no
+// session yet), the throttle's email ceilings and the password, then starts
+// a session. crossOrigin has refused posts from other sites already.
 func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *session) error {
-	if err := readForm(w, r); err != nil {
+	if retry, ok := c.allow(r, c.addressCeiling(r)); !ok {
+		return tooManySignIns(retry)
+	}
+	if err := c.readForm(w, r, c.formOwner(r, nil), signInForm); err != nil {
 		return err
 	}
 	email := domain.NormalizeEmail(r.PostForm.Get("email"))
@@ -122,9 +128,8 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request, _ *sessio
 	if err != nil || !tokenEqual(r.PostForm.Get("csrf"), ck.Value) {
 		return &pageError{Status: http.StatusForbidden, Message: "This form has expired. Please sign in again."}
 	}
-	if retry, ok := c.allowSignIn(r, email); !ok {
-		return &pageError{Status: http.StatusTooManyRequests, RetryAfter: retry,
-			Message: fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))}
+	if retry, ok := c.allow(r, c.emailCeilings(r, email)...); !ok {
+		return tooManySignIns(retry)
 	}
 	u, ok, err := c.checkPassword(r.Context(), email, r.PostForm.Get("password"))
 	if busy(r, err) {
@@ -175,29 +180,52 @@ func busy(r *http.Request, err error) bool {
 	return errors.Is(err, password.ErrBusy) || (err != nil && r.Context().Err() != nil)
 }
 
+func tooManySignIns(retry time.Duration) *pageError {
+	return &pageError{Status: http.StatusTooManyRequests, RetryAfter: retry,
+		Message: fmt.Sprintf("Too many sign-in attempts. Try again in %d seconds.", int(retry.Seconds()))}
+}
+
+// ceiling is one of the sign-in throttle's windows: its limiter key and
+// its attempts a minute.
+type ceiling struct {
+	key   string
+	limit int
+}
+
 // allowSignIn applies the throttle (SignInLimits) to an attempt on email
 // from the request's client address: per address, per (email, address),
 // then per email unless the browser carries email's device cookie. An
 // attempt a ceiling refuses is not counted by the ones after it: one
-// address spending its own budget cannot also spend a user's. The limiter's
-// keys are namespaced apart from API keys' windows and name the email by a
-// digest (any length of text may be posted as an email). When the limiter
-// fails, sign-in is refused rather than left unthrottled.
+// address spending its own budget cannot also spend a user's. Sign-in
+// applies the first before it reads its form, the others after.
 func (c *Console) allowSignIn(r *http.Request, email string) (time.Duration, bool) {
-	addr := clientaddr.Group(c.ClientAddr.Addr(r)) // IPv6 per /64
+	return c.allow(r, append([]ceiling{c.addressCeiling(r)}, c.emailCeilings(r, email)...)...)
+}
+
+// addressCeiling counts the client address's attempts (IPv6 per /64).
+func (c *Console) addressCeiling(r *http.Request) ceiling {
+	return ceiling{"console-signin:addr:" + clientaddr.Group(c.ClientAddr.Addr(r)), c.SignInLimits.PerAddress}
+}
+
+// emailCeilings count attempts on email from the address, and from every
+// address unless the browser carries email's device cookie. The limiter's
+// keys are namespaced apart from API keys' windows and name the email by
+// a digest (any length of text may be posted as an email).
+func (c *Console) emailCeilings(r *http.Request, email string) []ceiling {
+	addr := clientaddr.Group(c.ClientAddr.Addr(r))
 	sum := sha256.Sum256([]byte(email))
 	id := hex.EncodeToString(sum[:16])
-	type ceiling struct {
-		key   string
-		limit int
-	}
-	ceilings := []ceiling{
-		{"console-signin:addr:" + addr, c.SignInLimits.PerAddress},
-		{"console-signin:email-addr:" + id + ":" + addr, c.SignInLimits.PerEmailAddress},
-	}
+	ceilings := []ceiling{{"console-signin:email-addr:" + id + ":" + addr, c.SignInLimits.PerEmailAddress}}
 	if !c.knownDevice(r, email) {
 		ceilings = append(ceilings, ceiling{"console-signin:email:" + id, c.SignInLimits.PerEmail})
 	}
+	return ceilings
+}
+
+// allow counts an attempt in each ceiling in turn, stopping at the first
+// that refuses it. When the limiter fails, the attempt is refused rather
+// than left unthrottled.
+func (c *Console) allow(r *http.Request, ceilings ...ceiling) (time.Duration, bool) {
 	for _, k := range ceilings {
 		res, err := c.Limiter.Allow(r.Context(), k.key, k.limit)
 		if err != nil {

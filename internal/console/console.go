@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/agents"
+	"github.com/agentapi/agentapi/internal/bodybudget"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/password"
@@ -84,6 +85,10 @@ type Config struct {
 	// with --webhook-allow); nil: webhooks.New(Store, Now, nil), which
 	// accepts https:// endpoints only.
 	Webhooks *webhooks.Service
+	// Bodies is the budget of request-body memory that forms are read
+	// under, the API's (serve --max-body-memory); nil: a budget of the
+	// console's own, of bodybudget.DefaultTotal.
+	Bodies *bodybudget.Budget
 }
 
 // Console serves /console/: its Config, defaults filled in, and what it
@@ -116,6 +121,9 @@ func New(cfg Config) *Console {
 	if c.Passwords == nil {
 		c.Passwords = password.NewGate(0, 0)
 	}
+	if c.Bodies == nil {
+		c.Bodies = bodybudget.New(bodybudget.DefaultTotal, 0)
+	}
 	// The API's agent rules, on the same store and clock.
 	c.agents = agents.New(c.Store, c.Now)
 	// Users' rules; its hashes go through the console's capped gate.
@@ -135,10 +143,17 @@ func New(cfg Config) *Console {
 // after at most this long, and nothing the page started outlives it.
 const pageTimeout = 10 * time.Second
 
+// bounded runs a request within pageTimeout; a POST's form keeps its share
+// of the body budget (readForm) until the request ends.
 func bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 		defer cancel()
+		if r.Method == http.MethodPost {
+			var release func()
+			ctx, release = withHeldForms(ctx)
+			defer release()
+		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -158,10 +173,10 @@ func (c *Console) routes(mux *http.ServeMux) {
 			}
 		})
 	}
-	anyUser := func(h handler) http.Handler { return c.page(h, formToken) }
-	signedIn := func(h handler) http.Handler { return c.page(h, passwordChosen, formToken) }
-	manager := func(h handler) http.Handler { return c.page(h, passwordChosen, c.managerOnly, formToken) }
-	owner := func(h handler) http.Handler { return c.page(h, passwordChosen, ownerOnly, formToken) }
+	anyUser := func(h handler) http.Handler { return c.page(h, c.formToken) }
+	signedIn := func(h handler) http.Handler { return c.page(h, passwordChosen, c.formToken) }
+	manager := func(h handler) http.Handler { return c.page(h, passwordChosen, c.managerOnly, c.formToken) }
+	owner := func(h handler) http.Handler { return c.page(h, passwordChosen, ownerOnly, c.formToken) }
 
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /console/static/", c.staticHandler(static))

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )

@@ -18,7 +18,8 @@ import (
 //     password page;
 //  4. managerOnly or ownerOnly: the role, else 404, so that a route's
 //     existence is not revealed;
-//  5. formToken: a POST carries the session's CSRF token (defence in
+//  5. formToken: a POST's form is read (within its limits, under the
+//     body budget) and carries the session's CSRF token (defence in
 //     depth beside crossOrigin).
 //
 // A step returns nil to let the request on, or the error fail shows.
@@ -94,27 +95,19 @@ func ownerOnly(_ http.ResponseWriter, _ *http.Request, s *session) error {
 	return nil
 }
 
-// formToken reads a POST's form (bounded by maxFormBytes) and checks that
-// it carries the session's CSRF token.
-func formToken(w http.ResponseWriter, r *http.Request, s *session) error {
+// formToken reads a POST's form (within pageForm, in the account's share
+// of the body budget: readForm) and checks that it carries the session's
+// CSRF token.
+func (c *Console) formToken(w http.ResponseWriter, r *http.Request, s *session) error {
 	if r.Method != http.MethodPost {
 		return nil
 	}
-	if err := readForm(w, r); err != nil {
+	if err := c.readForm(w, r, c.formOwner(r, s), pageForm); err != nil {
 		return err
 	}
 	if !tokenEqual(r.PostForm.Get("csrf"), s.csrf) {
 		return &pageError{Status: http.StatusForbidden,
 			Message: "This form has expired or did not come from this console. Go back, reload the page and try again."}
-	}
-	return nil
-}
-
-// readForm parses a POST's form, bounded by maxFormBytes.
-func readForm(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if r.ParseForm() != nil {
-		return errUnreadableForm
 	}
 	return nil
 }
