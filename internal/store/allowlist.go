@@ -12,23 +12,25 @@ import (
 // transaction that also bumps the key epoch: instances hold keys, with
 // their allowlists, in memory, and the change must reach every one of them
 // on its next request, as a revocation does. ErrNotFound unless the key is
-// in accountID.
+// in accountID; ErrRevoked, and nothing changes, when it is revoked (by
+// the time of this write, whatever the caller read before it).
 func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list domain.AllowList, ev domain.AuditEvent) error {
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3`,
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1
+			WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`,
 			strings.Join(list.Strings(), " "), id, accountID)
 		if err != nil {
 			return fmt.Errorf("update key allowed ips: %w", err)
 		}
-		if err := checkAffected(res); err != nil {
+		if err := keyUpdated(ctx, tx, res, accountID, id); err != nil {
 			return err
 		}
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvents(ctx, tx, ev)
+		return insertKeyEvent(ctx, tx, ev)
 	})
 }

@@ -415,6 +415,6 @@ func (s *Store) UpdateKeyText(ctx context.Context, accountID, id, name, descript
 		if err := bumpKeyEpoch(ctx, tx); err != nil {
 			return err
 		}
-		return insertAuditEvents(ctx, tx, ev)
+		return insertKeyEvent(ctx, tx, ev)
 	})
 }
