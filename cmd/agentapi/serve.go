@@ -11,10 +11,12 @@ import (
 	_ "net/http/pprof"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -187,6 +189,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 			return fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
 		}
 		log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
+		defer reloadOnHangup(scanKeys)()
 	}
 	limiter, closeLimiter, err := openLimiter(c, log, m)
 	if err != nil {
@@ -512,4 +515,27 @@ func useMirror(ctx context.Context, st *store.Store, client redis.UniversalClien
 	v := ratelimit.NewVersions(client, id, log)
 	st.SetListNotifier(v)
 	return m, v, nil
+}
+
+// reloadOnHangup re-reads the secret-scanning keys file on every SIGHUP
+// until the stop it returns is called (docs/secret-scanning.md). serve
+// without a keys file leaves SIGHUP as it is.
+func reloadOnHangup(ks *secretscan.Keys) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				ks.Reload()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }

@@ -80,7 +80,8 @@ func ParseKeys(data []byte) (map[string]*ecdsa.PublicKey, error) {
 // Keys holds the public keys of the keys file named by
 // --secret-scanning-keys. It re-reads the file when it changes (another
 // modification time, size or file: a rename onto the path counts), checked
-// on every report, so a rotation needs no restart and no signal. A file
+// on every report, so a rotation needs no restart and no signal; Reload
+// re-reads it at once. A file
 // that no longer parses keeps the keys last read, with an error in the log.
 type Keys struct {
 	path string
@@ -153,6 +154,23 @@ func (k *Keys) current() map[string]*ecdsa.PublicKey {
 	k.stamp, k.set = rfi, set
 	k.log.Info("secret scanning: keys file read", "path", k.path, "keys", len(set))
 	return set
+}
+
+// Reload re-reads the keys file now, whatever its stamp (serve calls it on
+// SIGHUP): a rewrite in place that keeps the file's size, within the file
+// system's clock granularity, escapes the check made on every report. A
+// file that does not load keeps the keys last read, with an error in the
+// log.
+func (k *Keys) Reload() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	fi, set, err := readKeys(k.path)
+	if err != nil {
+		k.log.Error("secret scanning: keys file does not load; keeping the keys last read", "path", k.path, "err", err)
+		return
+	}
+	k.stamp, k.set = fi, set
+	k.log.Info("secret scanning: keys file read", "path", k.path, "keys", len(set))
 }
 
 func sameStamp(a, b os.FileInfo) bool {

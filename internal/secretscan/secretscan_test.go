@@ -377,3 +377,49 @@ func TestKeyRemovedInPlace(t *testing.T) {
 		t.Fatalf("log: %s", logs.String())
 	}
 }
+
+// TestReload: a rewrite in place that keeps the file's size and
+// modification time escapes the check made on every report; Reload (serve's
+// SIGHUP) reads it at once. A file that does not load keeps the keys last
+// read and logs an error.
+func TestReload(t *testing.T) {
+	a, b, c := newSigner(t, "key-a"), newSigner(t, "key-b"), newSigner(t, "key-c")
+	path := filepath.Join(t.TempDir(), "keys.json")
+	writeFile(t, path, keysJSON(t, a, b), -time.Hour)
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	ks, err := secretscan.LoadKeys(path, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`[]`)
+	verify := func(s signer) error { return ks.Verify(s.ID, s.Sign(t, body), body) }
+	writeFile(t, path, keysJSON(t, a, c), 0) // key-b replaced by key-c: the same size
+	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := os.Stat(path); err != nil || after.Size() != before.Size() {
+		t.Fatalf("the rewrite changed the size: %v %v", after, err)
+	}
+	if err := verify(c); !errors.Is(err, secretscan.ErrUnknownKey) {
+		t.Fatalf("before Reload, the unchanged-looking file: %v, want ErrUnknownKey", err)
+	}
+	ks.Reload()
+	if err := verify(c); err != nil {
+		t.Fatalf("after Reload, the new key: %v", err)
+	}
+	if err := verify(b); !errors.Is(err, secretscan.ErrUnknownKey) {
+		t.Fatalf("after Reload, the removed key: %v, want ErrUnknownKey", err)
+	}
+	writeFile(t, path, []byte(`not json`), 0)
+	ks.Reload()
+	if err := verify(c); err != nil {
+		t.Fatalf("after a Reload of a broken file: %v, want the keys last read", err)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"secret scanning: keys file does not load; keeping the keys last read"`) {
+		t.Fatalf("log: %s", logs.String())
+	}
+}
