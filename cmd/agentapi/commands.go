@@ -61,7 +61,7 @@ func commandTree() command {
 // typed). "help", -h and --help print the usage of the level they stand at.
 func (c command) dispatch(ctx context.Context, e env, path string, args []string) error {
 	if c.run != nil {
-		if len(args) == 1 && args[0] == "help" {
+		if len(args) > 0 && onlyHelp(args) { // "key create help", "key create help help"
 			args = []string{"-h"}
 		}
 		return c.run(ctx, e, args)
@@ -69,8 +69,12 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 	if len(args) == 0 {
 		return fmt.Errorf(`%w: %s needs a command: %s; "%s help" describes them`, errUsage, path, strings.Join(c.names(), ", "), path)
 	}
-	if args[0] == "help" && len(args) > 1 { // "help key create" is "key create help"
-		return c.dispatch(ctx, e, path, append(args[1:len(args):len(args)], "help"))
+	if args[0] == "help" {
+		// "help key create" is "key create help". Every further "help" goes
+		// too: kept, "help help" would become "help help" again, forever.
+		if topic := withoutHelp(args[1:]); len(topic) > 0 {
+			return c.dispatch(ctx, e, path, append(topic, "help"))
+		}
 	}
 	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(e.stdout, usageOf(path))
@@ -82,6 +86,16 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 		}
 	}
 	return fmt.Errorf(`%w: unknown command "%s %s"%s; %s has %s`, errUsage, path, args[0], didYouMean(args[0], c.names(), path+" "), path, strings.Join(c.names(), ", "))
+}
+
+// onlyHelp reports whether every word of args is "help".
+func onlyHelp(args []string) bool {
+	return !slices.ContainsFunc(args, func(a string) bool { return a != "help" })
+}
+
+// withoutHelp is args without its "help" words, in a new slice.
+func withoutHelp(args []string) []string {
+	return slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "help" })
 }
 
 func (c command) names() []string {

@@ -3,9 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHelpNamesEveryFlag: `agentapi help` shows every flag that a command's
@@ -38,4 +43,56 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHelpOfHelpEnds: "help" after "help" asks for help again, which the
+// built binary answers at once (exit 0, the usage of the level the other
+// words name, or exit 2 for an unknown one); "help help" once recursed
+// until the stack overflowed (5 s, 1 GB). Each run has 10 s.
+func TestHelpOfHelpEnds(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "help.db") // a flag's help shows it
+	for _, c := range []struct {
+		args []string
+		code int
+		same []string // prints what this prints
+	}{
+		{[]string{"help", "help"}, 0, []string{"help"}},
+		{[]string{"help", "help", "help"}, 0, []string{"help"}},
+		{[]string{"key", "help", "help"}, 0, []string{"key", "help"}},
+		{[]string{"help", "key", "help"}, 0, []string{"key", "help"}},
+		{[]string{"help", "help", "key"}, 0, []string{"key", "help"}},
+		{[]string{"help", "key", "create", "help"}, 0, []string{"key", "create", "-h"}},
+		{[]string{"key", "create", "help", "help"}, 0, []string{"key", "create", "-h"}},
+		{[]string{"api", "agents", "help", "help"}, 0, []string{"api", "agents", "help"}},
+		{[]string{"help", "help", "frobnicate"}, 2, []string{"frobnicate"}},
+		{[]string{"key", "help", "help", "frobnicate"}, 2, []string{"key", "frobnicate"}},
+	} {
+		code, out := runBinary(t, db, c.args...)
+		wantCode, want := runBinary(t, db, c.same...)
+		if code != c.code || wantCode != c.code || out != want {
+			t.Errorf("%v: exit %d, printed:\n%s\nwant exit %d and what %v prints (exit %d):\n%s", c.args, code, out, c.code, c.same, wantCode, want)
+		}
+	}
+}
+
+// runBinary runs the built agentapi with args and AGENTAPI_DB=db, for at
+// most 10 s, and returns its exit code and what it printed (stdout, then
+// stderr).
+func runBinary(t *testing.T, db string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(os.Environ(), "AGENTAPI_DB="+db)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("agentapi %s: still running after 10 s", strings.Join(args, " "))
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("agentapi %s: %v", strings.Join(args, " "), err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String() + stderr.String()
 }

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/secretscan/secretscantest"
@@ -104,5 +106,48 @@ func TestServeRefusesABadKeysFile(t *testing.T) {
 		if code == 0 || !strings.Contains(errb.String(), "--secret-scanning-keys") {
 			t.Fatalf("serve with %s: exit %d, stderr %q", path, code, errb.String())
 		}
+	}
+}
+
+// TestServeReloadsKeysOnHangup: SIGHUP makes serve re-read its keys file
+// at once, even a rewrite in place that kept the file's size and
+// modification time (which the check on every report cannot see), and
+// serve keeps running (SIGHUP used to end it).
+func TestServeReloadsKeysOnHangup(t *testing.T) {
+	old, cur := secretscantest.NewSigner(t, "gh-1"), secretscantest.NewSigner(t, "gh-2")
+	keysFile := filepath.Join(t.TempDir(), "github-keys.json")
+	secretscantest.WriteKeys(t, keysFile, -time.Hour, old)
+	before, err := os.Stat(keysFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, nil, "--db", filepath.Join(t.TempDir(), "hup.db"), "--secret-scanning-keys", keysFile)
+	report := secretscantest.Report(t)
+	if code, body := postReport(t, s.base, report, old); code != 200 {
+		t.Fatalf("before: %d %s", code, body)
+	}
+	secretscantest.WriteKeys(t, keysFile, 0, cur) // the same size
+	if err := os.Chtimes(keysFile, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := postReport(t, s.base, report, cur); code != 401 {
+		t.Fatalf("the new key before SIGHUP (the file looks unchanged): %d %s", code, body)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := postReport(t, s.base, report, cur)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new key 10 s after SIGHUP: %d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := postReport(t, s.base, report, old); code != 401 {
+		t.Fatalf("the removed key after SIGHUP: %d %s", code, body)
 	}
 }

@@ -12,11 +12,13 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -199,6 +201,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 			return fmt.Errorf("%w: --secret-scanning-keys: %s", errUsage, oneLine(err))
 		}
 		log.Info("secret scanning: reports accepted at /secret-scanning/github", "path", c.secretScanningKeys, "keys", scanKeys.Count())
+		defer reloadOnHangup(scanKeys)()
 	}
 	limiter, closeLimiter, err := openLimiter(c, log, m)
 	if err != nil {
@@ -574,4 +577,27 @@ func parsePrefixes(list string) ([]netip.Prefix, error) {
 func buildInfo() *debug.BuildInfo {
 	bi, _ := debug.ReadBuildInfo()
 	return bi
+}
+
+// reloadOnHangup re-reads the secret-scanning keys file on every SIGHUP
+// until the stop it returns is called (docs/secret-scanning.md). serve
+// without a keys file leaves SIGHUP as it is.
+func reloadOnHangup(ks *secretscan.Keys) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				ks.Reload()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }

@@ -89,6 +89,11 @@ func IsCode(err error, code Code) bool {
 // turn it into a contract error with the right message.
 var ErrNotFound = errors.New("not found")
 
+// ErrRevoked is what stores return when a change to an API key finds it
+// revoked: a revoked key changes no more. Callers turn it into a contract
+// error (immutable_state) naming what could not change.
+var ErrRevoked = errors.New("key is revoked")
+
 // DuplicateError is what stores return on a unique violation.
 type DuplicateError struct {
 	// ExistingID is the id of the record already holding the value, when known.

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -27,7 +28,7 @@ func (s *Service) SetAllowedIPs(ctx context.Context, actor Actor, accountID, key
 		return k, err
 	}
 	if k.RevokedAt != nil {
-		return k, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; its IP allowlist cannot change", keyID)
+		return k, revokedErr(keyID, "its IP allowlist")
 	}
 	if slices.Equal(k.AllowedIPs, list) {
 		return k, nil
@@ -36,6 +37,9 @@ func (s *Service) SetAllowedIPs(ctx context.Context, actor Actor, accountID, key
 	detail := describeAllowList(k.AllowedIPs) + " → " + describeAllowList(list)
 	ev := actor.event(accountID, keyID, domain.AuditAllowedIPsChanged, detail, now)
 	err = s.store.SetKeyAllowedIPs(ctx, accountID, keyID, list, ev)
+	if errors.Is(err, domain.ErrRevoked) { // since it was read
+		return k, revokedErr(keyID, "its IP allowlist")
+	}
 	if err := keyError(err, "set allowed ips", accountID, keyID); err != nil {
 		return k, err
 	}

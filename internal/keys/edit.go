@@ -37,7 +37,7 @@ func (s *Service) SetAccess(ctx context.Context, actor Actor, accountID, keyID s
 		return k, err
 	}
 	if k.RevokedAt != nil {
-		return k, domain.Errorf(domain.CodeImmutableState, "key %s is revoked; its access cannot change", keyID)
+		return k, revokedErr(keyID, "its access")
 	}
 	now := s.now().UTC().Truncate(time.Millisecond)
 	next, err := s.validAccess(ctx, k, a, now)
@@ -50,8 +50,11 @@ func (s *Service) SetAccess(ctx context.Context, actor Actor, accountID, keyID s
 	}
 	ev := actor.event(accountID, keyID, domain.AuditAccessChanged, detail, now)
 	err = s.store.UpdateKeyAccess(ctx, accountID, keyID, next.Scopes, next.AgentIDs, next.ExpiresAt, ev)
+	if errors.Is(err, domain.ErrRevoked) { // since it was read
+		return k, revokedErr(keyID, "its access")
+	}
 	if errors.Is(err, domain.ErrNotFound) {
-		// Revoked, or its expiry brought earlier, since it was read.
+		// Its expiry brought earlier since it was read.
 		return k, domain.Errorf(domain.CodeInconsistentState, "key %s changed meanwhile; reload it and try again", keyID)
 	}
 	if err != nil {

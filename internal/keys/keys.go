@@ -460,7 +460,7 @@ func (s *Service) Revoke(ctx context.Context, actor Actor, accountID, keyID stri
 
 // SetRateLimit changes a key's ceiling; support only. It applies on the
 // key's next request, on every instance, because the ceiling is read with
-// the key.
+// the key. A revoked key's ceiling cannot change: it is used no more.
 func (s *Service) SetRateLimit(ctx context.Context, keyID string, n int) error {
 	if n < 1 || n > domain.MaxRateLimitPerMinute {
 		return domain.Errorf(domain.CodeInvalidValue, "rate limit must be between 1 and %d requests a minute", domain.MaxRateLimitPerMinute)
@@ -472,13 +472,28 @@ func (s *Service) SetRateLimit(ctx context.Context, keyID string, n int) error {
 	if err != nil {
 		return fmt.Errorf("get key: %w", err)
 	}
+	if k.RevokedAt != nil {
+		return revokedErr(keyID, "its rate limit")
+	}
 	now := s.now().UTC().Truncate(time.Millisecond)
 	detail := fmt.Sprintf("%d → %d requests a minute", k.RateLimitPerMinute, n)
 	ev := Actor{Support: true}.event(k.AccountID, k.ID, domain.AuditRateLimitChanged, detail, now)
-	if err := s.store.SetKeyRateLimit(ctx, keyID, n, ev); err != nil {
+	err = s.store.SetKeyRateLimit(ctx, keyID, n, ev)
+	if errors.Is(err, domain.ErrRevoked) { // since it was read
+		return revokedErr(keyID, "its rate limit")
+	}
+	if err != nil {
 		return fmt.Errorf("set rate limit: %w", err)
 	}
 	return nil
+}
+
+// revokedErr refuses to change what of a revoked key. Every change but a
+// new name refuses it, whether the key was revoked before the change read
+// it or while the change was under way (the store's UPDATE requires the
+// key unrevoked).
+func revokedErr(keyID, what string) error {
+	return domain.Errorf(domain.CodeImmutableState, "key %s is revoked; %s cannot change", keyID, what)
 }
 
 // List returns the account's keys, oldest first.

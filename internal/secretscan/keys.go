@@ -80,8 +80,9 @@ func ParseKeys(data []byte) (map[string]*ecdsa.PublicKey, error) {
 // Keys holds the public keys of the keys file named by
 // --secret-scanning-keys. It re-reads the file when it changes (another
 // modification time, size or file: a rename onto the path counts), checked
-// on every report, so a rotation needs no restart and no signal. A file
-// that no longer parses keeps the keys last read, with a warning in the log.
+// on every report, so a rotation needs no restart and no signal; Reload
+// re-reads it at once. A file
+// that no longer parses keeps the keys last read, with an error in the log.
 type Keys struct {
 	path string
 	log  *slog.Logger
@@ -134,7 +135,7 @@ func (k *Keys) current() map[string]*ecdsa.PublicKey {
 	fi, err := os.Stat(k.path)
 	if err != nil {
 		if k.stamp != nil {
-			k.log.Warn("secret scanning: keys file unreadable; keeping the keys last read", "path", k.path, "err", err)
+			k.log.Error("secret scanning: keys file unreadable; keeping the keys last read", "path", k.path, "err", err)
 			k.stamp = nil // warn once, and re-read whatever appears next
 		}
 		return k.set
@@ -147,12 +148,29 @@ func (k *Keys) current() map[string]*ecdsa.PublicKey {
 		// Remember what was seen, so a broken file is reported once and
 		// not re-read on every report until it changes again.
 		k.stamp = fi
-		k.log.Warn("secret scanning: keys file changed but does not load; keeping the keys last read", "path", k.path, "err", err)
+		k.log.Error("secret scanning: keys file changed but does not load; keeping the keys last read", "path", k.path, "err", err)
 		return k.set
 	}
 	k.stamp, k.set = rfi, set
 	k.log.Info("secret scanning: keys file read", "path", k.path, "keys", len(set))
 	return set
+}
+
+// Reload re-reads the keys file now, whatever its stamp (serve calls it on
+// SIGHUP): a rewrite in place that keeps the file's size, within the file
+// system's clock granularity, escapes the check made on every report. A
+// file that does not load keeps the keys last read, with an error in the
+// log.
+func (k *Keys) Reload() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	fi, set, err := readKeys(k.path)
+	if err != nil {
+		k.log.Error("secret scanning: keys file does not load; keeping the keys last read", "path", k.path, "err", err)
+		return
+	}
+	k.stamp, k.set = fi, set
+	k.log.Info("secret scanning: keys file read", "path", k.path, "keys", len(set))
 }
 
 func sameStamp(a, b os.FileInfo) bool {
@@ -179,6 +197,8 @@ func (k *Keys) Verify(keyID, signature string, body []byte) error {
 		return ErrBadSignature
 	}
 	sum := sha256.Sum256(body)
+	// High S is accepted, (r, n−s) as well as (r, s): see "Signatures" in
+	// docs/secret-scanning.md for why that malleability is harmless here.
 	if !ecdsa.VerifyASN1(pub, sum[:], der) {
 		return ErrBadSignature
 	}

@@ -1,15 +1,19 @@
 package secretscan_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"log/slog"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -287,4 +291,135 @@ func FuzzParseReport(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMalleatedSignatureVerifies: ECDSA signatures are malleable, (r, s)
+// and (r, n−s) both verify, and Verify accepts both on purpose: GitHub does
+// not document that it signs with low S only, so refusing high S could
+// refuse a genuine report, and a malleated signature is good for one thing,
+// sending the same body again, which the original signature does as well
+// and which changes nothing (a report is idempotent; docs/secret-scanning.md,
+// Signatures). It does not carry over to another body.
+func TestMalleatedSignatureVerifies(t *testing.T) {
+	a := newSigner(t, "key-a")
+	path := filepath.Join(t.TempDir(), "keys.json")
+	writeFile(t, path, keysJSON(t, a), -time.Hour)
+	ks, err := secretscan.LoadKeys(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`[{"token":"x","type":"agentapi_key","url":"https://github.com/o/r","source":"content"}]`)
+	sig := a.Sign(t, body)
+	flipped := malleate(t, sig)
+	if flipped == sig {
+		t.Fatal("the malleated signature is the original")
+	}
+	if err := ks.Verify(a.ID, flipped, body); err != nil {
+		t.Fatalf("(r, n−s) of a good signature: %v, want it accepted", err)
+	}
+	if err := ks.Verify(a.ID, flipped, []byte(`[]`)); !errors.Is(err, secretscan.ErrBadSignature) {
+		t.Fatalf("(r, n−s) over another body: %v, want ErrBadSignature", err)
+	}
+}
+
+// malleate is sig (base64 ASN.1 DER (r, s)) as (r, n−s), n the order of P-256.
+func malleate(t *testing.T, sig string) string {
+	t.Helper()
+	der, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs struct{ R, S *big.Int }
+	if rest, err := asn1.Unmarshal(der, &rs); err != nil || len(rest) != 0 {
+		t.Fatalf("signature DER: %v (%d bytes after)", err, len(rest))
+	}
+	rs.S.Sub(elliptic.P256().Params().N, rs.S)
+	out, err := asn1.Marshal(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(out)
+}
+
+// TestKeyRemovedInPlace: a key removed from the keys file by rewriting it
+// in place (no rename, the modification time as the write left it) is
+// refused on the very next report, and a rewrite that does not load keeps
+// the keys last read and logs an error naming the file.
+func TestKeyRemovedInPlace(t *testing.T) {
+	a, b := newSigner(t, "key-a"), newSigner(t, "key-b")
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(path, keysJSON(t, a, b), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	ks, err := secretscan.LoadKeys(path, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`[]`)
+	if err := ks.Verify(b.ID, b.Sign(t, body), body); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, keysJSON(t, a), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.Verify(b.ID, b.Sign(t, body), body); !errors.Is(err, secretscan.ErrUnknownKey) {
+		t.Fatalf("a key removed from the file: %v, want ErrUnknownKey", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"public_keys": [`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.Verify(a.ID, a.Sign(t, body), body); err != nil {
+		t.Fatalf("after a broken rewrite: %v, want the keys last read", err)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"secret scanning: keys file changed but does not load`) ||
+		!strings.Contains(logs.String(), path) {
+		t.Fatalf("log: %s", logs.String())
+	}
+}
+
+// TestReload: a rewrite in place that keeps the file's size and
+// modification time escapes the check made on every report; Reload (serve's
+// SIGHUP) reads it at once. A file that does not load keeps the keys last
+// read and logs an error.
+func TestReload(t *testing.T) {
+	a, b, c := newSigner(t, "key-a"), newSigner(t, "key-b"), newSigner(t, "key-c")
+	path := filepath.Join(t.TempDir(), "keys.json")
+	writeFile(t, path, keysJSON(t, a, b), -time.Hour)
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	ks, err := secretscan.LoadKeys(path, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`[]`)
+	verify := func(s signer) error { return ks.Verify(s.ID, s.Sign(t, body), body) }
+	writeFile(t, path, keysJSON(t, a, c), 0) // key-b replaced by key-c: the same size
+	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := os.Stat(path); err != nil || after.Size() != before.Size() {
+		t.Fatalf("the rewrite changed the size: %v %v", after, err)
+	}
+	if err := verify(c); !errors.Is(err, secretscan.ErrUnknownKey) {
+		t.Fatalf("before Reload, the unchanged-looking file: %v, want ErrUnknownKey", err)
+	}
+	ks.Reload()
+	if err := verify(c); err != nil {
+		t.Fatalf("after Reload, the new key: %v", err)
+	}
+	if err := verify(b); !errors.Is(err, secretscan.ErrUnknownKey) {
+		t.Fatalf("after Reload, the removed key: %v, want ErrUnknownKey", err)
+	}
+	writeFile(t, path, []byte(`not json`), 0)
+	ks.Reload()
+	if err := verify(c); err != nil {
+		t.Fatalf("after a Reload of a broken file: %v, want the keys last read", err)
+	}
+	if !strings.Contains(logs.String(), `"level":"ERROR","msg":"secret scanning: keys file does not load; keeping the keys last read"`) {
+		t.Fatalf("log: %s", logs.String())
+	}
 }

@@ -12,7 +12,8 @@ import (
 // transaction that also bumps the key epoch: instances hold keys, with
 // their allowlists, in memory, and the change must reach every one of them
 // on its next request, as a revocation does. ErrNotFound unless the key is
-// in accountID.
+// in accountID; ErrRevoked, and nothing changes, when it is revoked (by
+// the time of this write, whatever the caller read before it).
 func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list domain.AllowList, ev domain.AuditEvent) error {
 	if !storable(accountID, id) {
 		return domain.ErrNotFound
@@ -24,8 +25,7 @@ func (s *Store) SetKeyAllowedIPs(ctx context.Context, accountID, id string, list
 			if err != nil {
 				return fmt.Errorf("update key allowed ips: %w", err)
 			}
-			return checkAffected(res) // revoked meanwhile: nothing changes
-
+			return keyUpdated(ctx, tx, res, accountID, id) // revoked meanwhile: ErrRevoked
 		})
 	})
 }

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/store"
@@ -83,4 +85,40 @@ func keyAllowedIPsCheckClear(t *testing.T, s1, s2 *store.Store, accountID string
 	if got, _, _ := s2.ReadKeyByPrefix(ctx, k.Prefix); len(got.AllowedIPs) != 0 {
 		t.Fatalf("cleared list reads %q", got.AllowedIPs.Strings())
 	}
+}
+
+// TestKeyHistoryIsCommitOrder: a change to a key committed after another
+// is later in the key's history even when its clock was read earlier (a
+// revocation that waited for an edit's row lock): the history never shows
+// the edit after the revocation. A revoked key's allowed addresses then
+// cannot change (ErrRevoked) and nothing is recorded.
+func TestKeyHistoryIsCommitOrder(t *testing.T) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
+		ctx := context.Background()
+		s := storetest.Open(t, engine)
+		a := storetest.Account(t, s)
+		k := storetest.Key(t, s, a.ID)
+		edit := storetest.Event(a.ID, k.ID, domain.AuditAllowedIPsChanged, t0.Add(10*time.Second))
+		narrowed, _ := domain.ParseAllowList("192.0.2.1")
+		if err := s.SetKeyAllowedIPs(ctx, a.ID, k.ID, narrowed, edit); err != nil {
+			t.Fatal(err)
+		}
+		revokedAt := t0.Add(5 * time.Second) // its clock read before the edit's
+		if err := s.RevokeKey(ctx, a.ID, k.ID, "usr_1", revokedAt, storetest.Event(a.ID, k.ID, domain.AuditRevoked, revokedAt)); err != nil {
+			t.Fatal(err)
+		}
+		err := s.SetKeyAllowedIPs(ctx, a.ID, k.ID, nil, storetest.Event(a.ID, k.ID, domain.AuditAllowedIPsChanged, t0.Add(20*time.Second)))
+		if !errors.Is(err, domain.ErrRevoked) {
+			t.Fatalf("a revoked key's allowed addresses: %v, want ErrRevoked", err)
+		}
+		evs, err := s.ListKeyAuditEvents(ctx, a.ID, k.ID)
+		if err != nil || len(evs) != 3 || evs[0].Action != domain.AuditRevoked || evs[1].Action != domain.AuditAllowedIPsChanged ||
+			!evs[0].CreatedAt.After(evs[1].CreatedAt) {
+			t.Fatalf("history, newest first: %+v %v; want revoked after the edit", evs, err)
+		}
+		got, err := s.GetKey(ctx, a.ID, k.ID)
+		if err != nil || !slices.Equal(got.AllowedIPs, narrowed) {
+			t.Fatalf("the revoked key's allowed addresses: %v %v", got.AllowedIPs, err)
+		}
+	})
 }

@@ -79,7 +79,12 @@ func (tx *Tx) changeKey(ctx context.Context, d dialect, accountID, id string, ke
 	if ke.auditWritten {
 		return nil
 	}
-	return insertAuditEvents(ctx, tx, ke.audit...)
+	for _, ev := range ke.audit {
+		if err := insertKeyEvent(ctx, tx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // recordKey records a key event whose data is k as GET /me shows it.

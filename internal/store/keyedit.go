@@ -13,8 +13,8 @@ import (
 // records ev, in one transaction that bumps the key epoch, so that every
 // instance's key memory sees the change on its next request. The key must
 // be in accountID, not revoked, and expire no earlier than expiresAt (an
-// expiry only comes earlier; nil: the key must not expire), else
-// ErrNotFound and nothing changes.
+// expiry only comes earlier; nil: the key must not expire), else nothing
+// changes: ErrRevoked for a revoked key, else ErrNotFound.
 func (s *Store) UpdateKeyAccess(ctx context.Context, accountID, id string, scopes []domain.Scope, agentIDs []string,
 	expiresAt *time.Time, ev domain.AuditEvent) error {
 	if !storable(accountID, id) {
@@ -47,7 +47,7 @@ func setKeyAccess(ctx context.Context, tx *Tx, accountID, id string, a KeyAccess
 	if err != nil {
 		return fmt.Errorf("update key access: %w", err)
 	}
-	if err := checkAffected(res); err != nil {
+	if err := keyUpdated(ctx, tx, res, accountID, id); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM api_key_agents WHERE key_id = $1`, id); err != nil {
@@ -90,7 +90,7 @@ func (s *Store) UpdateKey(ctx context.Context, accountID, id string, edit KeyEdi
 				if err != nil {
 					return fmt.Errorf("update key allowed ips: %w", err)
 				}
-				if err := checkAffected(res); err != nil {
+				if err := keyUpdated(ctx, tx, res, accountID, id); err != nil {
 					return err
 				}
 			}

@@ -53,8 +53,8 @@ func TestUpdateKeyAccess(t *testing.T) {
 		if err := s.RevokeKey(ctx, a.ID, k.ID, "", t0, ev()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.UpdateKeyAccess(ctx, a.ID, k.ID, scopes, nil, &earlier, ev()); !errors.Is(err, domain.ErrNotFound) {
-			t.Fatalf("revoked key: %v", err)
+		if err := s.UpdateKeyAccess(ctx, a.ID, k.ID, scopes, nil, &earlier, ev()); !errors.Is(err, domain.ErrRevoked) {
+			t.Fatalf("revoked key: %v, want ErrRevoked", err)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -213,7 +214,8 @@ func (s *Store) revokeKey(ctx context.Context, accountID, id, by string, at time
 
 // SetKeyRateLimit sets the ceiling and records ev. Setting the ceiling a
 // key already has changes nothing: no write, no event, no epoch bump.
-// ErrNotFound for an unknown id.
+// ErrNotFound for an unknown id, ErrRevoked (and no change) for a revoked
+// key.
 func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain.AuditEvent) error {
 	if !storable(id) {
 		return domain.ErrNotFound
@@ -227,12 +229,16 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 		// support sessions setting the same value record one change
 		// (PostgreSQL re-checks it on the row the first one updated).
 		return tx.changeKey(ctx, s.d, accountID, id, keyEvent{typ: domain.EventKeyUpdated, audit: []domain.AuditEvent{ev}}, func() error {
-			_, err := tx.ExecContext(ctx,
-				`UPDATE api_keys SET rate_limit_per_minute = $1 WHERE id = $2 AND rate_limit_per_minute <> $1`, n, id)
+			res, err := tx.ExecContext(ctx,
+				`UPDATE api_keys SET rate_limit_per_minute = $1
+				WHERE id = $2 AND revoked_at IS NULL AND rate_limit_per_minute <> $1`, n, id)
 			if err != nil {
 				return fmt.Errorf("update key rate limit: %w", err)
 			}
-			return nil
+			if err := checkAffected(res); errors.Is(err, domain.ErrNotFound) {
+				return whyUnchanged(ctx, tx, "", id) // nil: already n
+			}
+			return err
 		})
 	})
 }
@@ -267,6 +273,64 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 
 func (s *Store) AddAuditEvent(ctx context.Context, ev domain.AuditEvent) error {
 	return s.inTx(ctx, func(tx *Tx) error { return insertAuditEvents(ctx, tx, ev) })
+}
+
+// keyUpdated is nil when res, an UPDATE of key id that requires it
+// unrevoked, changed its row; else ErrRevoked when the key is revoked, or
+// ErrNotFound (not in accountID, or another condition of the UPDATE did
+// not hold).
+func keyUpdated(ctx context.Context, tx *Tx, res sql.Result, accountID, id string) error {
+	err := checkAffected(res)
+	if !errors.Is(err, domain.ErrNotFound) {
+		return err
+	}
+	if err := whyUnchanged(ctx, tx, accountID, id); err != nil {
+		return err
+	}
+	return domain.ErrNotFound
+}
+
+// whyUnchanged explains an UPDATE of key id that changed no row:
+// ErrNotFound when there is no such key (in accountID, unless that is ""),
+// ErrRevoked when it is revoked, else nil. A revocation that the UPDATE
+// waited for (PostgreSQL re-checks its condition on the row as the
+// revocation committed it) is seen here too, by this later statement.
+func whyUnchanged(ctx context.Context, tx *Tx, accountID, id string) error {
+	q, args := `SELECT CASE WHEN revoked_at IS NULL THEN 0 ELSE 1 END FROM api_keys WHERE id = $1`, []any{id}
+	if accountID != "" {
+		q, args = q+` AND account_id = $2`, append(args, accountID)
+	}
+	var revoked int
+	if err := tx.QueryRowContext(ctx, q, args...).Scan(&revoked); err != nil {
+		return rowErr("get key", err)
+	}
+	if revoked == 1 {
+		return domain.ErrRevoked
+	}
+	return nil
+}
+
+// insertKeyEvent records ev, an event of a key whose row this transaction
+// has just updated, last in that key's history. Each writer reads its
+// clock before it waits for the row, so one that waited (for a revocation,
+// say) can hold an earlier time than the change it waited for, and the
+// history, in time order, would show the two the wrong way round: such an
+// event takes the time 1 ms after the key's newest one, and an id of that
+// time. The row stays locked until commit, so no other change of the key
+// can come between.
+func insertKeyEvent(ctx context.Context, tx *Tx, ev domain.AuditEvent) error {
+	var lastAt int64
+	var lastID string
+	err := tx.QueryRowContext(ctx, `SELECT created_at, id FROM audit_events WHERE key_id = $1
+		ORDER BY created_at DESC, id DESC LIMIT 1`, ev.KeyID).Scan(&lastAt, &lastID)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("newest key event: %w", err)
+	}
+	if at := toMS(ev.CreatedAt); err == nil && (at < lastAt || at == lastAt && ev.ID <= lastID) {
+		ev.CreatedAt = fromMS(lastAt + 1)
+		ev.ID = domain.NewID(domain.PrefixEvent, ev.CreatedAt)
+	}
+	return insertAuditEvents(ctx, tx, ev)
 }
 
 func insertAuditEvents(ctx context.Context, tx *Tx, evs ...domain.AuditEvent) error {
