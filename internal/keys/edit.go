@@ -102,6 +102,9 @@ func (s *Service) Edit(ctx context.Context, actor Actor, accountID, keyID string
 		return k, nil
 	}
 	err = s.store.UpdateKey(ctx, accountID, keyID, edit, evs)
+	if errors.Is(err, domain.ErrRevoked) { // since it was read
+		return k, revokedErr(keyID, "its access and allowed addresses")
+	}
 	if errors.Is(err, domain.ErrNotFound) {
 		return k, domain.Errorf(domain.CodeInconsistentState, "key %s changed meanwhile; reload it and try again", keyID)
 	}

@@ -86,8 +86,8 @@ func TestUpdateKeyAllOrNothing(t *testing.T) {
 	err = w.st.UpdateKey(ctx, w.account.ID, c.Key.ID, store.KeyEdit{
 		Access: &store.KeyAccess{Scopes: []domain.Scope{domain.ScopeAgentsQuery}}, Name: &name,
 	}, nil)
-	if !errors.Is(err, domain.ErrNotFound) {
-		t.Fatalf("UpdateKey on a revoked key: %v, want ErrNotFound", err)
+	if !errors.Is(err, domain.ErrRevoked) {
+		t.Fatalf("UpdateKey on a revoked key: %v, want ErrRevoked", err)
 	}
 	k, err := w.st.GetKey(ctx, w.account.ID, c.Key.ID)
 	if err != nil {
