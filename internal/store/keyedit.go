@@ -58,6 +58,34 @@ func setKeyAccess(ctx context.Context, tx *Tx, accountID, id string, a KeyAccess
 	return insertKeyAgents(ctx, tx, id, a.AgentIDs)
 }
 
+// applyKeyEdit writes the parts of edit that are set.
+func applyKeyEdit(ctx context.Context, tx *Tx, accountID, id string, edit KeyEdit) error {
+	if edit.Access != nil {
+		if err := setKeyAccess(ctx, tx, accountID, id, *edit.Access); err != nil {
+			return err
+		}
+	}
+	if edit.AllowedIPs != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`,
+			strings.Join(edit.AllowedIPs.Strings(), " "), id, accountID)
+		if err != nil {
+			return fmt.Errorf("update key allowed ips: %w", err)
+		}
+		if err := keyUpdated(ctx, tx, res, accountID, id); err != nil {
+			return err
+		}
+	}
+	if edit.Name == nil {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
+		*edit.Name, edit.Description, id, accountID)
+	if err != nil {
+		return fmt.Errorf("update key text: %w", err)
+	}
+	return nil
+}
+
 // KeyEdit is one save of the console's key form: each part that is set
 // is written.
 type KeyEdit struct {
@@ -79,30 +107,7 @@ func (s *Store) UpdateKey(ctx context.Context, accountID, id string, edit KeyEdi
 	}
 	return s.inTx(ctx, func(tx *Tx) error {
 		return tx.changeKey(ctx, s.d, accountID, id, keyEvent{typ: domain.EventKeyUpdated, audit: evs}, func() error {
-			if edit.Access != nil {
-				if err := setKeyAccess(ctx, tx, accountID, id, *edit.Access); err != nil {
-					return err
-				}
-			}
-			if edit.AllowedIPs != nil {
-				res, err := tx.ExecContext(ctx, `UPDATE api_keys SET allowed_ips = $1 WHERE id = $2 AND account_id = $3 AND revoked_at IS NULL`,
-					strings.Join(edit.AllowedIPs.Strings(), " "), id, accountID)
-				if err != nil {
-					return fmt.Errorf("update key allowed ips: %w", err)
-				}
-				if err := keyUpdated(ctx, tx, res, accountID, id); err != nil {
-					return err
-				}
-			}
-			if edit.Name == nil {
-				return nil
-			}
-			_, err := tx.ExecContext(ctx, `UPDATE api_keys SET name = $1, description = $2 WHERE id = $3 AND account_id = $4`,
-				*edit.Name, edit.Description, id, accountID)
-			if err != nil {
-				return fmt.Errorf("update key text: %w", err)
-			}
-			return nil
+			return applyKeyEdit(ctx, tx, accountID, id, edit)
 		})
 	})
 }

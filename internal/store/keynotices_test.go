@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,25 +46,35 @@ func TestSweepKeyExpiry(t *testing.T) {
 		for _, st := range steps {
 			sweepBoth(t, a, b, st.at)
 			evs := expiryEvents(t, a, acct.ID)
-			if got := evs[seen:]; len(got) != len(st.want) {
-				t.Fatalf("at %s: %d new events %v, want %v", st.at, len(got), got, st.want)
-			}
-			for i, w := range st.want {
-				ev := evs[seen+i]
-				if ev.Data == nil || !containsID(ev, k.ID) {
-					t.Errorf("event %s is not about the unrevoked key: %s", ev.Type, ev.Data)
-				}
-				wantType := domain.EventKeyExpiring
-				if w == "" {
-					wantType = domain.EventKeyExpired
-				}
-				if ev.Type != wantType {
-					t.Errorf("at %s: event %s, want %s", st.at, ev.Type, wantType)
-				}
-			}
+			checkExpiryStep(t, evs[seen:], st.at, st.want, k.ID)
 			seen = len(evs)
 		}
 	})
+}
+
+// checkExpiryStep checks the events one sweep wrote: one per expected
+// notice, each about the key, expiring ("7d", "1d") or expired ("").
+func checkExpiryStep(t *testing.T, got []domain.Event, at time.Time, want []string, keyID string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("at %s: %d new events %v, want %v", at, len(got), got, want)
+	}
+	for i, w := range want {
+		ev := got[i]
+		if !containsID(ev, keyID) {
+			t.Errorf("event %s is not about the unrevoked key: %s", ev.Type, ev.Data)
+		}
+		wantType := domain.EventKeyExpiring
+		if w == "" {
+			wantType = domain.EventKeyExpired
+		}
+		if ev.Type != wantType {
+			t.Errorf("at %s: event %s, want %s", at, ev.Type, wantType)
+		}
+		if w != "" && !strings.Contains(string(ev.Extra), `"expires_in":"`+w+`"`) {
+			t.Errorf("at %s: details %s, want expires_in %s", at, ev.Extra, w)
+		}
+	}
 }
 
 // sweepBoth sweeps from two instances at once.
