@@ -86,25 +86,7 @@ func webhookEvents(t *testing.T, ctx context.Context, c tclient, e client.Webhoo
 		}
 		ids = append(ids, a.ID)
 	}
-	var got []client.Event
-	for ev, err := range c.Events(ctx, client.EventListParams{Types: []string{"ai_agent.created"}, Limit: 2}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ev)
-	}
-	if len(got) != 3 {
-		t.Fatalf("Events: %d events, want 3: %+v", len(got), got)
-	}
-	for i, ev := range got {
-		a, err := ev.AgentData()
-		if err != nil || a.ID != ids[i] || ev.Type != "ai_agent.created" || ev.RequestID == nil || ev.Actor != nil {
-			t.Fatalf("event %d: %+v, %+v, %v", i, ev, a, err)
-		}
-		if _, err := ev.KeyData(); err == nil {
-			t.Fatal("KeyData read an agent event")
-		}
-	}
+	got := agentEvents(t, ctx, c, ids)
 	one, err := c.GetEvent(ctx, got[1].ID)
 	if err != nil || one.ID != got[1].ID || string(one.Data) != string(got[1].Data) {
 		t.Fatalf("GetEvent: %+v, %v", one, err)
@@ -126,6 +108,32 @@ func webhookEvents(t *testing.T, ctx context.Context, c tclient, e client.Webhoo
 	if err != nil || len(log.Items) != 0 || log.Limit != 5 {
 		t.Fatalf("ListDeliveries (no worker runs, so no attempt): %+v, %v", log, err)
 	}
+}
+
+// agentEvents reads the ai_agent.created events two a page: one for each
+// of ids, in order.
+func agentEvents(t *testing.T, ctx context.Context, c tclient, ids []string) []client.Event {
+	t.Helper()
+	var got []client.Event
+	for ev, err := range c.Events(ctx, client.EventListParams{Types: []string{"ai_agent.created"}, Limit: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("Events: %d events, want %d: %+v", len(got), len(ids), got)
+	}
+	for i, ev := range got {
+		a, err := ev.AgentData()
+		if err != nil || a.ID != ids[i] || ev.Type != "ai_agent.created" || ev.RequestID == nil || ev.Actor != nil {
+			t.Fatalf("event %d: %+v, %+v, %v", i, ev, a, err)
+		}
+		if _, err := ev.KeyData(); err == nil {
+			t.Fatal("KeyData read an agent event")
+		}
+	}
+	return got
 }
 
 // webhookRotate rotates the secret with an hour's overlap.
