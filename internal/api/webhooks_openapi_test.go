@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -164,4 +165,36 @@ func jsonField(t *testing.T, body, name string) string {
 		t.Fatalf("no data.%s in %s", name, body)
 	}
 	return s
+}
+
+// TestOpenAPIWebhooksMatchEventTypes: the document's webhooks list one
+// payload per event type, and its EventType and EventPattern enums are the
+// code's types and families.
+func TestOpenAPIWebhooksMatchEventTypes(t *testing.T) {
+	d := &openAPIMatchesCodeDoc{t: t}
+	if err := jsonUnmarshal(string(openAPIDocument), &d.doc); err != nil {
+		t.Fatal(err)
+	}
+	var types, patterns []string
+	for _, et := range domain.EventTypes {
+		types = append(types, string(et))
+	}
+	types = append(types, string(domain.EventWebhookTest))
+	patterns = append(append(append(patterns, types[:len(types)-1]...), domain.EventFamilies...), "*")
+	slices.Sort(types)
+	slices.Sort(patterns)
+	var hooks []string
+	for name := range d.at("webhooks").(map[string]any) {
+		hooks = append(hooks, name)
+	}
+	slices.Sort(hooks)
+	if !slices.Equal(hooks, types) {
+		t.Errorf("webhooks %v, the event types %v", hooks, types)
+	}
+	if got := openAPIMatchesCodeStrs(d.at("components", "schemas", "EventType", "enum")); !slices.Equal(got, types) {
+		t.Errorf("EventType enum %v, the event types %v", got, types)
+	}
+	if got := openAPIMatchesCodeStrs(d.at("components", "schemas", "EventPattern", "enum")); !slices.Equal(got, patterns) {
+		t.Errorf("EventPattern enum %v, the types and families %v", got, patterns)
+	}
 }
