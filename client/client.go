@@ -270,6 +270,11 @@ type call struct {
 	// idempotent: the call sends an Idempotency-Key, one random key for
 	// all its attempts, so that the server runs it at most once.
 	idempotent bool
+	// once: the server may have run the call even when no answer came and
+	// has no Idempotency-Key for it (rotating a secret twice would lose
+	// the first new secret and end the old one's overlap), so only a 429,
+	// which ran nothing, is retried.
+	once bool
 }
 
 // response is a successful exchange: status 2xx.
@@ -305,6 +310,9 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 		}
 		lastErr = err
 		wait, retry := c.backoff(attempt, err)
+		if cl.once && !rateLimited(err) {
+			retry = false
+		}
 		if !retry || attempt >= c.retry.MaxAttempts {
 			return nil, lastErr
 		}
@@ -316,6 +324,12 @@ func (c *Client) do(ctx context.Context, cl call) (*response, error) {
 			return nil, joinCtx(ctx, lastErr)
 		}
 	}
+}
+
+// rateLimited reports whether err is a 429, which ran nothing.
+func rateLimited(err error) bool {
+	var apiErr *Error
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusTooManyRequests
 }
 
 // joinCtx reports a call cut short by its context: it matches the

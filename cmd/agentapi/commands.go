@@ -53,6 +53,8 @@ func commandTree() command {
 				agentOne("disable", (*client.Client).DisableAgent, record),
 				agentOne("stats", (*client.Client).AgentStats, stats),
 			}},
+			eventsCommands(),
+			webhooksCommands(),
 		}},
 	}}
 }

@@ -26,6 +26,8 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		{"key", "create"}, {"key", "revoke"}, {"key", "set-rate-limit"}, {"key", "list"},
 		{"api", "me"}, {"api", "agents", "list"}, {"api", "agents", "get"}, {"api", "agents", "create"},
 		{"api", "agents", "update"}, {"api", "ask"},
+		{"api", "events", "list"}, {"api", "events", "get"}, {"api", "webhooks", "create"},
+		{"api", "webhooks", "rotate-secret"}, {"api", "webhooks", "deliveries"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), append(cmd, "-h"), func(string) string { return "" },

@@ -43,6 +43,14 @@ Usage:
   agentapi api agents create --name NAME [--instructions TEXT] [--adopt-existing]
   agentapi api agents update ID [--name NAME] [--instructions TEXT]
   agentapi api ask AGENT_ID [--conversation ID] [--stream] QUESTION   (QUESTION "-" reads stdin)
+  agentapi api events list [--type T,T] [--since RFC3339] [--limit N] [--next CURSOR | --all]
+  agentapi api events get ID
+  agentapi api webhooks list
+  agentapi api webhooks create URL --events T,T [--description TEXT]   (prints the secret once)
+  agentapi api webhooks get|delete|test ID
+  agentapi api webhooks rotate-secret ID [--overlap 24h]
+  agentapi api webhooks deliveries ID [--status succeeded|failed] [--event EVENT_ID] [--limit N] [--next CURSOR]
+  agentapi api webhooks resend ID EVENT_ID
 
   agentapi version                                            (the build's version)
 

@@ -13,7 +13,7 @@ var (
 	corsAllowOrigin   = []string{"*"}
 	corsExposeHeaders = []string{"X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, " +
 		"RateLimit, RateLimit-Policy, Retry-After, Location, Idempotent-Replayed"}
-	corsAllowMethods = []string{"GET, POST, PUT, PATCH"}
+	corsAllowMethods = []string{"GET, POST, PUT, PATCH, DELETE"}
 	corsAllowHeaders = []string{"Authorization, Content-Type, Idempotency-Key"}
 	corsMaxAge       = []string{"600"}
 )

@@ -141,7 +141,7 @@ func TestCORSPreflight(t *testing.T) {
 			t.Fatal(p)
 		}
 		for name, want := range map[string]string{
-			"Access-Control-Allow-Methods": "GET, POST, PUT, PATCH",
+			"Access-Control-Allow-Methods": "GET, POST, PUT, PATCH, DELETE",
 			"Access-Control-Allow-Headers": "Authorization, Content-Type, Idempotency-Key",
 			"Access-Control-Max-Age":       "600",
 			"RateLimit-Policy":             `"per-address";q=3;w=60`,

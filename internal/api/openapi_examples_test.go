@@ -238,7 +238,7 @@ func (w *openAPIExamplesWalk) checkResponseBody(where string, code int, ctype st
 // out", Dredd) would send as is, to harm: one Idempotency-Key shared by
 // every user of the tool for 24 hours, a cursor that is always invalid, a
 // filter that hides the caller's newer agents. They have no example.
-var sentAsIs = map[string]bool{"Idempotency-Key": true, "next": true, "updated_since": true}
+var sentAsIs = map[string]bool{"Idempotency-Key": true, "next": true, "updated_since": true, "created_since": true}
 
 // TestOpenAPILimitAsAccepted: the document accepts every limit the service
 // accepts (clamped or falling back to the default), so a request validator

@@ -59,6 +59,17 @@ type clientPage struct {
 	} `json:"meta"`
 }
 
+// clientList is a page of another collection as the client's listCall
+// reads it.
+type clientList[T any] struct {
+	Data []T `json:"data"`
+	Meta struct {
+		Limit   int     `json:"limit"`
+		Next    *string `json:"next"`
+		HasMore bool    `json:"has_more"`
+	} `json:"meta"`
+}
+
 type clientData[T any] struct {
 	Data T `json:"data"`
 }
@@ -80,6 +91,16 @@ func clientShape(id string, status int) any {
 		return &clientData[client.Stats]{}
 	case "askAgent":
 		return &clientData[client.Answer]{}
+	case "listEvents":
+		return &clientList[client.Event]{}
+	case "getEvent", "sendTestEvent":
+		return &clientData[client.Event]{}
+	case "listWebhookEndpoints":
+		return &clientList[client.WebhookEndpoint]{}
+	case "createWebhookEndpoint", "getWebhookEndpoint", "updateWebhookEndpoint", "rotateWebhookSecret":
+		return &clientData[client.WebhookEndpoint]{}
+	case "listWebhookDeliveries":
+		return &clientList[client.WebhookAttempt]{}
 	}
 	return nil
 }

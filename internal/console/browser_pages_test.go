@@ -170,8 +170,8 @@ func browserKeyForm(t *testing.T, f *fixture, b *tab, a domain.Account, agents [
 	if c := b.eval("preset scopes", `String(document.querySelector('input[name=scope][value="aiagents:query"]').checked)`); c != "true" {
 		t.Fatal("the preset's own scopes were not ticked when the form went Custom")
 	}
-	if n := b.count(".badge-reserved"); n != 7 {
-		t.Fatalf("%d scopes marked reserved, want 7", n)
+	if n := b.count(".badge-reserved"); n != 6 {
+		t.Fatalf("%d scopes marked reserved, want 6", n)
 	}
 	b.do("past date", chromedp.SetValue(chromedp.ID("expiry"), "custom"),
 		chromedp.SetValue(chromedp.ID("expires-at"), "2001-01-01T00:00"),

@@ -47,7 +47,7 @@ var scopeInfo = map[Scope]struct {
 	ScopeHelpdeskWrite:  {description: "Change helpdesk tickets.", reserved: true},
 	ScopeSettingsRead:   {description: "Read account settings.", reserved: true},
 	ScopeSettingsWrite:  {description: "Change account settings.", reserved: true},
-	ScopeWebhooksManage: {description: "Manage webhooks.", reserved: true},
+	ScopeWebhooksManage: {description: "Read events and manage webhook endpoints."},
 }
 
 // Description is the scope's one-line description ("" for a scope outside
