@@ -10,7 +10,7 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-5s}; CONN=${CONN:-16}; BACKLOG=${BACKLOG:-1000000}
 for c in wrk sqlite3 python3 curl; do command -v $c >/dev/null || { echo "$c missing"; exit 2; }; done
 tmp=$(mktemp -d); pids=""
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; [ -n "${KEEP:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
 go build -o "$tmp/agentapi" ./cmd/agentapi
 A="$tmp/agentapi"; db="$tmp/hooks.db"; addr=127.0.0.1:18287; api=http://$addr/v1
@@ -75,6 +75,7 @@ post webhook-endpoints "{\"url\":\"http://127.0.0.1:$good/hook\",\"enabled_event
 hole_id=$(post webhook-endpoints "{\"url\":\"http://127.0.0.1:$hole/hook\",\"enabled_events\":[\"api_key.*\"]}" | grep -o 'we_[0-9a-z]*' | head -1)
 measure "no backlog"
 healthy "no backlog"
+[ -n "${KEEP:-}" ] && echo "kept: $tmp"
 stop
 
 echo "seeding $BACKLOG deliveries to the black hole ($hole_id)"
@@ -94,4 +95,5 @@ sleep 3 # the worker has its black-hole attempts in flight
 measure "$BACKLOG waiting, black hole"
 healthy "$BACKLOG waiting, black hole"
 echo "deliveries still pending: $(sqlite3 "$db" "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")"
+[ -n "${KEEP:-}" ] && echo "kept: $tmp"
 stop
