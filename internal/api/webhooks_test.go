@@ -73,10 +73,10 @@ func TestWebhooksNeedTheScope(t *testing.T) {
 	}
 }
 
-// hook and hookGet send a request to an events or webhook route, which
-// openapi.json does not describe yet.
+// hook and hookGet send a request to an events or webhook route, checked
+// against openapi.json as every exchange of the fixture is.
 func (f *fixture) hook(method, path, key, body string) *response {
-	return f.do(req{method: method, path: path, key: key, body: body, unchecked: true})
+	return f.do(req{method: method, path: path, key: key, body: body})
 }
 
 func (f *fixture) hookGet(path, key string) *response { return f.hook("GET", path, key, "") }
