@@ -103,8 +103,18 @@ func TestErrorListBounded(t *testing.T) {
 	q, n := hostileQuery(40_000)
 	wantBounded(t, f.get("/v1/me?"+q, key), domain.CodeInvalidField, fmt.Sprintf("and %d more problems", n-1))
 
-	// Attributes given twice: the same bounds.
-	wantBounded(t, f.send("POST", "/v1/ai-agents", key, hostileBody(60_000, 2)), domain.CodeInvalidJSON, "60000 attributes appear more than once")
+	// Attributes given twice: the same bounds. Up to maxMembers attributes
+	// repeats are looked for; past it they are not, and such a body is
+	// refused for its unknown attributes (each counted), or when every one
+	// is the route's, for its repeats.
+	wantBounded(t, f.send("POST", "/v1/ai-agents", key, hostileBody(400, 2)), domain.CodeInvalidJSON, "400 attributes appear more than once")
+	wantBounded(t, f.send("POST", "/v1/ai-agents", key, hostileBody(60_000, 2)), domain.CodeInvalidField, "and 120000 more problems")
+	repeats := `{` + strings.Repeat(`"name":"x",`, maxMembers) + `"name":"x"}`
+	r := f.send("POST", "/v1/ai-agents", key, repeats)
+	r.wantError(t, http.StatusBadRequest, domain.CodeInvalidJSON)
+	if !strings.Contains(r.message(), "attributes repeat") {
+		t.Errorf("%d repeats of name: %q", maxMembers+1, r.message())
+	}
 
 	// Long names are cut short in field and message, so that 20 entries
 	// of the worst escaping still fit.

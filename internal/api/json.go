@@ -52,7 +52,16 @@ func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
 type object struct {
 	body []byte
 	hash *maphash.Hash // seeded once per body
+	// crowded: more members than maxMembers, whose names were not checked
+	// for repeats (problems.object refuses it whatever they are).
+	crowded bool
 }
+
+// maxMembers is the most attributes a body's object may have for its
+// names to be checked for repeats: no request takes more than a handful,
+// so a body with more is refused whatever they are, and each of the rest
+// costs only its counting (docs/api.md, Limits).
+const maxMembers = 1000
 
 // members calls yield with each member's quoted name and value, in the
 // order sent.
@@ -203,6 +212,10 @@ func decodeObject(body []byte) (object, int, *domain.Error) {
 	o := object{body: body, hash: new(maphash.Hash)}
 	n := 0
 	walkObject(body, func([]byte, []byte, int) bool { n++; return true })
+	if n > maxMembers {
+		o.crowded = true
+		return o, 0, nil
+	}
 	twice, firsts := duplicates(o, n)
 	if twice == 0 {
 		return o, 0, nil

@@ -255,6 +255,13 @@ func (p *problems) object(w http.ResponseWriter, r *http.Request, allowed ...str
 			decided = len(p.fields) == maxFieldErrors && has
 		}
 	}
+	if body.crowded && p.count == 0 {
+		// Over maxMembers attributes, every one of the route's: names
+		// repeated, which were not looked for.
+		p.body = domain.Errorf(domain.CodeInvalidJSON,
+			"The request body's object has more than %d attributes; its attributes repeat.", maxMembers)
+		return nil
+	}
 	return out
 }
 
