@@ -120,10 +120,15 @@ func (b *tab) signIn(email, password string, landing chromedp.ID) {
 		chromedp.WaitVisible(landing))
 }
 
-// shot saves the page as it is to name.png.
+// shot saves the page as it is to name.png: the whole page, or what the
+// window shows of a page taller than Chromium captures at once (the API
+// reference at 390 pixels).
 func (b *tab) shot(name string) {
 	b.t.Helper()
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil && strings.Contains(err.Error(), "too large") {
+		png, err = chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	}
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", name, err)
 	}
