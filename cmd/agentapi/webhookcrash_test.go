@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // hookReceiver is a webhook endpoint on loopback: it reports each
@@ -54,9 +56,12 @@ func (r *hookReceiver) next(t *testing.T, within time.Duration) string {
 // allowed to deliver to loopback, subscribes r to agent events and
 // creates one agent (one event). It returns the database, the key, the
 // server and the endpoint's id.
-func hookSetup(t *testing.T, r *hookReceiver) (db, key string, s *server, endpoint string) {
+func hookSetup(t *testing.T, engine string, r *hookReceiver) (db, key string, s *server, endpoint string) {
 	t.Helper()
 	db = filepath.Join(t.TempDir(), "hooks.db")
+	if engine == "postgres" {
+		db = storetest.PostgresURL(t)
+	}
 	acct := mustCLI(t, db, "", "account", "create", "--name", "Hooks")
 	mustCLI(t, db, "long enough password\n", "user", "create", "--account", acct, "--email", "h@example.com", "--role", "owner")
 	key = mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "h@example.com", "--name", "k", "--preset", "full-access")
@@ -94,13 +99,28 @@ func TestDeliveryAfterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills serve and waits out a 30 s lease")
 	}
+	eachEngineParallel(t, deliveryAfterKill9)
+}
+
+// eachEngineParallel runs fn on SQLite and on PostgreSQL at once (each
+// waits mostly on a lease or a receiver).
+func eachEngineParallel(t *testing.T, fn func(t *testing.T, engine string)) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			fn(t, engine)
+		})
+	}
+}
+
+func deliveryAfterKill9(t *testing.T, engine string) {
 	r := newHookReceiver(t, func(w http.ResponseWriter, req *http.Request) {
 		select { // held until serve dies (a minute at most)
 		case <-req.Context().Done():
 		case <-time.After(time.Minute):
 		}
 	})
-	db, key, s, _ := hookSetup(t, r)
+	db, key, s, _ := hookSetup(t, engine, r)
 	first := r.next(t, 10*time.Second)
 	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -127,11 +147,15 @@ func TestGracefulStopRecordsTheAttempt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops and restarts serve")
 	}
+	eachEngineParallel(t, gracefulStopRecordsTheAttempt)
+}
+
+func gracefulStopRecordsTheAttempt(t *testing.T, engine string) {
 	r := newHookReceiver(t, func(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(1500 * time.Millisecond)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	db, key, s, endpoint := hookSetup(t, r)
+	db, key, s, endpoint := hookSetup(t, engine, r)
 	first := r.next(t, 10*time.Second)
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
