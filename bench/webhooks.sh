@@ -3,9 +3,13 @@
 # request, serve's own, with 1,000,000 deliveries waiting for an endpoint
 # that accepts connections and never answers (a black hole), beside the
 # same with none waiting; and how long a healthy endpoint's delivery takes
-# to arrive meanwhile. SQLite, loopback only; needs wrk, sqlite3, python3.
+# to arrive meanwhile; then the same alternated, the black hole enabled
+# (the worker busy) and disabled (the worker idle). SQLite, or PostgreSQL
+# with PG set to a server's base URL; loopback only; needs wrk, sqlite3 or
+# psql, python3.
 #
-# usage (from the project root): bench/webhooks.sh     env: ROUNDS (3), DUR (5s), CONN (16), BACKLOG (1000000)
+# usage (from the project root): bench/webhooks.sh
+#   env: ROUNDS (3), DUR (5s), CONN (16), BACKLOG (1000000), PG (such as postgres://postgres@127.0.0.1:5432)
 set -euo pipefail
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-5s}; CONN=${CONN:-16}; BACKLOG=${BACKLOG:-1000000}
 for c in wrk sqlite3 python3 curl; do command -v $c >/dev/null || { echo "$c missing"; exit 2; }; done
@@ -14,6 +18,13 @@ cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/n
 trap cleanup EXIT
 go build -o "$tmp/agentapi" ./cmd/agentapi
 A="$tmp/agentapi"; db="$tmp/hooks.db"; addr=127.0.0.1:18287; api=http://$addr/v1
+sql() { sqlite3 "$db"; }
+if [ -n "${PG:-}" ]; then
+  dbn="hooks_$(date +%s)_$$"; psql "$PG/postgres" -qc "create database $dbn" >/dev/null
+  db="$PG/$dbn?sslmode=disable"
+  sql() { psql -qAt "$db"; }
+  trap 'cleanup; psql "$PG/postgres" -qc "drop database if exists $dbn with (force)" >/dev/null 2>&1' EXIT
+fi
 hole=18288; good=18289
 
 # The black hole accepts and reads, never answers; the healthy receiver
@@ -80,7 +91,18 @@ stop
 
 echo "seeding $BACKLOG deliveries to the black hole ($hole_id)"
 now=$(date +%s%3N)
-sqlite3 "$db" <<EOF
+if [ -n "${PG:-}" ]; then
+sql <<EOF >/dev/null
+BEGIN;
+INSERT INTO events (id, account_id, seq, type, created_at, data)
+  SELECT 'evt_bench' || lpad(i::text, 18, '0'), '$acc', 1000000000 + i, 'api_key.updated', $now, '{}' FROM generate_series(1, $BACKLOG) i;
+INSERT INTO webhook_deliveries (endpoint_id, event_id, account_id, status, next_attempt_at, created_at)
+  SELECT '$hole_id', id, account_id, 'pending', $now, $now FROM events WHERE id LIKE 'evt_bench%';
+COMMIT;
+ANALYZE;
+EOF
+else
+sql <<EOF >/dev/null
 PRAGMA journal_mode = WAL;
 BEGIN;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $BACKLOG)
@@ -90,10 +112,15 @@ INSERT INTO webhook_deliveries (endpoint_id, event_id, account_id, status, next_
   SELECT '$hole_id', id, account_id, 'pending', $now, $now FROM events WHERE id LIKE 'evt_bench%';
 COMMIT;
 EOF
+fi
 start
 sleep 3 # the worker has its black-hole attempts in flight
 measure "$BACKLOG waiting, black hole"
 healthy "$BACKLOG waiting, black hole"
-echo "deliveries still pending: $(sqlite3 "$db" "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")"
-[ -n "${KEEP:-}" ] && echo "kept: $tmp"
+echo "deliveries still pending: $(echo "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending';" | sql)"
 stop
+# Alternated: the black hole disabled (the worker idle) and enabled.
+for state in disabled enabled disabled enabled; do
+  echo "UPDATE webhook_endpoints SET status = '$state' WHERE id = '$hole_id';" | sql >/dev/null
+  start; sleep 3; measure "black hole $state"; stop
+done
