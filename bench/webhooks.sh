@@ -62,14 +62,16 @@ start() {
 }
 stop() { kill "$spid"; wait "$spid" 2>/dev/null || true; }
 post() { curl -sf -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d "$2" "$api/$1"; }
-measure() { # label: serve's CPU µs per GET /v1/me over ROUNDS runs
-  local n=0 c=0 c0 c1 r
+pgcpu() { local t=0 p v; [ -n "${PG:-}" ] || { echo 0; return; }
+  for p in $(pgrep -u postgres); do v=$(awk '{print $14+$15}' /proc/$p/stat 2>/dev/null) && t=$((t+v)); done; echo $t; }
+measure() { # label: serve's (and PostgreSQL's) CPU µs per GET /v1/me over ROUNDS runs
+  local n=0 c=0 g=0 c0 c1 g0 g1 r
   for r in $(seq "$ROUNDS"); do
-    c0=$(awk '{print $14+$15}' /proc/$spid/stat)
+    c0=$(awk '{print $14+$15}' /proc/$spid/stat); g0=$(pgcpu)
     r=$(wrk -t1 -c"$CONN" -d"$DUR" -H "Authorization: Bearer $key" "$api/me" | awk '/requests in/ {print $1}')
-    c1=$(awk '{print $14+$15}' /proc/$spid/stat); n=$((n+r)); c=$((c+c1-c0))
+    c1=$(awk '{print $14+$15}' /proc/$spid/stat); g1=$(pgcpu); n=$((n+r)); c=$((c+c1-c0)); g=$((g+g1-g0))
   done
-  awk -v n=$n -v c=$c -v t="$(getconf CLK_TCK)" -v l="$1" 'BEGIN { printf "%-28s %9d requests  %6.1f µs CPU a request (serve)\n", l, n, c/t/n*1e6 }'
+  awk -v n=$n -v c=$c -v g=$g -v t="$(getconf CLK_TCK)" -v l="$1" 'BEGIN { printf "%-28s %9d requests  %6.1f µs CPU a request (serve)  %5.1f (PostgreSQL)\n", l, n, c/t/n*1e6, g/t/n*1e6 }'
 }
 healthy() { # label: time from an agent's creation to its delivery
   : >"$tmp/arrived"; local t0; t0=$(date +%s%3N)
