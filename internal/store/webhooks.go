@@ -227,7 +227,8 @@ type Due struct {
 }
 
 // DueEndpoints lists enabled endpoints that have a delivery due at now and
-// not leased, at most limit.
+// not leased, at most limit, in a random order: past limit, every such
+// endpoint still gets its turns.
 //
 // Each endpoint's check is a scalar subquery with LIMIT 1, which
 // PostgreSQL runs per endpoint on webhook_deliveries_due; as EXISTS it
@@ -237,7 +238,7 @@ func (s *Store) DueEndpoints(ctx context.Context, now time.Time, limit int) ([]s
 	rows, err := s.r.QueryContext(ctx, `SELECT e.id FROM webhook_endpoints e WHERE e.status = 'enabled'
 		AND (SELECT d.next_attempt_at FROM webhook_deliveries d WHERE d.endpoint_id = e.id AND d.status = 'pending'
 			AND d.next_attempt_at <= $1 AND d.lease_until <= $1 ORDER BY d.next_attempt_at LIMIT 1) IS NOT NULL
-		ORDER BY e.updated_at, e.id LIMIT $2`, toMS(now), limit)
+		ORDER BY random() LIMIT $2`, toMS(now), limit)
 	return collect("list due endpoints", rows, err, func(r *sql.Rows) (string, error) {
 		var id string
 		return id, r.Scan(&id)
