@@ -182,6 +182,20 @@ func callErr(err error) error {
 // exactly its fields.
 
 // item is an agent in a list: the contract's four fields.
+// printAll prints every item of a list that --all follows page by page,
+// one JSON line each, as shape shows it.
+func printAll[T, W any](e env, seq iter.Seq2[T, error], shape func(T) W) error {
+	for v, err := range seq {
+		if err != nil {
+			return callErr(err)
+		}
+		if err := printJSON(e.stdout, shape(v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func item(a client.Agent) wire.AgentItem {
 	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt)}
 }
@@ -257,15 +271,7 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if *all {
-		for ag, err := range c.Agents(ctx, opts) {
-			if err != nil {
-				return callErr(err)
-			}
-			if err := printJSON(e.stdout, item(ag)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return printAll(e, c.Agents(ctx, opts), item)
 	}
 	p, err := c.ListAgents(ctx, opts)
 	if err != nil {

@@ -98,15 +98,7 @@ func apiEventsList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if *all {
-		for ev, err := range c.Events(ctx, p) {
-			if err != nil {
-				return callErr(err)
-			}
-			if err := printJSON(e.stdout, event(ev)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return printAll(e, c.Events(ctx, p), event)
 	}
 	page, err := c.ListEvents(ctx, p)
 	if err != nil {
