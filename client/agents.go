@@ -212,10 +212,7 @@ func (c *Client) CreateAgent(ctx context.Context, a NewAgent) (Agent, error) {
 // agentPath is /ai-agents/{id}[suffix], the id escaped so that it stays one
 // path segment.
 func agentPath(id, suffix string) (string, error) {
-	if id == "" {
-		return "", errors.New("client: agent id is empty")
-	}
-	return "/ai-agents/" + url.PathEscape(id) + suffix, nil
+	return idPath("/ai-agents", "agent", id, suffix)
 }
 
 // dataCall runs cl and decodes the data of its answer.
@@ -230,8 +227,14 @@ func dataCall[T any](ctx context.Context, c *Client, cl call) (T, error) {
 
 // agentCall is dataCall on one agent, at /ai-agents/{id}[suffix].
 func agentCall[T any](ctx context.Context, c *Client, cl call, id, suffix string) (T, error) {
+	return idCall[T](ctx, c, cl, "/ai-agents", "agent", id, suffix)
+}
+
+// idCall is dataCall on one resource, at prefix/{id}[suffix]; what names
+// it in the error for an empty id.
+func idCall[T any](ctx context.Context, c *Client, cl call, prefix, what, id, suffix string) (T, error) {
 	var err error
-	if cl.path, err = agentPath(id, suffix); err != nil {
+	if cl.path, err = idPath(prefix, what, id, suffix); err != nil {
 		var zero T
 		return zero, err
 	}

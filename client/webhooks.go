@@ -203,11 +203,7 @@ func idPath(prefix, what, id, suffix string) (string, error) {
 
 // GetEvent reads one event (GET /events/{id}; webhooks:manage).
 func (c *Client) GetEvent(ctx context.Context, id string) (Event, error) {
-	path, err := idPath("/events", "event", id, "")
-	if err != nil {
-		return Event{}, err
-	}
-	return dataCall[Event](ctx, c, call{method: http.MethodGet, path: path})
+	return idCall[Event](ctx, c, call{method: http.MethodGet}, "/events", "event", id, "")
 }
 
 // WebhookEndpoint is where an account's events are delivered. Secret is
@@ -261,12 +257,7 @@ func (c *Client) CreateWebhookEndpoint(ctx context.Context, e NewWebhookEndpoint
 
 // endpointCall is dataCall on one endpoint, at /webhook-endpoints/{id}[suffix].
 func endpointCall[T any](ctx context.Context, c *Client, cl call, id, suffix string) (T, error) {
-	var err error
-	if cl.path, err = idPath("/webhook-endpoints", "webhook endpoint", id, suffix); err != nil {
-		var zero T
-		return zero, err
-	}
-	return dataCall[T](ctx, c, cl)
+	return idCall[T](ctx, c, cl, "/webhook-endpoints", "webhook endpoint", id, suffix)
 }
 
 // GetWebhookEndpoint reads one endpoint, without its secret (GET
