@@ -440,16 +440,6 @@ func (s *Store) GetEvent(ctx context.Context, accountID, id string) (domain.Even
 	return ev, nil
 }
 
-// RecordEvent writes one event that no other change carries (a time-based
-// or system event) in a transaction of its own.
-func (s *Store) RecordEvent(ctx context.Context, ev domain.Event) (domain.Event, error) {
-	err := s.inTx(ctx, func(tx *Tx) error {
-		tx.record(ev)
-		return nil
-	})
-	return ev, err
-}
-
 // DeleteOldEvents removes events, deliveries and attempts older than
 // before, at most limit rows of each table a call; it returns how many
 // rows it removed.
