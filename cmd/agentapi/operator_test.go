@@ -42,6 +42,8 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 			{"", []string{"key", "revoke", "--account", acct, "--as", "ann@example.com", created.ID}},
 			{"", []string{"key", "set-rate-limit", created.ID, "5"}},
 			{"", []string{"key", "list", "--account", acct}},
+			{"", []string{"key", "show", created.ID}},
+			{"", []string{"user", "list", "--account", acct}},
 		} {
 			name := strings.Join(c.args[:2], " ")
 			t.Run(name, func(t *testing.T) {
