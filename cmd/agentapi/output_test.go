@@ -155,8 +155,15 @@ func TestKeyShowAndUserList(t *testing.T) {
 		t.Fatalf("key show of no key: exit %d, %q, %q", code, out, errs)
 	}
 
+	userListShows(t, db, acct)
+}
+
+// userListShows: user list prints ann and bob, bob with the one-time
+// password a reset gave him, and refuses an account that does not exist.
+func userListShows(t *testing.T, db, acct string) {
+	t.Helper()
 	mustCLI(t, db, "", "user", "reset-password", "--account", acct, "--email", "bob@example.com")
-	out, errs, code = runBin(t, db, nil, "user", "list", "--account", acct)
+	out, errs, code := runBin(t, db, nil, "user", "list", "--account", acct)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || errs != "" || len(lines) != 2 || strings.Contains(out, "argon") || strings.Contains(out, "hash") {
 		t.Fatalf("user list: exit %d, %q, %q", code, out, errs)
