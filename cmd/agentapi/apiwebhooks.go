@@ -202,6 +202,9 @@ func apiWebhooksDeliveries(ctx context.Context, e env, args []string) error {
 	if *limit < 0 || *limit > 100 {
 		return badValue("limit", strconv.Itoa(*limit))
 	}
+	if *status != "" && *status != "succeeded" && *status != "failed" {
+		return fmt.Errorf("%w: --status must be succeeded or failed (got %q)", errUsage, *status)
+	}
 	c, err := a.client()
 	if err != nil {
 		return err

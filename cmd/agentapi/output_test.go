@@ -203,6 +203,8 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		{append(create, "--preset", "full-access", "--expires-at", "tomorrow"), `key create: --expires-at must be an RFC 3339 time such as 2027-01-02T15:04:05Z (got "tomorrow")`},
 		{append(create, "--preset", "root"), `key create: --preset must be aiagent-read, aiagent-query or full-access (got "root")`},
 		{append(create, "--preset", "full-access", "--json=maybe"), `key create: --json must be true or false`},
+		{[]string{"user", "create", "--account", acct, "--email", "cy@example.com", "--role", "boss"}, `user create: --role must be owner, admin or agent (got "boss")`},
+		{[]string{"api", "webhooks", "deliveries", "we_x", "--status", "ok"}, `api webhooks deliveries: --status must be succeeded or failed (got "ok")`},
 		{[]string{"key", "set-rate-limit", keyID, "ten"}, `key set-rate-limit: N must be a whole number of requests a minute, 1 to 100000000 (got "ten")`},
 		{[]string{"key", "list", "--acount", acct}, `key list: there is no flag --acount (did you mean "--account"?)`},
 		{[]string{"key", "list", "--account"}, `key list: --account needs a value: the account id`},

@@ -20,6 +20,9 @@ func userCreate(ctx context.Context, e env, args []string) error {
 	if _, err := parse(fs, args, "--account", "--email", "--role"); err != nil {
 		return err
 	}
+	if _, ok := domain.ParseRole(*role); !ok {
+		return fmt.Errorf("%w: --role must be owner, admin or agent (got %q)", errUsage, *role)
+	}
 	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
 		u, err := accounts.New(st, accounts.Hash, nil).CreateUser(ctx, accounts.NewUser{
 			AccountID: *account, Email: *email, Role: *role, Password: func() (string, error) { return readPassword(e) },
