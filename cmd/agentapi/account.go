@@ -44,11 +44,11 @@ type accountLine struct {
 
 // accountColumns are account show's lines in a table.
 var accountColumns = []column[accountLine]{
-	{"ID", func(a accountLine) string { return a.ID }},
-	{"NAME", func(a accountLine) string { return a.Name }},
-	{"ACTIVE", func(a accountLine) string { return strconv.FormatBool(a.Active) }},
-	{"FEATURES", func(a accountLine) string { return joinAny(a.Features) }},
-	{"CREATED", func(a accountLine) string { return shortTime(a.CreatedAt) }},
+	{head: "ID", cell: func(a accountLine) string { return a.ID }},
+	{head: "NAME", cell: func(a accountLine) string { return a.Name }},
+	{head: "ACTIVE", cell: func(a accountLine) string { return strconv.FormatBool(a.Active) }},
+	{head: "FEATURES", cell: func(a accountLine) string { return joinAny(a.Features) }},
+	{head: "CREATED", cell: func(a accountLine) string { return shortTime(a.CreatedAt) }},
 }
 
 func accountShow(ctx context.Context, e env, args []string) error {
@@ -113,12 +113,12 @@ func accountList(ctx context.Context, e env, args []string) error {
 			lines[i] = accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}
 		}
 		return printList(out, lines, []column[accountSummary]{
-			{"ID", func(a accountSummary) string { return a.ID }},
-			{"NAME", func(a accountSummary) string { return a.Name }},
-			{"ACTIVE", func(a accountSummary) string { return strconv.FormatBool(a.Active) }},
-			{"CREATED", func(a accountSummary) string { return shortTime(a.CreatedAt) }},
-			{"USERS", func(a accountSummary) string { return strconv.Itoa(a.Users) }},
-			{"KEYS", func(a accountSummary) string { return strconv.Itoa(a.Keys) }},
+			{head: "ID", cell: func(a accountSummary) string { return a.ID }},
+			{head: "NAME", cell: func(a accountSummary) string { return a.Name }},
+			{head: "ACTIVE", cell: func(a accountSummary) string { return strconv.FormatBool(a.Active) }},
+			{head: "CREATED", cell: func(a accountSummary) string { return shortTime(a.CreatedAt) }},
+			{head: "USERS", cell: func(a accountSummary) string { return strconv.Itoa(a.Users) }},
+			{head: "KEYS", cell: func(a accountSummary) string { return strconv.Itoa(a.Keys) }},
 		})
 	})
 }

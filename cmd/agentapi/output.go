@@ -74,10 +74,13 @@ func isTerminal(w io.Writer) bool {
 	return err != nil || !os.SameFile(fi, null)
 }
 
-// column is one column of a table: its heading and its cell for v.
+// column is one column of a table: its heading and its cell for v. When
+// one thing is shown, an optional column's line is left out if its cell is
+// empty (an event's reason, a secret shown only once).
 type column[T any] struct {
-	head string
-	cell func(v T) string
+	head     string
+	cell     func(v T) string
+	optional bool
 }
 
 // rows prints values one at a time: JSON lines at once, or a table whose
@@ -160,7 +163,11 @@ func printOne[T any](o *output, v T, cols []column[T]) error {
 	}
 	tw := tabwriter.NewWriter(o.w, 0, 0, 2, ' ', 0)
 	for _, c := range cols {
-		lines := strings.Split(c.cell(v), "\n")
+		cell := c.cell(v)
+		if c.optional && cell == "" {
+			continue
+		}
+		lines := strings.Split(cell, "\n")
 		for i := range lines {
 			lines[i] = cellText(lines[i])
 		}

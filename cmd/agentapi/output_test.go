@@ -303,3 +303,32 @@ func TestAPITables(t *testing.T) {
 		t.Fatalf("agents list --all into a pipe: %q", out)
 	}
 }
+
+// TestTableCells: a table shows "-" for an empty cell, leaves out an
+// optional line that is empty, keeps a cell's lines under each other, and
+// turns control characters (a name may hold a terminal's escape codes)
+// into spaces.
+func TestTableCells(t *testing.T) {
+	type thing struct{ a, b, c string }
+	cols := []column[thing]{
+		{head: "A", cell: func(v thing) string { return v.a }},
+		{head: "LONGER", cell: func(v thing) string { return v.b }},
+		{head: "OPT", cell: func(v thing) string { return v.c }, optional: true},
+	}
+	var b bytes.Buffer
+	table := true
+	o := &output{w: &b, json: new(bool), table: &table}
+	if err := printOne(o, thing{a: "x\x1b[31m", b: "one\ntwo"}, cols); err != nil {
+		t.Fatal(err)
+	}
+	if want := "A       x [31m\nLONGER  one\n        two\n"; b.String() != want {
+		t.Fatalf("printOne:\n%q\nwant\n%q", b.String(), want)
+	}
+	b.Reset()
+	if err := printList(o, []thing{{a: "1", b: "p\tq"}, {b: "r"}}, cols); err != nil {
+		t.Fatal(err)
+	}
+	if want := "A  LONGER  OPT\n1  p q     -\n-  r       -\n"; b.String() != want {
+		t.Fatalf("printList:\n%q\nwant\n%q", b.String(), want)
+	}
+}

@@ -66,17 +66,17 @@ type userLine struct {
 }
 
 var userColumns = []column[userLine]{
-	{"ID", func(u userLine) string { return u.ID }},
-	{"EMAIL", func(u userLine) string { return u.Email }},
-	{"ROLE", func(u userLine) string { return u.Role }},
-	{"STATUS", func(u userLine) string { return u.Status }},
-	{"PASSWORD", func(u userLine) string {
+	{head: "ID", cell: func(u userLine) string { return u.ID }},
+	{head: "EMAIL", cell: func(u userLine) string { return u.Email }},
+	{head: "ROLE", cell: func(u userLine) string { return u.Role }},
+	{head: "STATUS", cell: func(u userLine) string { return u.Status }},
+	{head: "PASSWORD", cell: func(u userLine) string {
 		if u.MustChangePassword {
 			return "one-time"
 		}
 		return "set"
 	}},
-	{"CREATED", func(u userLine) string { return shortTime(u.CreatedAt) }},
+	{head: "CREATED", cell: func(u userLine) string { return shortTime(u.CreatedAt) }},
 }
 
 // userList prints an account's users, in the order they were created.
