@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 // usageError is a command line that a command (path, such as "agentapi key
 // create") could not understand: run prints it as one line that names the
-// command and where its help is (docs/operator-cli.md, Exit status).
+// command and where its help is (docs/operator-cli.md, Reference).
 type usageError struct {
 	path string
 	err  error
