@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/agentapi/agentapi/internal/accounts"
 	"github.com/agentapi/agentapi/internal/domain"
@@ -43,8 +42,18 @@ type accountLine struct {
 	CreatedAt string           `json:"created_at"`
 }
 
+// accountColumns are account show's lines in a table.
+var accountColumns = []column[accountLine]{
+	{head: "ID", cell: func(a accountLine) string { return a.ID }},
+	{head: "NAME", cell: func(a accountLine) string { return a.Name }},
+	{head: "ACTIVE", cell: func(a accountLine) string { return strconv.FormatBool(a.Active) }},
+	{head: "FEATURES", cell: func(a accountLine) string { return joinAny(a.Features) }},
+	{head: "CREATED", cell: func(a accountLine) string { return shortTime(a.CreatedAt) }},
+}
+
 func accountShow(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("account show")
+	out := e.output(fs)
 	pos, err := parse(fs, args, "ID|NAME")
 	if err != nil {
 		return err
@@ -58,7 +67,7 @@ func accountShow(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return printJSON(e.stdout, accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: nonNil(a.Features), CreatedAt: wire.Time(a.CreatedAt)})
+		return printOne(out, accountLine{ID: a.ID, Name: a.Name, Active: a.Active, Features: nonNil(a.Features), CreatedAt: wire.Time(a.CreatedAt)}, accountColumns)
 	})
 }
 
@@ -87,11 +96,10 @@ func findAccount(ctx context.Context, st *store.Store, ref string) (string, erro
 	return "", domain.Errorf(domain.CodeInvalidValue, "%d accounts are named %q (%s): give the id", len(ids), ref, strings.Join(ids, ", "))
 }
 
-// accountList prints every account: a table, or with --json one object a
-// line (accountSummary).
+// accountList prints every account (output.go: a table or JSON lines).
 func accountList(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("account list")
-	asJSON := fs.Bool("json", false, "print one JSON object a line instead of a table")
+	out := e.output(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -100,23 +108,18 @@ func accountList(ctx context.Context, e env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			for _, a := range list {
-				if err := printJSON(e.stdout, accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}); err != nil {
-					return err
-				}
-			}
-			return nil
+		lines := make([]accountSummary, len(list))
+		for i, a := range list {
+			lines[i] = accountSummary{a.ID, a.Name, a.Active, wire.Time(a.CreatedAt), a.Users, a.Keys}
 		}
-		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tACTIVE\tCREATED\tUSERS\tKEYS")
-		for _, a := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%d\t%d\n", a.ID, a.Name, a.Active, a.CreatedAt.Format(time.RFC3339), a.Users, a.Keys)
-		}
-		if err := tw.Flush(); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-		return nil
+		return printList(out, lines, []column[accountSummary]{
+			{head: "ID", cell: func(a accountSummary) string { return a.ID }},
+			{head: "NAME", cell: func(a accountSummary) string { return a.Name }},
+			{head: "ACTIVE", cell: func(a accountSummary) string { return strconv.FormatBool(a.Active) }},
+			{head: "CREATED", cell: func(a accountSummary) string { return shortTime(a.CreatedAt) }},
+			{head: "USERS", cell: func(a accountSummary) string { return strconv.Itoa(a.Users) }},
+			{head: "KEYS", cell: func(a accountSummary) string { return strconv.Itoa(a.Keys) }},
+		})
 	})
 }
 
@@ -168,13 +171,18 @@ func accountFeature(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("account feature")
 	enable := fs.String("enable", "", "feature to switch on (ai-answers)")
 	disable := fs.String("disable", "", "feature to switch off (ai-answers)")
-	pos, err := parse(fs, args, "ID")
-	if err != nil {
+	// The switch is checked before the arguments: "account feature
+	// ai-answers ID" lacks --enable or --disable, not an argument.
+	if err := parseFlags(fs, func() error { return fs.Parse(args) }); err != nil {
 		return err
 	}
 	if (*enable == "") == (*disable == "") {
-		return fmt.Errorf("%w: account feature needs exactly one of --enable or --disable", errUsage)
+		return fmt.Errorf("%w: needs exactly one of --enable ai-answers or --disable ai-answers, before the account ID", errUsage)
 	}
+	if err := checkArgs(fs, fs.Args(), []string{"ID"}, true); err != nil {
+		return err
+	}
+	pos := fs.Args()
 	name, on := *enable, "enabled"
 	if name == "" {
 		name, on = *disable, "disabled"

@@ -3,14 +3,16 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentapi/agentapi/client"
@@ -32,6 +34,7 @@ type apiCommand struct {
 	fs       *flag.FlagSet
 	url      *string
 	insecure *bool
+	out      *output
 }
 
 func (e env) apiCommand(name string) *apiCommand {
@@ -40,6 +43,7 @@ func (e env) apiCommand(name string) *apiCommand {
 		e: e, fs: fs,
 		url:      fs.String("url", cmp.Or(e.getenv("AGENTAPI_URL"), defaultAPIURL), "API base URL ending in /v1 (env AGENTAPI_URL)"),
 		insecure: fs.Bool("insecure-http", false, "allow sending the key over plain http to a host that is not loopback"),
+		out:      e.output(fs),
 	}
 }
 
@@ -72,7 +76,7 @@ func (a *apiCommand) parse(args []string, want ...string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkArgs(a.fs, pos, want, ""); err != nil {
+	if err := checkArgs(a.fs, pos, want, false); err != nil {
 		return nil, err
 	}
 	return pos, nil
@@ -105,7 +109,7 @@ func (a *apiCommand) client() (*client.Client, error) {
 		client.WithUserAgent("agentapi-cli/1"),
 		// Bounds a whole request, an answer from a model included (the
 		// server gives the model 30 s).
-		client.WithHTTPClient(&http.Client{Timeout: 90 * time.Second}),
+		client.WithHTTPClient(&http.Client{Timeout: 90 * time.Second, Transport: dialHint{http.DefaultTransport, *a.url}}),
 	}
 	if *a.insecure {
 		opts = append(opts, client.WithInsecureHTTP())
@@ -119,9 +123,9 @@ func (a *apiCommand) client() (*client.Client, error) {
 	return c, nil
 }
 
-// call builds the client, runs fn with it and prints the object fn
-// returns, or the line of its error (callErr).
-func (a *apiCommand) call(fn func(*client.Client) (any, error)) error {
+// callPrint builds a's client, runs fn with it and prints the object fn
+// returns (printOne, with cols), or the line of its error (callErr).
+func callPrint[W any](a *apiCommand, fn func(*client.Client) (W, error), cols []column[W]) error {
 	c, err := a.client()
 	if err != nil {
 		return err
@@ -130,7 +134,7 @@ func (a *apiCommand) call(fn func(*client.Client) (any, error)) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printJSON(a.e.stdout, v)
+	return printOne(a.out, v, cols)
 }
 
 // apiError is the one line printed for a failed API call:
@@ -170,10 +174,51 @@ func (a apiError) Error() string {
 // callErr turns a client error into the CLI's line.
 func callErr(err error) error {
 	var e *client.Error
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) {
+	var u *unreachableError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case errors.As(err, &u):
+		return u
+	case errors.As(err, &e):
+		return apiError{e}
 	}
-	return apiError{e}
+	return err
+}
+
+// unreachableError is a request that never reached the service: its line
+// says where the command looked, and how to point it elsewhere (the
+// default address is a guess that serve --addr may have made wrong).
+type unreachableError struct{ url, why string }
+
+func (u *unreachableError) Error() string {
+	return fmt.Sprintf("cannot reach %s (%s): is serve running? Set --url or AGENTAPI_URL to its address", u.url, u.why)
+}
+
+// dialHint is the api commands' transport: a connection that could not be
+// made becomes an unreachableError naming url.
+type dialHint struct {
+	base http.RoundTripper
+	url  string
+}
+
+func (d dialHint) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := d.base.RoundTrip(r)
+	var op *net.OpError
+	if err == nil || !errors.As(err, &op) || op.Op != "dial" {
+		return resp, err
+	}
+	why := "cannot connect"
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why = "connection refused"
+	case errors.As(err, &dns):
+		why = "unknown host " + dns.Name
+	case op.Timeout():
+		why = "timed out"
+	}
+	return nil, &unreachableError{url: d.url, why: why}
 }
 
 // The api commands print what the API sent, in its shapes (package wire,
@@ -181,21 +226,23 @@ func callErr(err error) error {
 // (milliseconds, Z), so that they sort as strings, and each object with
 // exactly its fields.
 
-// item is an agent in a list: the contract's four fields.
 // printAll prints every item of a list that --all follows page by page,
-// one JSON line each, as shape shows it.
-func printAll[T, W any](e env, seq iter.Seq2[T, error], shape func(T) W) error {
-	for v, err := range seq {
-		if err != nil {
-			return callErr(err)
+// as shape shows it: a table with cols, or a JSON line each.
+func printAll[T, W any](a *apiCommand, seq iter.Seq2[T, error], shape func(T) W, cols []column[W]) error {
+	return printSeq(a.out, func(yield func(W, error) bool) {
+		for v, err := range seq {
+			if err != nil {
+				yield(*new(W), callErr(err))
+				return
+			}
+			if !yield(shape(v), nil) {
+				return
+			}
 		}
-		if err := printJSON(e.stdout, shape(v)); err != nil {
-			return err
-		}
-	}
-	return nil
+	}, cols)
 }
 
+// item is an agent in a list: the contract's four fields.
 func item(a client.Agent) wire.AgentItem {
 	return wire.AgentItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: wire.Time(a.CreatedAt)}
 }
@@ -224,24 +271,17 @@ func stats(s client.Stats) wire.Stats {
 		ConversationsTotal: s.ConversationsTotal}
 }
 
-func printJSON(w io.Writer, v any) error {
-	if err := json.NewEncoder(w).Encode(v); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	return nil
-}
-
 func apiMe(ctx context.Context, e env, args []string) error {
 	a := e.apiCommand("me")
 	if _, err := a.parse(args); err != nil {
 		return err
 	}
-	return a.call(func(c *client.Client) (any, error) {
+	return callPrint(a, func(c *client.Client) (wire.Me, error) {
 		k, err := c.Me(ctx)
 		return wire.Me{Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix,
 			Scopes: scopes(k.Scopes), RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
 			AllowedIPs: nonNil(k.AllowedIPs)}, err
-	})
+	}, meColumns)
 }
 
 // apiAgentsList prints one page, and on stderr the --next that follows
@@ -256,13 +296,13 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	opts := client.ListOptions{Limit: *limit, Next: *next}
-	if *limit < 0 {
-		return fmt.Errorf("%w: --limit must be a positive number", errUsage)
+	if *limit < 0 || *limit > 100 {
+		return badValue("limit", strconv.Itoa(*limit))
 	}
 	if *since != "" {
 		t, err := time.Parse(time.RFC3339Nano, *since)
 		if err != nil {
-			return fmt.Errorf("%w: --updated-since must be an RFC 3339 time such as 2026-01-02T15:04:05Z", errUsage)
+			return fmt.Errorf("%w: --updated-since must be an RFC 3339 time such as 2026-01-02T15:04:05Z (got %q)", errUsage, *since)
 		}
 		opts.UpdatedSince = t
 	}
@@ -271,16 +311,18 @@ func apiAgentsList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if *all {
-		return printAll(e, c.Agents(ctx, opts), item)
+		return printAll(a, c.Agents(ctx, opts), item, agentItemColumns)
 	}
 	p, err := c.ListAgents(ctx, opts)
 	if err != nil {
 		return callErr(err)
 	}
-	for _, ag := range p.Agents {
-		if err := printJSON(e.stdout, item(ag)); err != nil {
-			return err
-		}
+	items := make([]wire.AgentItem, len(p.Agents))
+	for i, ag := range p.Agents {
+		items[i] = item(ag)
+	}
+	if err := printList(a.out, items, agentItemColumns); err != nil {
+		return err
 	}
 	if p.HasMore {
 		fmt.Fprintf(e.stderr, "agentapi: more agents: --next %s (or --all)\n", p.Next)
@@ -296,10 +338,10 @@ func apiAgentsCreate(ctx context.Context, e env, args []string) error {
 	if _, err := a.parse(args, "--name"); err != nil {
 		return err
 	}
-	return a.call(func(c *client.Client) (any, error) {
+	return callPrint(a, func(c *client.Client) (wire.Agent, error) {
 		ag, err := c.CreateAgent(ctx, client.NewAgent{Name: *name, Instructions: *instructions, AdoptExisting: *adopt})
 		return record(ag), err
-	})
+	}, agentColumns)
 }
 
 func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
@@ -318,27 +360,27 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 		u.Instructions = instructions
 	}
 	if u.Name == nil && u.Instructions == nil {
-		return fmt.Errorf("%w: agents update needs --name or --instructions", errUsage)
+		return fmt.Errorf("%w: needs --name NAME or --instructions TEXT (or both): what to change", errUsage)
 	}
-	return a.call(func(c *client.Client) (any, error) {
+	return callPrint(a, func(c *client.Client) (wire.Agent, error) {
 		ag, err := c.UpdateAgent(ctx, pos[0], u)
 		return record(ag), err
-	})
+	}, agentColumns)
 }
 
 // agentOne is an `api agents` command that takes one agent id and prints
 // what get returns, in its wire shape.
-func agentOne[T, W any](name string, get func(*client.Client, context.Context, string) (T, error), shape func(T) W) command {
+func agentOne[T, W any](name string, get func(*client.Client, context.Context, string) (T, error), shape func(T) W, cols []column[W]) command {
 	return command{name: name, run: func(ctx context.Context, e env, args []string) error {
 		a := e.apiCommand("agents " + name)
 		pos, err := a.parse(args, "ID")
 		if err != nil {
 			return err
 		}
-		return a.call(func(c *client.Client) (any, error) {
+		return callPrint(a, func(c *client.Client) (W, error) {
 			v, err := get(c, ctx, pos[0])
 			return shape(v), err
-		})
+		}, cols)
 	}}
 }
 
@@ -366,11 +408,11 @@ func apiAsk(ctx context.Context, e env, args []string) error {
 		}
 		return printStream(e.stdout, c.AskStream(ctx, pos[0], q))
 	}
-	return a.call(func(c *client.Client) (any, error) {
+	return callPrint(a, func(c *client.Client) (wire.Answer, error) {
 		ans, err := c.Ask(ctx, pos[0], q)
 		return wire.Answer{ID: ans.ID, ConversationID: ans.ConversationID, Question: ans.Question,
 			Answer: ans.Answer, CreatedAt: wire.Time(ans.CreatedAt), AnswerMS: ans.AnswerMS}, err
-	})
+	}, answerColumns)
 }
 
 // printStream writes each piece of a streamed answer as it arrives (flushed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,16 +45,18 @@ func attempt(a client.WebhookAttempt) wire.WebhookAttempt {
 		CreatedAt: wire.Time(a.CreatedAt), DeliveryStatus: a.DeliveryStatus, NextAttemptAt: wire.TimePtr(a.NextAttemptAt)}
 }
 
-// printPage prints a page's items, one JSON object a line, and on stderr
-// the --next that follows it.
-func printPage[T, W any](e env, p client.ListPage[T], shape func(T) W, what string) error {
-	for _, it := range p.Items {
-		if err := printJSON(e.stdout, shape(it)); err != nil {
-			return err
-		}
+// printPage prints a page's items (a table with cols, or a JSON object a
+// line), and on stderr the --next that follows it.
+func printPage[T, W any](a *apiCommand, p client.ListPage[T], shape func(T) W, cols []column[W], what string) error {
+	items := make([]W, len(p.Items))
+	for i, it := range p.Items {
+		items[i] = shape(it)
+	}
+	if err := printList(a.out, items, cols); err != nil {
+		return err
 	}
 	if p.HasMore {
-		fmt.Fprintf(e.stderr, "agentapi: more %s: --next %s\n", what, p.Next)
+		fmt.Fprintf(a.e.stderr, "agentapi: more %s: --next %s\n", what, p.Next)
 	}
 	return nil
 }
@@ -61,8 +64,8 @@ func printPage[T, W any](e env, p client.ListPage[T], shape func(T) W, what stri
 // eventListParams reads api events list's flags.
 func eventListParams(types, since string, limit int, next string) (client.EventListParams, error) {
 	p := client.EventListParams{Limit: limit, Next: next}
-	if limit < 0 {
-		return p, fmt.Errorf("%w: --limit must be a positive number", errUsage)
+	if limit < 0 || limit > 100 {
+		return p, badValue("limit", strconv.Itoa(limit))
 	}
 	if types != "" {
 		p.Types = strings.Split(types, ",")
@@ -70,7 +73,7 @@ func eventListParams(types, since string, limit int, next string) (client.EventL
 	if since != "" {
 		t, err := time.Parse(time.RFC3339Nano, since)
 		if err != nil {
-			return p, fmt.Errorf("%w: --since must be an RFC 3339 time such as 2026-01-02T15:04:05Z", errUsage)
+			return p, fmt.Errorf("%w: --since must be an RFC 3339 time such as 2026-01-02T15:04:05Z (got %q)", errUsage, since)
 		}
 		p.CreatedSince = t
 	}
@@ -98,28 +101,28 @@ func apiEventsList(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if *all {
-		return printAll(e, c.Events(ctx, p), event)
+		return printAll(a, c.Events(ctx, p), event, eventColumns)
 	}
 	page, err := c.ListEvents(ctx, p)
 	if err != nil {
 		return callErr(err)
 	}
-	return printPage(e, page, event, "events")
+	return printPage(a, page, event, eventColumns, "events")
 }
 
 // oneID is an `api` command under group that takes one id and prints what
 // get returns, in its wire shape.
-func oneID[T, W any](group, name string, get func(*client.Client, context.Context, string) (T, error), shape func(T) W) command {
+func oneID[T, W any](group, name string, get func(*client.Client, context.Context, string) (T, error), shape func(T) W, cols []column[W]) command {
 	return command{name: name, run: func(ctx context.Context, e env, args []string) error {
 		a := e.apiCommand(group + " " + name)
 		pos, err := a.parse(args, "ID")
 		if err != nil {
 			return err
 		}
-		return a.call(func(c *client.Client) (any, error) {
+		return callPrint(a, func(c *client.Client) (W, error) {
 			v, err := get(c, ctx, pos[0])
 			return shape(v), err
-		})
+		}, cols)
 	}}
 }
 
@@ -137,7 +140,7 @@ func apiWebhooksList(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printPage(e, page, endpoint, "endpoints")
+	return printPage(a, page, endpoint, endpointColumns, "endpoints")
 }
 
 func apiWebhooksCreate(ctx context.Context, e env, args []string) error {
@@ -151,10 +154,10 @@ func apiWebhooksCreate(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	p := client.NewWebhookEndpoint{URL: pos[0], EnabledEvents: strings.Split(*events, ","), Description: *desc}
-	return a.call(func(c *client.Client) (any, error) {
+	return callPrint(a, func(c *client.Client) (wire.WebhookEndpoint, error) {
 		ep, err := c.CreateWebhookEndpoint(ctx, p)
 		return endpoint(ep), err
-	})
+	}, endpointDetail)
 }
 
 func apiWebhooksDelete(ctx context.Context, e env, args []string) error {
@@ -177,13 +180,13 @@ func apiWebhooksRotate(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *overlap < 0 || *overlap%time.Second != 0 {
-		return fmt.Errorf("%w: --overlap must be whole seconds from 0 to 168h", errUsage)
+	if *overlap < 0 || *overlap > 168*time.Hour || *overlap%time.Second != 0 {
+		return badValue("overlap", overlap.String())
 	}
-	return a.call(func(c *client.Client) (any, error) {
+	return callPrint(a, func(c *client.Client) (wire.WebhookEndpoint, error) {
 		ep, err := c.RotateWebhookSecret(ctx, pos[0], *overlap)
 		return endpoint(ep), err
-	})
+	}, endpointDetail)
 }
 
 func apiWebhooksDeliveries(ctx context.Context, e env, args []string) error {
@@ -196,8 +199,11 @@ func apiWebhooksDeliveries(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *limit < 0 {
-		return fmt.Errorf("%w: --limit must be a positive number", errUsage)
+	if *limit < 0 || *limit > 100 {
+		return badValue("limit", strconv.Itoa(*limit))
+	}
+	if *status != "" && *status != "succeeded" && *status != "failed" {
+		return fmt.Errorf("%w: --status must be succeeded or failed (got %q)", errUsage, *status)
 	}
 	c, err := a.client()
 	if err != nil {
@@ -207,7 +213,7 @@ func apiWebhooksDeliveries(ctx context.Context, e env, args []string) error {
 	if err != nil {
 		return callErr(err)
 	}
-	return printPage(e, page, attempt, "attempts")
+	return printPage(a, page, attempt, attemptColumns, "attempts")
 }
 
 func apiWebhooksResend(ctx context.Context, e env, args []string) error {
@@ -228,7 +234,7 @@ func apiWebhooksResend(ctx context.Context, e env, args []string) error {
 func eventsCommands() command {
 	return command{name: "events", subs: []command{
 		{name: "list", run: apiEventsList},
-		oneID("events", "get", (*client.Client).GetEvent, event),
+		oneID("events", "get", (*client.Client).GetEvent, event, eventDetail),
 	}}
 }
 
@@ -236,9 +242,9 @@ func webhooksCommands() command {
 	return command{name: "webhooks", subs: []command{
 		{name: "list", run: apiWebhooksList},
 		{name: "create", run: apiWebhooksCreate},
-		oneID("webhooks", "get", (*client.Client).GetWebhookEndpoint, endpoint),
+		oneID("webhooks", "get", (*client.Client).GetWebhookEndpoint, endpoint, endpointDetail),
 		{name: "delete", run: apiWebhooksDelete},
-		oneID("webhooks", "test", (*client.Client).SendTestEvent, event),
+		oneID("webhooks", "test", (*client.Client).SendTestEvent, event, eventDetail),
 		{name: "rotate-secret", run: apiWebhooksRotate},
 		{name: "deliveries", run: apiWebhooksDeliveries},
 		{name: "resend", run: apiWebhooksResend},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,12 +35,14 @@ func commandTree() command {
 		{name: "user", subs: []command{
 			{name: "create", run: userCreate},
 			{name: "reset-password", run: userResetPassword},
+			{name: "list", run: userList},
 		}},
 		{name: "key", subs: []command{
 			{name: "create", run: keyCreate},
 			{name: "revoke", run: keyRevoke},
 			{name: "set-rate-limit", run: keySetRateLimit},
 			{name: "list", run: keyList},
+			{name: "show", run: keyShow},
 		}},
 		{name: "api", subs: []command{
 			{name: "me", run: apiMe},
@@ -48,10 +51,10 @@ func commandTree() command {
 				{name: "list", run: apiAgentsList},
 				{name: "create", run: apiAgentsCreate},
 				{name: "update", run: apiAgentsUpdate},
-				agentOne("get", (*client.Client).GetAgent, record),
-				agentOne("enable", (*client.Client).EnableAgent, record),
-				agentOne("disable", (*client.Client).DisableAgent, record),
-				agentOne("stats", (*client.Client).AgentStats, stats),
+				agentOne("get", (*client.Client).GetAgent, record, agentColumns),
+				agentOne("enable", (*client.Client).EnableAgent, record, agentColumns),
+				agentOne("disable", (*client.Client).DisableAgent, record, agentColumns),
+				agentOne("stats", (*client.Client).AgentStats, stats, statsColumns),
 			}},
 			eventsCommands(),
 			webhooksCommands(),
@@ -66,7 +69,11 @@ func (c command) dispatch(ctx context.Context, e env, path string, args []string
 		if len(args) > 0 && onlyHelp(args) { // "key create help", "key create help help"
 			args = []string{"-h"}
 		}
-		return c.run(ctx, e, args)
+		err := c.run(ctx, e, args)
+		if errors.Is(err, errUsage) {
+			err = usageError{path: path, err: err}
+		}
+		return err
 	}
 	if len(args) == 0 {
 		return fmt.Errorf(`%w: %s needs a command: %s; "%s help" describes them`, errUsage, path, strings.Join(c.names(), ", "), path)

@@ -16,7 +16,7 @@ import (
 )
 
 // TestAccountListAndShowByName: account list prints every account with its
-// counts (a table, or JSON lines), and account show takes a name.
+// counts (a table with --table, or JSON lines), and account show takes a name.
 func TestAccountListAndShowByName(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "list.db")
 	acme := mustCLI(t, db, "", "account", "create", "--name", "Acme")
@@ -24,7 +24,7 @@ func TestAccountListAndShowByName(t *testing.T) {
 	mustCLI(t, db, "", "key", "create", "--account", acme, "--as", "ann@example.com", "--name", "k1", "--preset", "full-access")
 	other := mustCLI(t, db, "", "account", "create", "--name", "Other")
 
-	out, _, code := cli(t, db, "", "account", "list")
+	out, _, code := cli(t, db, "", "account", "list", "--table")
 	table := regexp.MustCompile(`(?m)^ID +NAME +ACTIVE +CREATED +USERS +KEYS\n` + acme + ` +Acme +true +\S+ +1 +1\n` + other + ` +Other +true +\S+ +0 +0\n$`)
 	if code != 0 || !table.MatchString(out) {
 		t.Fatalf("account list: exit %d\n%s", code, out)
@@ -76,7 +76,7 @@ func TestHelpAtEveryLevel(t *testing.T) {
 		{[]string{"acount", "list"}, `unknown command "agentapi acount" (did you mean "agentapi account"?)`},
 		{[]string{"key", "revok", "x"}, `(did you mean "agentapi key revoke"?)`},
 		{[]string{"api", "agents", "lst"}, `(did you mean "agentapi api agents list"?)`},
-		{[]string{"key", "list", "--acount", "x"}, `has no flag --acount (did you mean "--account"?)`},
+		{[]string{"key", "list", "--acount", "x"}, `agentapi: key list: there is no flag --acount (did you mean "--account"?)`},
 		{[]string{"api", "agents", "list", "--limt", "2"}, `(did you mean "--limit"?)`},
 		{[]string{"frobnicate"}, `unknown command "agentapi frobnicate"; agentapi has serve, fake-model`},
 	} {

@@ -18,12 +18,12 @@ import (
 // key create's --allowed-ips and api ask's --stream). Flags that every
 // command of a kind takes are described once below the list instead.
 func TestHelpNamesEveryFlag(t *testing.T) {
-	shared := map[string]bool{"db": true, "redis": true, "url": true, "insecure-http": true}
+	shared := map[string]bool{"db": true, "redis": true, "url": true, "insecure-http": true, "json": true, "table": true}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
 	for _, cmd := range [][]string{
 		{"account", "create"}, {"account", "show"}, {"account", "deactivate"}, {"account", "activate"},
 		{"account", "feature"}, {"user", "create"}, {"user", "reset-password"},
-		{"key", "create"}, {"key", "revoke"}, {"key", "set-rate-limit"}, {"key", "list"},
+		{"key", "create"}, {"key", "revoke"}, {"key", "set-rate-limit"}, {"key", "list"}, {"key", "show"}, {"user", "list"},
 		{"api", "me"}, {"api", "agents", "list"}, {"api", "agents", "get"}, {"api", "agents", "create"},
 		{"api", "agents", "update"}, {"api", "ask"},
 		{"api", "events", "list"}, {"api", "events", "get"}, {"api", "webhooks", "create"},

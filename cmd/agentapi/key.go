@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -52,11 +52,11 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	}
 	ev, ok := domain.ParseEnv(*credEnv)
 	if !ok {
-		return domain.Errorf(domain.CodeInvalidValue, "--env must be live or test")
+		return fmt.Errorf("%w: --env must be live or test (got %q)", errUsage, *credEnv)
 	}
 	p.Env = ev
-	if *rate < 1 {
-		return domain.Errorf(domain.CodeInvalidValue, "--rate-limit must be a positive number of requests a minute")
+	if *rate < 1 || *rate > domain.MaxRateLimitPerMinute {
+		return badValue("rate-limit", strconv.Itoa(*rate))
 	}
 	return asManager(ctx, e.openExisting, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
@@ -67,18 +67,22 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	})
 }
 
-// scopesFlags reads --preset or --scopes: giving both or neither is a usage
-// error (exit 2); an unknown preset or scope is an invalid value.
+// scopesFlags reads --preset or --scopes: giving both or neither, an
+// unknown preset or scope, is a usage error (exit 2).
 func scopesFlags(preset, scopes string) ([]domain.Scope, error) {
 	if (preset == "") == (scopes == "") {
-		return nil, fmt.Errorf("%w: key create needs exactly one of --preset or --scopes", errUsage)
+		return nil, fmt.Errorf("%w: needs exactly one of --preset (aiagent-read, aiagent-query or full-access) or --scopes (comma-separated scopes)", errUsage)
 	}
 	if scopes != "" {
-		return domain.ParseScopes(scopes)
+		list, err := domain.ParseScopes(scopes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --scopes: %s (got %q)", errUsage, oneLine(err), scopes)
+		}
+		return list, nil
 	}
 	pr, ok := domain.PresetByID(preset)
 	if !ok {
-		return nil, domain.Errorf(domain.CodeInvalidValue, "unknown preset %q (aiagent-read, aiagent-query, full-access)", preset)
+		return nil, fmt.Errorf("%w: --preset must be aiagent-read, aiagent-query or full-access (got %q)", errUsage, preset)
 	}
 	return pr.Scopes, nil
 }
@@ -90,7 +94,7 @@ func expiresFlag(value string) (*time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, value)
 	if err != nil {
-		return nil, domain.Errorf(domain.CodeInvalidValue, "--expires-at must be an RFC 3339 time such as 2027-01-02T15:04:05Z")
+		return nil, fmt.Errorf("%w: --expires-at must be an RFC 3339 time such as 2027-01-02T15:04:05Z (got %q)", errUsage, value)
 	}
 	return &t, nil
 }
@@ -102,7 +106,7 @@ func expiresFlag(value string) (*time.Time, error) {
 func handOver(ctx context.Context, e env, svc *keys.Service, actor keys.Actor, c keys.Created, asJSON bool) error {
 	var err error
 	if asJSON {
-		err = json.NewEncoder(e.stdout).Encode(map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
+		err = printJSON(e.stdout, map[string]string{"id": c.Key.ID, "prefix": c.Key.Prefix, "credential": c.Credential})
 	} else {
 		_, err = fmt.Fprintln(e.stdout, c.Credential)
 	}
@@ -175,8 +179,8 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	n, err := strconv.Atoi(pos[1])
-	if err != nil {
-		return domain.Errorf(domain.CodeInvalidValue, "N must be a whole number of requests a minute, not %q", pos[1])
+	if err != nil || n < 1 || n > domain.MaxRateLimitPerMinute {
+		return fmt.Errorf("%w: N must be %s (got %q)", errUsage, flagForms["rate-limit"], pos[1])
 	}
 	return withStore(ctx, e.openForKeys, *db, func(st *store.Store) error {
 		if err := keys.New(st, nil).SetRateLimit(ctx, pos[0], n); err != nil {
@@ -190,6 +194,7 @@ func keySetRateLimit(ctx context.Context, e env, args []string) error {
 // what support needs to see. Never the credential or its hash.
 type keyLine struct {
 	wire.Key
+	AccountID  string     `json:"account_id"`
 	Env        domain.Env `json:"env"`
 	AgentIDs   []string   `json:"agent_ids"`
 	AllowedIPs []string   `json:"allowed_ips"`
@@ -201,9 +206,61 @@ type keyLine struct {
 	RevokedAt     *string `json:"revoked_at"`
 }
 
+// keyColumns are key list's table; keyDetail is key show's.
+var (
+	keyColumns = []column[keyLine]{
+		{head: "ID", cell: func(k keyLine) string { return k.ID }},
+		{head: "NAME", cell: func(k keyLine) string { return k.Name }},
+		{head: "PREFIX", cell: func(k keyLine) string { return k.Prefix }},
+		{head: "ENV", cell: func(k keyLine) string { return string(k.Env) }},
+		{head: "ACCESS", cell: func(k keyLine) string { return access(k.Scopes) }},
+		{head: "EXPIRES", cell: func(k keyLine) string { return timeOr(k.ExpiresAt, "never") }},
+		{head: "LAST USED", cell: func(k keyLine) string { return timeOr(k.LastUsedAt, "never") }},
+		{head: "STATUS", cell: keyStatus},
+	}
+	keyDetail = []column[keyLine]{
+		{head: "ID", cell: func(k keyLine) string { return k.ID }},
+		{head: "ACCOUNT", cell: func(k keyLine) string { return k.AccountID }},
+		{head: "NAME", cell: func(k keyLine) string { return k.Name }},
+		{head: "DESCRIPTION", cell: func(k keyLine) string { return k.Description }},
+		{head: "PREFIX", cell: func(k keyLine) string { return k.Prefix }},
+		{head: "ENV", cell: func(k keyLine) string { return string(k.Env) }},
+		{head: "ACCESS", cell: func(k keyLine) string { return access(k.Scopes) }},
+		{head: "SCOPES", cell: func(k keyLine) string { return joinAny(k.Scopes) }},
+		{head: "AGENTS", cell: func(k keyLine) string { return orAny(k.AgentIDs) }},
+		{head: "ALLOWED IPS", cell: func(k keyLine) string { return orAny(k.AllowedIPs) }},
+		{head: "RATE LIMIT", cell: func(k keyLine) string { return strconv.Itoa(k.RateLimitPerMinute) + " a minute" }},
+		{head: "EXPIRES", cell: func(k keyLine) string { return timeOr(k.ExpiresAt, "never") }},
+		{head: "LAST USED", cell: func(k keyLine) string { return timeOr(k.LastUsedAt, "never") }},
+		{head: "STATUS", cell: keyStatus},
+		{head: "CREATED", cell: func(k keyLine) string { return shortTime(k.CreatedAt) }},
+		{head: "REVOKED", cell: func(k keyLine) string { return timeOr(k.RevokedAt, "") }},
+	}
+)
+
+// keyStatus is a key's status as a table shows it: an active key of a
+// deactivated account is refused all the same, which it says.
+func keyStatus(k keyLine) string {
+	if !k.AccountActive {
+		return k.Status + " (account inactive)"
+	}
+	return k.Status
+}
+
+// newKeyLine is k as key list and key show print it, at now.
+func newKeyLine(k domain.APIKey, accountActive bool, now time.Time) keyLine {
+	return keyLine{
+		Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
+			RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
+		AccountID: k.AccountID, Env: k.Env, AgentIDs: nonNil(k.AgentIDs), AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)),
+		AccountActive: accountActive, CreatedAt: wire.Time(k.CreatedAt), RevokedAt: wire.TimePtr(k.RevokedAt),
+	}
+}
+
 func keyList(ctx context.Context, e env, args []string) error {
 	fs, db := e.flags("key list")
 	account := fs.String("account", "", "the account id")
+	out := e.output(fs)
 	if _, err := parse(fs, args, "--account"); err != nil {
 		return err
 	}
@@ -217,15 +274,35 @@ func keyList(ctx context.Context, e env, args []string) error {
 			return fmt.Errorf("get account: %w", err)
 		}
 		now := time.Now()
-		for _, k := range ks {
-			if err := printJSON(e.stdout, keyLine{
-				Key: wire.Key{ID: k.ID, Name: k.Name, Description: k.Description, Prefix: k.Prefix, Scopes: k.Scopes,
-					RateLimitPerMinute: k.RateLimitPerMinute, LastUsedAt: wire.TimePtr(k.LastUsedAt), ExpiresAt: wire.TimePtr(k.ExpiresAt)},
-				Env: k.Env, AgentIDs: nonNil(k.AgentIDs), AllowedIPs: k.AllowedIPs.Strings(), Status: string(k.Status(now)), AccountActive: acct.Active, CreatedAt: wire.Time(k.CreatedAt), RevokedAt: wire.TimePtr(k.RevokedAt),
-			}); err != nil {
-				return err
-			}
+		lines := make([]keyLine, len(ks))
+		for i, k := range ks {
+			lines[i] = newKeyLine(k, acct.Active, now)
 		}
-		return nil
+		return printList(out, lines, keyColumns)
+	})
+}
+
+// keyShow prints one key, found by its id alone (support has it from a
+// log line or an event): everything key list shows, never a secret.
+func keyShow(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("key show")
+	out := e.output(fs)
+	pos, err := parse(fs, args, "KEY_ID")
+	if err != nil {
+		return err
+	}
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		k, err := st.GetKeyByID(ctx, pos[0])
+		if errors.Is(err, domain.ErrNotFound) {
+			return domain.Errorf(domain.CodeNotFound, "no API key %q (agentapi key list --account ID lists an account's keys)", pos[0])
+		}
+		if err != nil {
+			return fmt.Errorf("get key: %w", err)
+		}
+		acct, err := st.GetAccount(ctx, k.AccountID)
+		if err != nil {
+			return fmt.Errorf("get account: %w", err)
+		}
+		return printOne(out, newKeyLine(k, acct.Active, time.Now()), keyDetail)
 	})
 }

@@ -42,6 +42,8 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 			{"", []string{"key", "revoke", "--account", acct, "--as", "ann@example.com", created.ID}},
 			{"", []string{"key", "set-rate-limit", created.ID, "5"}},
 			{"", []string{"key", "list", "--account", acct}},
+			{"", []string{"key", "show", created.ID}},
+			{"", []string{"user", "list", "--account", acct}},
 		} {
 			name := strings.Join(c.args[:2], " ")
 			t.Run(name, func(t *testing.T) {
@@ -180,8 +182,8 @@ func TestRedactionKeepsTheCredentialFormat(t *testing.T) {
 	}
 	// The messages themselves, as printed.
 	for _, c := range []struct{ key, want string }{
-		{"hello", "agentapi: the API key is not of the form agk_<env>_<prefix>_<secret> (check that it was copied whole)\n"},
-		{"", "agentapi: set AGENTAPI_KEY to your API key (agk_…); it is read only from the environment\n"},
+		{"hello", "agentapi: api me: the API key is not of the form agk_<env>_<prefix>_<secret> (check that it was copied whole); see \"agentapi api me --help\"\n"},
+		{"", "agentapi: api me: set AGENTAPI_KEY to your API key (agk_…); it is read only from the environment; see \"agentapi api me --help\"\n"},
 	} {
 		if _, errs, _ := apiCLI(t, c.key, "http://127.0.0.1:1/v1", "", "me"); errs != c.want {
 			t.Errorf("AGENTAPI_KEY=%q: stderr %q, want %q", c.key, errs, c.want)

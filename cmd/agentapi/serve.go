@@ -477,13 +477,23 @@ agentapi: first start on an empty database; created account %s and its Owner.
              (shown only now; you choose your own at first sign-in)
 
   Create an API key (or use the console, Settings → Developers), in another terminal here:
-    export AGENTAPI_KEY=$(%s key create%s --account %s --as %s --name "First key" --preset full-access)
+%s    export AGENTAPI_KEY=$(%s key create%s --account %s --as %s --name "First key" --preset full-access)
 
   Then:
     curl -H "Authorization: Bearer $AGENTAPI_KEY" %s/v1/me
 
-`, first.Account.ID, base, first.Owner.Email, first.Password, selfCommand(), dbArg(db), first.Account.ID, first.Owner.Email, base)
+`, first.Account.ID, base, first.Owner.Email, first.Password, urlLine(base), selfCommand(), dbArg(db), first.Account.ID, first.Owner.Email, base)
 	return nil
+}
+
+// urlLine is the banner's line that points the api commands at this
+// listener, which they would otherwise look for at the default address
+// (docs/client.md, API CLI); none when it is the default.
+func urlLine(base string) string {
+	if base+"/v1" == defaultAPIURL {
+		return ""
+	}
+	return "    export AGENTAPI_URL=" + shellQuote(base+"/v1") + "\n"
 }
 
 // selfCommand is how the banner's commands start: as the README runs

@@ -58,7 +58,7 @@ func TestVersionCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"version", "extra"}, func(string) string { return "" }, nil, &out, &errOut); code != 2 {
 		t.Fatalf("version extra: exit %d, want 2", code)
 	}
-	if out.Len() != 0 || !strings.Contains(errOut.String(), "version expects no arguments") {
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "agentapi: version: expects no arguments") {
 		t.Fatalf("version extra: stdout %q, stderr %q", out.String(), errOut.String())
 	}
 }
