@@ -89,6 +89,9 @@ type Config struct {
 	// under, the API's (serve --max-body-memory); nil: a budget of the
 	// console's own, of bodybudget.DefaultTotal.
 	Bodies *bodybudget.Budget
+	// MailEnabled reports whether serve sends notice emails (--smtp-url);
+	// without it the console's notices say that no email is sent.
+	MailEnabled bool
 }
 
 // Console serves /console/: its Config, defaults filled in, and what it

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	netmail "net/mail"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/mail/mailtest"
+	"github.com/agentapi/agentapi/internal/secretscan"
+	"github.com/agentapi/agentapi/internal/secretscan/secretscantest"
+)
+
+// mailBody is a received message's subject and its text and HTML parts,
+// decoded.
+func mailBody(t *testing.T, raw string) (subject, text, html string) {
+	t.Helper()
+	m, err := netmail.ReadMessage(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, _ = new(mime.WordDecoder).DecodeHeader(m.Header.Get("Subject"))
+	_, params, _ := mime.ParseMediaType(m.Header.Get("Content-Type"))
+	mr := multipart.NewReader(m.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			break
+		}
+		b, _ := io.ReadAll(p)
+		if strings.HasPrefix(p.Header.Get("Content-Type"), "text/html") {
+			html = string(b)
+		} else {
+			text = string(b)
+		}
+	}
+	return subject, text, html
+}
+
+// TestLeakReportIsMailed, with the built binary: serve with --smtp-url to
+// a test SMTP server on loopback (a password without TLS: allowed to this
+// machine only); a leak report revokes a key, and its Owner and Admin each
+// get one email naming the key and its prefix, with the console link under
+// --public-url, and no secret; the agent user gets none; the password is
+// in no log line.
+func TestLeakReportIsMailed(t *testing.T) {
+	srv := mailtest.Start(t, mailtest.Options{NoStartTLS: true, User: "relay", Password: "s3cret-smtp-pw"})
+	db := filepath.Join(t.TempDir(), "mail.db")
+	gh := secretscantest.NewSigner(t, "gh-1")
+	keysFile := filepath.Join(t.TempDir(), "github-keys.json")
+	secretscantest.WriteKeys(t, keysFile, 0, gh)
+	s := startServer(t, []string{"AGENTAPI_SMTP_FROM=notices@agentapi.example.com"}, "--db", db, "--secret-scanning-keys", keysFile,
+		"--smtp-url", "smtp://relay:s3cret-smtp-pw@127.0.0.1:"+srv.Port(), "--public-url", "https://agentapi.example.com/")
+
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Mailed")
+	for _, u := range [][2]string{{"owner@example.com", "owner"}, {"admin@example.com", "admin"}, {"bot@example.com", "agent"}} {
+		mustCLI(t, db, "long enough password\n", "user", "create", "--account", acct, "--email", u[0], "--role", u[1])
+	}
+	var k struct{ ID, Prefix, Credential string }
+	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "owner@example.com",
+		"--name", "Deploy <prod>", "--preset", "full-access", "--json")), &k); err != nil {
+		t.Fatal(err)
+	}
+	if k.Prefix == "" || k.Credential == "" {
+		t.Fatalf("key create --json: %+v", k)
+	}
+	report := secretscantest.Report(t, secretscan.Entry{Token: k.Credential, Type: "agentapi_api_key",
+		URL: "https://github.com/octo/leak/blob/main/config.py", Source: "content"})
+	if code, body := postReport(t, s.base, report, gh); code != 200 {
+		t.Fatalf("report: %d %s", code, body)
+	}
+
+	msgs := srv.Wait(2, 20*time.Second)
+	var to []string
+	for _, m := range msgs {
+		to = append(to, m.To...)
+		subject, text, html := mailBody(t, m.Data)
+		for _, want := range []string{"Deploy <prod>", k.Prefix, "https://agentapi.example.com/console/developers/keys/" + k.ID} {
+			if !strings.Contains(text, want) {
+				t.Errorf("text lacks %q:\n%s", want, text)
+			}
+		}
+		if !strings.Contains(subject, "Deploy <prod>") || !strings.Contains(html, "Deploy &lt;prod&gt;") {
+			t.Errorf("subject %q, HTML:\n%s", subject, html)
+		}
+		if strings.Contains(m.Data+text+html, k.Credential) || m.Auth != "relay" {
+			t.Errorf("the credential is in the mail, or it was not sent as relay (%q)", m.Auth)
+		}
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"admin@example.com", "owner@example.com"}) {
+		t.Fatalf("mailed %v, want the Owner and the Admin", to)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := len(srv.Messages()); n != 2 {
+		t.Fatalf("%d messages, want 2", n)
+	}
+	logs := s.stderr.String()
+	if strings.Contains(logs, "s3cret-smtp-pw") || !strings.Contains(logs, "smtp://relay:xxxxx@127.0.0.1:") {
+		t.Fatalf("the log shows the password, or not the redacted URL:\n%s", logs)
+	}
+}
+
+// TestServeRefusesBadMailFlags: --smtp-url without --smtp-from, a bad
+// --smtp-from or --public-url, or a URL that is not smtp(s) stop serve
+// with a usage error naming the flag, never repeating the password.
+func TestServeRefusesBadMailFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--smtp-url", "smtp://u:topsecretpw@mail.example.com"}, "--smtp-from"},
+		{[]string{"--smtp-url", "smtp://u:topsecretpw@mail.example.com", "--smtp-from", "a@b.c\r\nBcc: x@y.z"}, "--smtp-from"},
+		{[]string{"--smtp-url", "http://u:topsecretpw@mail.example.com", "--smtp-from", "a@example.com"}, "--smtp-url"},
+		{[]string{"--smtp-from", "a@example.com"}, "--smtp-from needs --smtp-url"},
+		{[]string{"--public-url", "agentapi.example.com"}, "--public-url"},
+		{[]string{"--public-url", "ftp://agentapi.example.com"}, "--public-url"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db")}, c.args...)
+		code := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), c.want) || strings.Contains(errb.String(), "topsecretpw") {
+			t.Errorf("serve %v: exit %d, stderr %q", c.args, code, errb.String())
+		}
+	}
+}
