@@ -189,6 +189,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/signout", anyUser(c.handleSignOut))
 	mux.Handle("GET /console/password", anyUser(blank(c.showPassword)))
 	mux.Handle("POST /console/password", anyUser(form(c.handlePassword, c.showPassword)))
+	mux.Handle("GET "+notificationsPath, signedIn(c.handleNotifications))
 	mux.Handle("GET /console/{$}", signedIn(c.handleHome))
 	mux.Handle("POST "+searchPath, signedIn(handleSearch))
 

@@ -181,7 +181,7 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
-const footer = "You get this email as an Owner or Admin of the account. Which notices reach you: the console, your account menu → Email notices."
+const footer = "You get this email as an Owner or Admin of the account. Which notices reach you: in the console, You → Email notices."
 
 var htmlNotice = template.Must(template.New("notice").Funcs(template.FuncMap{"footer": func() string { return footer }}).Parse(`<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>{{.Subject}}</title></head>
