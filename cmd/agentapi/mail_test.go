@@ -82,18 +82,7 @@ func TestLeakReportIsMailed(t *testing.T) {
 	var to []string
 	for _, m := range msgs {
 		to = append(to, m.To...)
-		subject, text, html := mailBody(t, m.Data)
-		for _, want := range []string{"Deploy <prod>", k.Prefix, "https://agentapi.example.com/console/developers/keys/" + k.ID} {
-			if !strings.Contains(text, want) {
-				t.Errorf("text lacks %q:\n%s", want, text)
-			}
-		}
-		if !strings.Contains(subject, "Deploy <prod>") || !strings.Contains(html, "Deploy &lt;prod&gt;") {
-			t.Errorf("subject %q, HTML:\n%s", subject, html)
-		}
-		if strings.Contains(m.Data+text+html, k.Credential) || m.Auth != "relay" {
-			t.Errorf("the credential is in the mail, or it was not sent as relay (%q)", m.Auth)
-		}
+		wantLeakMail(t, m, k.ID, k.Prefix, k.Credential)
 	}
 	slices.Sort(to)
 	if !slices.Equal(to, []string{"admin@example.com", "owner@example.com"}) {
@@ -106,6 +95,24 @@ func TestLeakReportIsMailed(t *testing.T) {
 	logs := s.stderr.String()
 	if strings.Contains(logs, "s3cret-smtp-pw") || !strings.Contains(logs, "smtp://relay:xxxxx@127.0.0.1:") {
 		t.Fatalf("the log shows the password, or not the redacted URL:\n%s", logs)
+	}
+}
+
+// wantLeakMail checks a leaked key's email: its name (escaped in the
+// HTML), prefix and console link, sent as the relay's user, no credential.
+func wantLeakMail(t *testing.T, m mailtest.Message, id, prefix, credential string) {
+	t.Helper()
+	subject, text, html := mailBody(t, m.Data)
+	for _, want := range []string{"Deploy <prod>", prefix, "https://agentapi.example.com/console/developers/keys/" + id} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text lacks %q:\n%s", want, text)
+		}
+	}
+	if !strings.Contains(subject, "Deploy <prod>") || !strings.Contains(html, "Deploy &lt;prod&gt;") {
+		t.Errorf("subject %q, HTML:\n%s", subject, html)
+	}
+	if strings.Contains(m.Data+text+html, credential) || m.Auth != "relay" {
+		t.Errorf("the credential is in the mail, or it was not sent as relay (%q)", m.Auth)
 	}
 }
 
@@ -130,5 +137,21 @@ func TestServeRefusesBadMailFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(errb.String(), c.want) || strings.Contains(errb.String(), "topsecretpw") {
 			t.Errorf("serve %v: exit %d, stderr %q", c.args, code, errb.String())
 		}
+	}
+}
+
+// TestServeHelpHidesTheSMTPPassword: serve -h prints the flags' defaults,
+// and AGENTAPI_SMTP_URL (with its password) is not one of them.
+func TestServeHelpHidesTheSMTPPassword(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := func(k string) string {
+		if k == "AGENTAPI_SMTP_URL" {
+			return "smtp://u:topsecretpw@mail.example.com"
+		}
+		return ""
+	}
+	run(context.Background(), []string{"serve", "-h"}, env, strings.NewReader(""), &out, &errb)
+	if all := out.String() + errb.String(); !strings.Contains(all, "--smtp-url") || strings.Contains(all, "topsecretpw") {
+		t.Fatalf("serve -h:\n%s", all)
 	}
 }

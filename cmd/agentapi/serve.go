@@ -117,7 +117,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
 	webhookAllow := fs.String("webhook-allow", e.getenv("AGENTAPI_WEBHOOK_ALLOW"), "comma-separated CIDR prefixes and addresses that webhook deliveries may reach although internal (loopback, private), and over http:// (self-hosted receivers, tests; env AGENTAPI_WEBHOOK_ALLOW; none when empty)")
-	smtpURL := fs.String("smtp-url", e.getenv("AGENTAPI_SMTP_URL"), "SMTP server for notice emails to Owners and Admins: smtp://[user:password@]host[:port] (STARTTLS when offered; a password never goes unencrypted except to this machine) or smtps://… (TLS); env AGENTAPI_SMTP_URL; off when empty")
+	// --smtp-url's variable is read after parsing, not as the flag's
+	// default: serve -h prints defaults, and this one holds a password.
+	smtpURL := fs.String("smtp-url", "", "SMTP server for notice emails to Owners and Admins: smtp://[user:password@]host[:port] (STARTTLS when offered; a password never goes unencrypted except to this machine) or smtps://… (TLS); env AGENTAPI_SMTP_URL; off when empty")
 	smtpFrom := fs.String("smtp-from", e.getenv("AGENTAPI_SMTP_FROM"), "sender address of notice emails, such as notices@example.com; required with --smtp-url (env AGENTAPI_SMTP_FROM)")
 	publicURL := fs.String("public-url", e.getenv("AGENTAPI_PUBLIC_URL"), "the console's base URL as users reach it, such as https://agentapi.example.com, for links in notice emails (env AGENTAPI_PUBLIC_URL; without it, emails say where in the console instead)")
 	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
@@ -161,6 +163,9 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	if c.webhookAllow, err = parsePrefixes(*webhookAllow); err != nil {
 		return fmt.Errorf("%w: --webhook-allow: %v", errUsage, err)
+	}
+	if *smtpURL == "" {
+		*smtpURL = e.getenv("AGENTAPI_SMTP_URL")
 	}
 	if c.mail, err = parseMail(*smtpURL, *smtpFrom, *publicURL); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

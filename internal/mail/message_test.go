@@ -122,21 +122,7 @@ func TestNoticeOfEachKind(t *testing.T) {
 			if !ok {
 				t.Fatal("not composed")
 			}
-			p := build(t, n, "owner@example.com")
-			if p.subject != c.subject {
-				t.Errorf("subject %q, want %q", p.subject, c.subject)
-			}
-			for _, w := range append(c.want, c.link) {
-				if !strings.Contains(p.text, w) {
-					t.Errorf("text lacks %q:\n%s", w, p.text)
-				}
-				if !strings.Contains(p.html, w) {
-					t.Errorf("HTML lacks %q:\n%s", w, p.html)
-				}
-			}
-			if !strings.Contains(p.html, `href="`+c.link+`"`) {
-				t.Errorf("HTML has no link to %s", c.link)
-			}
+			wantNotice(t, build(t, n, "owner@example.com"), c.subject, c.link, c.want)
 		})
 	}
 	for _, ev := range []domain.Event{
@@ -147,6 +133,26 @@ func TestNoticeOfEachKind(t *testing.T) {
 		if _, ok := mail.Compose(ev, ""); ok {
 			t.Errorf("%s %s was composed: only the 7-day reminder is mailed", ev.Type, ev.Extra)
 		}
+	}
+}
+
+// wantNotice checks a built notice's subject, that both parts say each of
+// want and the link, and that the HTML links to it.
+func wantNotice(t *testing.T, p parsed, subject, link string, want []string) {
+	t.Helper()
+	if p.subject != subject {
+		t.Errorf("subject %q, want %q", p.subject, subject)
+	}
+	for _, w := range append(want, link) {
+		if !strings.Contains(p.text, w) {
+			t.Errorf("text lacks %q:\n%s", w, p.text)
+		}
+		if !strings.Contains(p.html, w) {
+			t.Errorf("HTML lacks %q:\n%s", w, p.html)
+		}
+	}
+	if !strings.Contains(p.html, `href="`+link+`"`) {
+		t.Errorf("HTML has no link to %s", link)
 	}
 }
 
