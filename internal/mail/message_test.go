@@ -118,7 +118,7 @@ func TestNoticeOfEachKind(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			n, ok := mail.Compose(c.ev, "https://console.example.com/")
+			n, ok := mail.Compose(c.ev, "", "https://console.example.com/")
 			if !ok {
 				t.Fatal("not composed")
 			}
@@ -130,7 +130,7 @@ func TestNoticeOfEachKind(t *testing.T) {
 		keyEvent(t, domain.EventKeyExpired, "k", ""),
 		keyEvent(t, domain.EventKeyRevoked, "k", ""),
 	} {
-		if _, ok := mail.Compose(ev, ""); ok {
+		if _, ok := mail.Compose(ev, "", ""); ok {
 			t.Errorf("%s %s was composed: only the 7-day reminder is mailed", ev.Type, ev.Extra)
 		}
 	}
@@ -158,7 +158,7 @@ func wantNotice(t *testing.T, p parsed, subject, link string, want []string) {
 
 // TestNoticeWithoutPublicURL says where in the console instead of a link.
 func TestNoticeWithoutPublicURL(t *testing.T) {
-	n, ok := mail.Compose(keyEvent(t, domain.EventKeyLeaked, "Billing", `{"source":{}}`), "")
+	n, ok := mail.Compose(keyEvent(t, domain.EventKeyLeaked, "Billing", `{"source":{}}`), "Acme", "")
 	if !ok {
 		t.Fatal("not composed")
 	}
@@ -166,7 +166,7 @@ func TestNoticeWithoutPublicURL(t *testing.T) {
 	if strings.Contains(p.text, "http") || strings.Contains(p.html, "href") {
 		t.Errorf("a link without --public-url:\n%s\n%s", p.text, p.html)
 	}
-	if !strings.Contains(p.text, "Settings → Developers → API keys → Billing") {
+	if !strings.Contains(p.text, "Settings → Developers → API keys → Billing") || !strings.Contains(p.text, "Account: Acme") {
 		t.Errorf("text does not say where: %s", p.text)
 	}
 }
@@ -176,7 +176,7 @@ func TestNoticeWithoutPublicURL(t *testing.T) {
 // encoded; the message's headers are the six expected.
 func TestNoticeEscapesAndHeadersHold(t *testing.T) {
 	name := "<script>alert(1)</script>\r\nBcc: victim@example.com\r\n\r\nÉté"
-	n, ok := mail.Compose(keyEvent(t, domain.EventKeyLeaked, name, `{"source":{"url":"javascript:alert(1)"}}`), "https://c.example.com")
+	n, ok := mail.Compose(keyEvent(t, domain.EventKeyLeaked, name, `{"source":{"url":"javascript:alert(1)"}}`), "<b>Acme</b>", "https://c.example.com")
 	if !ok {
 		t.Fatal("not composed")
 	}
@@ -198,7 +198,7 @@ func TestNoticeEscapesAndHeadersHold(t *testing.T) {
 	if !strings.Contains(p.subject, "Été") || strings.ContainsAny(p.subject, "\r\n") {
 		t.Errorf("subject %q", p.subject)
 	}
-	if strings.Contains(p.html, "<script>") || !strings.Contains(p.html, "&lt;script&gt;") {
+	if strings.Contains(p.html, "<script>") || !strings.Contains(p.html, "&lt;script&gt;") || !strings.Contains(p.html, "&lt;b&gt;Acme") {
 		t.Errorf("HTML not escaped:\n%s", p.html)
 	}
 	if strings.Contains(p.html, `href="javascript`) {
@@ -232,7 +232,7 @@ func TestNoticeHoldsNoSecret(t *testing.T) {
 	}
 	m["secret"] = "aa_live_Ab12Cd_SECRETSECRETSECRET"
 	ev.Data, _ = json.Marshal(m)
-	n, _ := mail.Compose(ev, "")
+	n, _ := mail.Compose(ev, "", "")
 	if strings.Contains(n.Text+n.HTML+n.Subject, "SECRET") {
 		t.Fatal("a field beyond name, prefix and id reached the mail")
 	}

@@ -31,12 +31,12 @@ type notice struct {
 	Where   string // where in the console, said when there is no link
 }
 
-// Compose is the notice for ev, with links under publicURL (the console's
+// Compose is the notice for ev in the account named account, with links under publicURL (the console's
 // base, such as https://agentapi.example.com; "" for none). It reports
 // false for an event that is not mailed or whose data it cannot read.
 // Only what the API shows of a key is used: its name, prefix and id, never
 // a secret.
-func Compose(ev domain.Event, publicURL string) (Notice, bool) {
+func Compose(ev domain.Event, account, publicURL string) (Notice, bool) {
 	if !Mailable(ev.Type, ev.Extra) {
 		return Notice{}, false
 	}
@@ -49,6 +49,9 @@ func Compose(ev domain.Event, publicURL string) (Notice, bool) {
 	}
 	if !ok {
 		return Notice{}, false
+	}
+	if account != "" {
+		n.Facts = append([][2]string{{"Account", account}}, n.Facts...)
 	}
 	return n.render()
 }

@@ -2,7 +2,9 @@ package mail
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/textproto"
 	"slices"
 	"strings"
 	"sync"
@@ -121,7 +123,7 @@ func (w *Worker) round(ctx context.Context) {
 		go func() {
 			defer w.wg.Done()
 			defer w.done(1)
-			w.attempt(context.WithoutCancel(ctx), d, now)
+			w.attempt(context.WithoutCancel(ctx), d)
 		}()
 	}
 }
@@ -134,8 +136,11 @@ func (w *Worker) done(n int) {
 
 // attempt mails the row's recipients not mailed yet, one message each,
 // and records what came of it.
-func (w *Worker) attempt(ctx context.Context, d store.MailDue, claimed time.Time) {
-	ctx, cancel := context.WithDeadline(ctx, claimed.Add(w.cfg.Lease-time.Minute))
+func (w *Worker) attempt(ctx context.Context, d store.MailDue) {
+	// Sending stops before the lease ends (a minute before, or a fifth of
+	// a short lease), so that no other instance takes the row over while
+	// this one still sends.
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Lease-min(time.Minute, w.cfg.Lease/5))
 	defer cancel()
 	o := store.MailOutcome{EventID: d.Event.ID, Token: d.Token, Attempt: d.Attempt, SentTo: d.SentTo}
 	failure := w.sendAll(ctx, d, &o)
@@ -157,17 +162,20 @@ func (w *Worker) attempt(ctx context.Context, d store.MailDue, claimed time.Time
 }
 
 // sendAll sends to each recipient not in o.SentTo, adding those it
-// reaches; it stops at the first failure and returns what failed ("":
-// none).
+// reaches, and returns what failed ("": none). A recipient the server
+// refuses for good (a 5xx answer) does not keep the others waiting: the
+// next is tried. Any other failure (the server away, slow or saying "try
+// later") ends the attempt: the others would meet it too.
 func (w *Worker) sendAll(ctx context.Context, d store.MailDue, o *store.MailOutcome) string {
 	if d.Event.Type == "" { // deleted with its account's old events: nothing to say
 		return ""
 	}
-	n, ok := Compose(d.Event, w.cfg.PublicURL)
+	n, ok := Compose(d.Event, d.AccountName, w.cfg.PublicURL)
 	if !ok {
 		w.log.Warn("mail: event not mailable", "event", d.Event.ID, "type", d.Event.Type)
 		return ""
 	}
+	failed := ""
 	for _, r := range d.Recipients {
 		if slices.Contains(o.SentTo, r.UserID) {
 			continue
@@ -183,11 +191,16 @@ func (w *Worker) sendAll(ctx context.Context, d store.MailDue, o *store.MailOutc
 		}
 		if err := w.send.Send(ctx, w.cfg.From, r.Email, msg); err != nil {
 			w.log.Warn("mail: not sent, will retry", "event", d.Event.ID, "user", r.UserID, "attempt", d.Attempt, "err", err)
-			return clip(err.Error())
+			failed = clip(err.Error())
+			var te *textproto.Error
+			if errors.As(err, &te) && te.Code >= 500 && ctx.Err() == nil {
+				continue
+			}
+			return failed
 		}
 		o.SentTo = append(o.SentTo, r.UserID)
 	}
-	return ""
+	return failed
 }
 
 // messageID is the same for every attempt of one event to one user, so

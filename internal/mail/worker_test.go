@@ -49,10 +49,18 @@ type rig struct {
 	others []domain.User
 }
 
-func newRig(t *testing.T, st *store.Store) *rig {
+func newRig(t *testing.T, st *store.Store) *rig { return newRigOpts(t, st, false) }
+
+// newRigOpts is newRig whose server refuses the Owner's address for good
+// when rejectOwner is set.
+func newRigOpts(t *testing.T, st *store.Store, rejectOwner bool) *rig {
 	t.Helper()
 	st.SetMail(true)
-	g := &rig{t: t, st: st, srv: mailtest.Start(t, mailtest.Options{User: "u", Password: "pw"}), clock: &clock{}}
+	opts := mailtest.Options{User: "u", Password: "pw"}
+	if rejectOwner {
+		opts.RejectRcpt = "owner@example.com"
+	}
+	g := &rig{t: t, st: st, srv: mailtest.Start(t, opts), clock: &clock{}}
 	g.acct = storetest.Account(t, st)
 	g.owner = g.user("owner@example.com", domain.RoleOwner, true)
 	g.admin = g.user("admin@example.com", domain.RoleAdmin, true)
@@ -278,4 +286,20 @@ func TestMailRowsGoWithTheEvents(t *testing.T) {
 			t.Fatalf("mail rows outlived their events: %+v", rows)
 		}
 	})
+}
+
+// TestWorkerRejectedRecipientKeepsNoOneWaiting: a server that refuses one
+// recipient for good (550) still gets the others' mail in the same
+// attempt; the refused one is retried and the reason kept.
+func TestWorkerRejectedRecipientKeepsNoOneWaiting(t *testing.T) {
+	g := newRigOpts(t, storetest.Open(t, store.EngineSQLite), true)
+	g.run(g.st, time.Second)
+	g.leak("k")
+	if got := recipients(g.srv.Wait(1, 10*time.Second)); !slices.Equal(got, []string{"admin@example.com"}) {
+		t.Fatalf("recipients %v", got)
+	}
+	rows := g.waitRows("the attempt recorded", func(r []store.MailState) bool { return len(r) == 1 && r[0].Attempts >= 1 })
+	if rows[0].Status != store.MailPending || !strings.Contains(rows[0].LastError, "550") || !slices.Equal(rows[0].SentTo, []string{g.admin.ID}) {
+		t.Fatalf("row %+v", rows[0])
+	}
 }

@@ -63,8 +63,19 @@ type MailDue struct {
 // oldest due first. On PostgreSQL rows another instance is claiming are
 // skipped, not waited for.
 func (s *Store) ClaimMail(ctx context.Context, token string, now, leaseUntil time.Time, n int) ([]MailDue, error) {
+	// A read first: most polls find nothing due, and need not take the
+	// writer (SQLite's one write lock) to learn it.
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM mail_deliveries WHERE status = 'pending' AND next_attempt_at <= $1
+		AND lease_until <= $1 LIMIT 1`, toMS(now)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look for due mail: %w", err)
+	}
 	var out []MailDue
-	err := s.inTx(ctx, func(tx *Tx) error {
+	err = s.inTx(ctx, func(tx *Tx) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE mail_deliveries SET lease_until = $1, lease_token = $2
 			WHERE event_id IN (SELECT event_id FROM mail_deliveries
 				WHERE status = 'pending' AND next_attempt_at <= $3 AND lease_until <= $3

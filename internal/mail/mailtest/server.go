@@ -39,6 +39,8 @@ type Options struct {
 	// User and Password are the one login AUTH PLAIN accepts; none: AUTH
 	// is not offered.
 	User, Password string
+	// RejectRcpt is an address RCPT TO answers 550 (no such user).
+	RejectRcpt string
 }
 
 // Server is a running test SMTP server.
@@ -210,8 +212,12 @@ func (ss *session) command(line string) bool {
 	case "MAIL":
 		ss.mail(arg)
 	case "RCPT":
-		ss.to = append(ss.to, addrOf(arg))
-		ss.reply("250 ok")
+		if a := addrOf(arg); a == ss.s.opts.RejectRcpt {
+			ss.reply("550 no such user")
+		} else {
+			ss.to = append(ss.to, a)
+			ss.reply("250 ok")
+		}
 	case "DATA":
 		return ss.data()
 	case "RSET":
