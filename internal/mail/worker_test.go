@@ -303,3 +303,67 @@ func TestWorkerRejectedRecipientKeepsNoOneWaiting(t *testing.T) {
 		t.Fatalf("row %+v", rows[0])
 	}
 }
+
+// TestOnlyTheSevenDayReminderIsMailed, on both engines: the expiry sweep's
+// 7-day api_key.expiring gets a mail row; the 1-day one does not.
+func TestOnlyTheSevenDayReminderIsMailed(t *testing.T) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
+		g := newRig(t, storetest.Open(t, engine))
+		now := time.Now()
+		week, day := now.Add(3*24*time.Hour), now.Add(12*time.Hour)
+		for i, exp := range []time.Time{week, day} {
+			id := domain.NewID(domain.PrefixKey, now)
+			k := domain.APIKey{ID: id, AccountID: g.acct.ID, Name: "k", Prefix: "pfx_" + id[len(id)-12:], Env: domain.EnvLive,
+				Hash: []byte{byte(i)}, Scopes: []domain.Scope{domain.ScopeAgentsRead}, RateLimitPerMinute: 60,
+				ExpiresAt: &exp, CreatedAt: now, CreatedBy: g.owner.ID}
+			if err := g.st.CreateKey(context.Background(), k, storetest.Event(g.acct.ID, id, "created", now)); err != nil {
+				t.Fatalf("key %d: %v", i, err)
+			}
+		}
+		if _, err := g.st.SweepKeyExpiry(context.Background(), now, 100); err != nil {
+			t.Fatal(err)
+		}
+		rows := g.mailRows()
+		if len(rows) != 1 {
+			t.Fatalf("mail rows %+v, want one (the 7-day reminder)", rows)
+		}
+		ev, err := g.st.GetEvent(context.Background(), g.acct.ID, rows[0].EventID)
+		if err != nil || ev.Type != domain.EventKeyExpiring || !strings.Contains(string(ev.Extra), `"7d"`) {
+			t.Fatalf("the mailed event: %+v, %v", ev, err)
+		}
+	})
+}
+
+// TestMailLeaseOfADeadInstance, on both engines: a row claimed by an
+// instance that then dies is claimed by no one until its lease runs out,
+// and then is (the mail is sent again: at least once); the dead
+// instance's late result is not recorded over the new one's.
+func TestMailLeaseOfADeadInstance(t *testing.T) {
+	storetest.EachEngine(t, func(t *testing.T, engine string) {
+		ctx := context.Background()
+		g := newRig(t, storetest.Open(t, engine))
+		g.leak("k")
+		now := time.Now()
+		dead, err := g.st.ClaimMail(ctx, "lease_dead", now, now.Add(5*time.Minute), 10)
+		if err != nil || len(dead) != 1 || len(dead[0].Recipients) != 2 || dead[0].AccountName != "Acme" {
+			t.Fatalf("claim: %+v, %v", dead, err)
+		}
+		if again, err := g.st.ClaimMail(ctx, "lease_early", now.Add(4*time.Minute), now.Add(9*time.Minute), 10); err != nil || len(again) != 0 {
+			t.Fatalf("claimed within the lease: %+v, %v", again, err)
+		}
+		later, err := g.st.ClaimMail(ctx, "lease_late", now.Add(6*time.Minute), now.Add(11*time.Minute), 10)
+		if err != nil || len(later) != 1 || later[0].Attempt != 1 {
+			t.Fatalf("after the lease ran out: %+v, %v", later, err)
+		}
+		if err := g.st.RecordMail(ctx, store.MailOutcome{EventID: dead[0].Event.ID, Token: "lease_dead", Attempt: 1, Done: true, At: now}); err == nil {
+			t.Fatal("the dead instance's result was recorded")
+		}
+		if err := g.st.RecordMail(ctx, store.MailOutcome{EventID: later[0].Event.ID, Token: "lease_late", Attempt: 1, Done: true,
+			SentTo: []string{g.owner.ID, g.admin.ID}, At: now}); err != nil {
+			t.Fatal(err)
+		}
+		if rows := g.mailRows(); rows[0].Status != store.MailSent || len(rows[0].SentTo) != 2 {
+			t.Fatalf("row %+v", rows[0])
+		}
+	})
+}
