@@ -17,6 +17,7 @@ import (
 	"github.com/agentapi/agentapi/internal/mail/mailtest"
 	"github.com/agentapi/agentapi/internal/secretscan"
 	"github.com/agentapi/agentapi/internal/secretscan/secretscantest"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 // mailBody is a received message's subject and its text and HTML parts,
@@ -153,5 +154,50 @@ func TestServeHelpHidesTheSMTPPassword(t *testing.T) {
 	run(context.Background(), []string{"serve", "-h"}, env, strings.NewReader(""), &out, &errb)
 	if all := out.String() + errb.String(); !strings.Contains(all, "--smtp-url") || strings.Contains(all, "topsecretpw") {
 		t.Fatalf("serve -h:\n%s", all)
+	}
+}
+
+// TestTwoInstancesMailOnce, with the built binary: two serve processes on
+// one PostgreSQL, one given --smtp-url and the other AGENTAPI_SMTP_URL; a leak report to one is mailed
+// once to each of the Owner and the Admin, not once per instance.
+func TestTwoInstancesMailOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two servers")
+	}
+	db := storetest.PostgresURL(t)
+	srv := mailtest.Start(t, mailtest.Options{NoStartTLS: true})
+	gh := secretscantest.NewSigner(t, "gh-1")
+	keysFile := filepath.Join(t.TempDir(), "github-keys.json")
+	secretscantest.WriteKeys(t, keysFile, 0, gh)
+	flags := []string{"--db", db, "--secret-scanning-keys", keysFile, "--smtp-from", "notices@agentapi.example.com"}
+	a := startServer(t, nil, append(flags, "--smtp-url", "smtp://127.0.0.1:"+srv.Port())...)
+	b := startServer(t, []string{"AGENTAPI_SMTP_URL=smtp://127.0.0.1:" + srv.Port()}, flags...) // the variable, not the flag
+	if !strings.Contains(b.stderr.String(), `"msg":"mail: notice emails on","smtp":"smtp://127.0.0.1:`) {
+		t.Fatalf("the instance given AGENTAPI_SMTP_URL does not send mail:\n%s", b.stderr.String())
+	}
+
+	acct := mustCLI(t, db, "", "account", "create", "--name", "Twice")
+	for _, u := range [][2]string{{"owner2@example.com", "owner"}, {"admin2@example.com", "admin"}} {
+		mustCLI(t, db, "long enough password\n", "user", "create", "--account", acct, "--email", u[0], "--role", u[1])
+	}
+	var k struct{ Credential string }
+	if err := json.Unmarshal([]byte(mustCLI(t, db, "", "key", "create", "--account", acct, "--as", "owner2@example.com",
+		"--name", "pushed", "--preset", "full-access", "--json")), &k); err != nil {
+		t.Fatal(err)
+	}
+	report := secretscantest.Report(t, secretscan.Entry{Token: k.Credential, Type: "agentapi_api_key",
+		URL: "https://github.com/octo/leak/blob/main/config.py", Source: "content"})
+	if code, body := postReport(t, a.base, report, gh); code != 200 {
+		t.Fatalf("report: %d %s", code, body)
+	}
+	srv.Wait(2, 20*time.Second)
+	time.Sleep(6 * time.Second) // past the other instance's 5 s poll
+	var to []string
+	for _, m := range srv.Messages() {
+		to = append(to, m.To...)
+	}
+	slices.Sort(to)
+	if !slices.Equal(to, []string{"admin2@example.com", "owner2@example.com"}) {
+		t.Fatalf("mailed %v, want the Owner and the Admin once each", to)
 	}
 }
