@@ -171,7 +171,7 @@ func (n notice) render() (Notice, bool) {
 	} else {
 		t.WriteString("\nIn the console: " + oneLine(n.Where) + "\n")
 	}
-	t.WriteString(footer + "\n")
+	t.WriteString("\n" + footer + "\n")
 	var h bytes.Buffer
 	if err := htmlNotice.Execute(&h, n); err != nil {
 		return Notice{}, false
