@@ -101,6 +101,7 @@ type serveConfig struct {
 	secretScanningKeys string
 	usage              bool // record requests for the console's usage and logs
 	webhookAllow       []netip.Prefix
+	mail               *mailConfig // nil: no --smtp-url, no email is sent
 	// questions in progress, on the instance and per account; MiB of bodies read at once
 	maxModelCalls, maxModelCallsPerAccount, maxBodyMemoryMiB int
 }
@@ -116,6 +117,11 @@ func serve(ctx context.Context, e env, args []string) error {
 	fs.StringVar(&c.adminAddr, "admin-addr", e.getenv("AGENTAPI_ADMIN_ADDR"), "listen address of the admin listener: /metrics and /debug/pprof/ (env AGENTAPI_ADMIN_ADDR; off when empty)")
 	fs.StringVar(&c.secretScanningKeys, "secret-scanning-keys", e.getenv("AGENTAPI_SECRET_SCANNING_KEYS"), "file of GitHub's secret-scanning public keys (its public_keys JSON); turns on POST /secret-scanning/github, where leaked keys reported by GitHub are revoked; re-read when it changes (env AGENTAPI_SECRET_SCANNING_KEYS; off when empty)")
 	webhookAllow := fs.String("webhook-allow", e.getenv("AGENTAPI_WEBHOOK_ALLOW"), "comma-separated CIDR prefixes and addresses that webhook deliveries may reach although internal (loopback, private), and over http:// (self-hosted receivers, tests; env AGENTAPI_WEBHOOK_ALLOW; none when empty)")
+	// --smtp-url's variable is read after parsing, not as the flag's
+	// default: serve -h prints defaults, and this one holds a password.
+	smtpURL := fs.String("smtp-url", "", "SMTP server for notice emails to Owners and Admins: smtp://[user:password@]host[:port] (STARTTLS when offered; a password never goes unencrypted except to this machine) or smtps://… (TLS); env AGENTAPI_SMTP_URL; off when empty")
+	smtpFrom := fs.String("smtp-from", e.getenv("AGENTAPI_SMTP_FROM"), "sender address of notice emails, such as notices@example.com; required with --smtp-url (env AGENTAPI_SMTP_FROM)")
+	publicURL := fs.String("public-url", e.getenv("AGENTAPI_PUBLIC_URL"), "the console's base URL as users reach it, such as https://agentapi.example.com, for links in notice emails (env AGENTAPI_PUBLIC_URL; without it, emails say where in the console instead)")
 	fs.BoolVar(&c.usage, "usage-recording", e.getenv("AGENTAPI_USAGE_RECORDING") != "off", "record every /v1 request that identified a key, for the console's usage charts and Logs page (env AGENTAPI_USAGE_RECORDING=off turns it off)")
 	const positive = "a positive whole number"
 	for _, f := range []struct {
@@ -157,6 +163,12 @@ func serve(ctx context.Context, e env, args []string) error {
 	}
 	if c.webhookAllow, err = parsePrefixes(*webhookAllow); err != nil {
 		return fmt.Errorf("%w: --webhook-allow: %v", errUsage, err)
+	}
+	if *smtpURL == "" {
+		*smtpURL = e.getenv("AGENTAPI_SMTP_URL")
+	}
+	if c.mail, err = parseMail(*smtpURL, *smtpFrom, *publicURL); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if *llmURL != "" {
 		c.model, err = llm.New(llm.Config{BaseURL: *llmURL, Model: *llmModel, APIKey: e.getenv("AGENTAPI_LLM_API_KEY")})
@@ -266,6 +278,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		UserAgent: "agentapi-webhooks/" + versionOf(version, buildInfo())}), nil, log, webhooks.WorkerConfig{})
 	delivering := make(chan struct{})
 	go func() { defer close(delivering); deliveries.Run(loopCtx) }()
+	mailing := startMail(loopCtx, st, c.mail, log)
 
 	// The console shares the API's listener, store and limiter: its
 	// sessions live in the store and its sign-in throttle in the limiter,
@@ -274,7 +287,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	bodies := bodybudget.New(int64(c.maxBodyMemoryMiB)<<20, 0)
 	hooks := webhooks.New(st, nil, c.webhookAllow)
 	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients,
-		Bodies: bodies, Webhooks: hooks})
+		Bodies: bodies, Webhooks: hooks, MailEnabled: c.mail != nil})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
 	authn, err := keys.NewAuthenticator(st, log, m, &background)
 	if err != nil {
@@ -302,7 +315,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		return err
 	}
 	in := &instance{log: log, admin: admin, stopLoops: stopLoops, background: &background, toucher: toucher, recorder: recorder,
-		delivering: delivering}
+		delivering: delivering, mailing: mailing}
 	// Once a stop has begun, each answer closes its connection.
 	in.srv = newHTTPServer(ctx, closeConnIf(handler, func(*http.Request) bool { return in.draining.Load() }), log)
 	in.ln = limitConns(ln, c.maxConns, c.maxConnsPerAddr, c.clients, log)
@@ -414,6 +427,9 @@ type instance struct {
 	// delivering closes when the webhook worker has stopped: its attempts
 	// in flight recorded (each bounded by its 15 s time-out).
 	delivering <-chan struct{}
+	// mailing closes when the mail worker has stopped (at once without
+	// --smtp-url).
+	mailing <-chan struct{}
 }
 
 // stop stops accepting, lets in-flight requests finish, then writes what
@@ -438,6 +454,10 @@ func (in *instance) stop() error {
 	select {
 	case <-in.delivering:
 	case <-shutCtx.Done(): // an attempt cut short leaves its lease to run out: another instance makes it
+	}
+	select {
+	case <-in.mailing:
+	case <-shutCtx.Done(): // likewise for a mail: it is sent again after its lease (at least once)
 	}
 	if err := in.toucher.Flush(shutCtx); err != nil {
 		return fmt.Errorf("flush last_used_at: %w", err)

@@ -89,6 +89,9 @@ type Config struct {
 	// under, the API's (serve --max-body-memory); nil: a budget of the
 	// console's own, of bodybudget.DefaultTotal.
 	Bodies *bodybudget.Budget
+	// MailEnabled reports whether serve sends notice emails (--smtp-url);
+	// without it the console's notices say that no email is sent.
+	MailEnabled bool
 }
 
 // Console serves /console/: its Config, defaults filled in, and what it
@@ -186,6 +189,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/signout", anyUser(c.handleSignOut))
 	mux.Handle("GET /console/password", anyUser(blank(c.showPassword)))
 	mux.Handle("POST /console/password", anyUser(form(c.handlePassword, c.showPassword)))
+	mux.Handle("GET "+notificationsPath, signedIn(c.handleNotifications))
 	mux.Handle("GET /console/{$}", signedIn(c.handleHome))
 	mux.Handle("POST "+searchPath, signedIn(handleSearch))
 

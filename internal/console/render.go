@@ -148,7 +148,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 }
 
 func navOf(path string) string {
-	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "developers", "users", "agents", "password"} {
+	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "developers", "users", "agents", "password", "notifications"} {
 		if strings.HasPrefix(path, "/console/"+p) {
 			return p
 		}

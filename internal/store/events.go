@@ -308,6 +308,9 @@ func insertEvent(ctx context.Context, tx *Tx, ev *domain.Event, endpoints []endp
 		ev.AgentID, string(ev.Data), string(ev.Previous), string(ev.Extra), test); err != nil {
 		return 0, fmt.Errorf("insert event: %w", err)
 	}
+	if err := insertMail(ctx, tx, ev, now); err != nil {
+		return 0, err
+	}
 	n := 0
 	for _, e := range endpoints {
 		if test && e.id != ev.Endpoint || !test && !domain.EventMatches(e.events, ev.Type) {
@@ -440,7 +443,7 @@ func (s *Store) GetEvent(ctx context.Context, accountID, id string) (domain.Even
 	return ev, nil
 }
 
-// DeleteOldEvents removes events, deliveries and attempts older than
+// DeleteOldEvents removes events, deliveries, attempts and mail rows older than
 // before, at most limit rows of each table a call; it returns how many
 // rows it removed.
 func (s *Store) DeleteOldEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
@@ -450,6 +453,7 @@ func (s *Store) DeleteOldEvents(ctx context.Context, before time.Time, limit int
 		`DELETE FROM webhook_attempts WHERE id IN (SELECT id FROM webhook_attempts WHERE created_at < $1 LIMIT $2)`,
 		`DELETE FROM webhook_deliveries WHERE (endpoint_id, event_id) IN
 			(SELECT endpoint_id, event_id FROM webhook_deliveries WHERE created_at < $1 LIMIT $2)`,
+		`DELETE FROM mail_deliveries WHERE event_id IN (SELECT event_id FROM mail_deliveries WHERE created_at < $1 LIMIT $2)`,
 	} {
 		err := s.inTx(ctx, func(tx *Tx) error {
 			res, err := tx.ExecContext(ctx, q, toMS(before), limit)

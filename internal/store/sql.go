@@ -47,6 +47,8 @@ type Tx struct {
 	// events are what the transaction records, written just before it
 	// commits (events.go).
 	events []domain.Event
+	// mail: mailed events get a mail row; mailed: one was written.
+	mail, mailed bool
 }
 
 // changedAgents notes that tx changes what the account's agent list shows:
@@ -65,7 +67,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer sqlTx.Rollback()
-	tx := &Tx{Tx: sqlTx}
+	tx := &Tx{Tx: sqlTx, mail: s.mail.Load()}
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -80,6 +82,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *Tx) error) error {
 	}
 	if deliveries {
 		s.deliveriesDue()
+	}
+	if tx.mailed {
+		s.mailDue()
 	}
 	if tx.bumped {
 		s.afterBump(ctx, tx.epoch)

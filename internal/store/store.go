@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	// The two database/sql drivers: "pgx" and "sqlite".
@@ -56,6 +57,10 @@ type Store struct {
 	stmts   map[string]*sql.Stmt
 	// wake is told of commits that wrote webhook deliveries (webhooks.go).
 	wake deliveryWake
+	// mail is whether mailed events get a mail row (SetMail), and
+	// mailWake is told of commits that wrote one (mail.go).
+	mail     atomic.Bool
+	mailWake deliveryWake
 }
 
 // Engine names.
