@@ -83,7 +83,8 @@
   // and opened again from the newest row seen, and stopped for good by
   // the server's "end" event (its bounds), whose text it shows.
   function tailLogs(btn, tbody, status) {
-    var es = null, on = false, last = 0, maxRows = 500;
+    var es = null, on = false, last = 0, added = 0, maxRows = 500;
+    var fresh = document.getElementById("tail-new");
     btn.hidden = false;
     tbody.querySelectorAll("tr[data-at]").forEach(function (r) { last = Math.max(last, Number(r.getAttribute("data-at")) || 0); });
     var say = function (text, cls) { status.textContent = text; status.className = "tail-status " + (cls || ""); };
@@ -104,6 +105,8 @@
         if (empty) { empty.remove(); }
         row.classList.add("fresh");
         tbody.insertBefore(row, tbody.firstChild);
+        added++;
+        if (fresh) { fresh.textContent = "+" + added + " new"; }
         while (tbody.rows.length > maxRows) { tbody.deleteRow(-1); }
       });
       es.addEventListener("end", function (ev) {
