@@ -151,7 +151,7 @@ func readStatus(st string, q *store.RequestLogQuery) string {
 	}
 	code, err := strconv.Atoi(st)
 	if err != nil || code < 100 || code > 599 {
-		return "Choose a status class (2xx, 4xx, 429, 5xx) or a code such as 404."
+		return "Enter a status class (2xx, 4xx, 429, 5xx) or a code such as 404."
 	}
 	q.Status = code
 	return ""
