@@ -138,7 +138,10 @@ func TestLogDetail(t *testing.T) {
 	theirs := writeLog(t, f, other.ID, ok.Key.ID, at, "GET", "GET /v1/me", "/v1/me", 200, "")
 	b := f.signedIn(owner)
 	list := b.get("/console/developers/logs")
-	wantHolds(t, "the row's link", list.body, []string{`data-href="/console/developers/logs/` + l.ID + `"`, `<a href="/console/developers/logs/` + l.ID + `" class="l-open">`}, nil)
+	// Without JavaScript a row's id is a link, and the live tail's button
+	// stays hidden.
+	wantHolds(t, "the row's link", list.body, []string{`data-href="/console/developers/logs/` + l.ID + `"`, `<a href="/console/developers/logs/` + l.ID + `" class="l-open">`,
+		`id="tail-toggle" data-src="/console/developers/logs/tail" hidden>`}, nil)
 	p := b.get("/console/developers/logs/" + l.ID)
 	wantStatus(t, "detail", p, http.StatusOK)
 	wantHolds(t, "detail", p.body, []string{

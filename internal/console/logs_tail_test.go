@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
 )
 
 type sse struct{ name, id, data string }
@@ -133,4 +137,39 @@ func TestLogsTailBounds(t *testing.T) {
 	agent := f.user(a, "agent@acme.example", domain.RoleAgent)
 	wantStatus(t, "an Agent", f.signedIn(agent).get("/console/developers/logs/tail"), http.StatusNotFound)
 	wantStatus(t, "a bad filter", b.get("/console/developers/logs/tail?status=abc"), http.StatusBadRequest)
+}
+
+// The live tail on one instance follows a request another instance served:
+// it reads what that instance's usage recorder wrote to the shared store
+// (PostgreSQL), with the route filter taken from a pasted path.
+func TestLogsTailAcrossInstances(t *testing.T) {
+	dsn := storetest.PostgresURL(t)
+	open := func() *fixture {
+		st, err := store.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		mem := ratelimit.NewMemory(nil)
+		t.Cleanup(mem.Close)
+		return newFixtureOn(t, st, mem, func(c *console.Config) { c.LiveTail.Poll = 50 * time.Millisecond })
+	}
+	a, b := open(), open()
+	acct, _ := a.account("Acme")
+	owner := a.user(acct, "tail-owner@acme.example", domain.RoleOwner)
+	k := a.key(acct, owner, "tail key")
+	_, events := openTail(t, a.signedIn(owner), "?route="+url.QueryEscape("/v1/ai-agents/agt_copied"))
+	if st, _ := apiGet(t, b, "/v1/me", k.Credential); st != http.StatusOK {
+		t.Fatalf("GET /v1/me: %d", st)
+	}
+	st, id := apiGet(t, b, "/v1/ai-agents/agt_nope", k.Credential)
+	if st != http.StatusNotFound || id == "" {
+		t.Fatalf("GET a missing agent: %d %q", st, id)
+	}
+	if err := b.usage.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, events, 5*time.Second); ev.name != "log" || ev.id != id || !strings.Contains(ev.data, "not_found") {
+		t.Fatalf("event %+v, want the 404 %s (and not GET /v1/me)", ev, id)
+	}
 }
