@@ -203,3 +203,32 @@ func TestCSPAllowsTheLiveTail(t *testing.T) {
 		t.Errorf("CSP %q", csp)
 	}
 }
+
+// The count looks at no more than the newest 10,000 logs (a batch more at
+// most): past them it says "N+" and how many it looked at.
+func TestLogsCountStopsAtItsBudget(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	k := f.key(a, owner, "Busy")
+	now := f.clock.Now()
+	logs := make([]requestlog.Log, 12_000)
+	for i := range logs {
+		at := now.Add(-time.Duration(i) * time.Millisecond)
+		logs[i] = requestlog.Log{ID: domain.NewRequestID(at), AccountID: a.ID, KeyID: k.Key.ID, At: at, Method: "GET", Route: "GET /v1/me", Path: "/v1/me", Status: 200}
+	}
+	if err := f.st.WriteUsage(context.Background(), logs, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := f.signedIn(owner)
+	p := b.get("/console/developers/logs")
+	// Past 10,000 logs (or 50 ms, on a slow machine: then fewer).
+	if got := regexpFind(`id="log-count">([^<]*)`, p.body); !strings.HasSuffix(got, "&#43; requests") {
+		t.Errorf("count %q", got)
+	}
+	if note := regexpFind(`id="count-note">counted among the newest ([\d,]+)<`, p.body); note == "" || len(note) > 6 || note > "10,999" {
+		t.Errorf("count note %q", note)
+	}
+	if got := regexpFind(`id="log-count">([^<]*)`, b.get("/console/developers/logs?range=15m&status=5xx").body); got != "0 requests" {
+		t.Errorf("no 5xx: count %q", got)
+	}
+}

@@ -11,8 +11,9 @@ import (
 
 // TestCountRequestLogs: the count is of the logs the filters keep (key,
 // class, status, route by its method-less pattern, time), over more
-// batches than one query reads, stops past its bound, and counts nothing
-// of another account.
+// batches than one query reads; it looks at no more logs than its budget
+// (of those the key and class columns let through), newest first, and
+// says so; it counts nothing of another account.
 func TestCountRequestLogs(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
@@ -32,29 +33,38 @@ func TestCountRequestLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
-			q    store.RequestLogQuery
-			upTo int
-			n    int
-			more bool
+			q        store.RequestLogQuery
+			budget   int
+			n        int
+			complete bool
 		}{
-			{store.RequestLogQuery{}, 5000, 3000, false},
-			{store.RequestLogQuery{}, 2999, 2999, true},
-			{store.RequestLogQuery{KeyID: "key_a"}, 5000, 1500, false},
-			{store.RequestLogQuery{Class: "5xx"}, 5000, 1000, false},
-			{store.RequestLogQuery{Status: 404, KeyID: "key_b"}, 5000, 500, false},
-			{store.RequestLogQuery{Route: "PATCH /v1/ai-agents/{agent_id}"}, 5000, 600, false},
-			{store.RequestLogQuery{Route: "/v1/ai-agents/{agent_id}"}, 5000, 3000, false},
-			{store.RequestLogQuery{Route: "GET /v1/me"}, 5000, 0, false},
-			{store.RequestLogQuery{From: t0.Add(1000 * time.Second), To: t0.Add(1100 * time.Second)}, 5000, 100, false},
+			{store.RequestLogQuery{}, 5000, 3000, true},
+			{store.RequestLogQuery{}, 3000, 3000, true},
+			{store.RequestLogQuery{}, 2999, 2999, false},
+			{store.RequestLogQuery{KeyID: "key_a"}, 1500, 1500, true},
+			{store.RequestLogQuery{Class: "5xx"}, 1000, 1000, true},
+			{store.RequestLogQuery{Status: 404, KeyID: "key_b"}, 5000, 500, true},
+			{store.RequestLogQuery{Route: "PATCH /v1/ai-agents/{agent_id}"}, 5000, 600, true},
+			// The newest 1,000 logs hold 200 PATCHes.
+			{store.RequestLogQuery{Route: "PATCH /v1/ai-agents/{agent_id}"}, 1000, 200, false},
+			{store.RequestLogQuery{Route: "/v1/ai-agents/{agent_id}"}, 5000, 3000, true},
+			{store.RequestLogQuery{Route: "GET /v1/me"}, 5000, 0, true},
+			{store.RequestLogQuery{From: t0.Add(1000 * time.Second), To: t0.Add(1100 * time.Second)}, 5000, 100, true},
 		} {
 			c.q.AccountID = "acc_1"
-			n, more, err := s.CountRequestLogs(ctx, c.q, c.upTo)
-			if err != nil || n != c.n || more != c.more {
-				t.Errorf("%+v up to %d: %d, %v, %v; want %d, %v", c.q, c.upTo, n, more, err, c.n, c.more)
+			n, _, complete, err := s.CountRequestLogs(ctx, c.q, c.budget)
+			if err != nil || n != c.n || complete != c.complete {
+				t.Errorf("%+v within %d: %d, %v, %v; want %d, %v", c.q, c.budget, n, complete, err, c.n, c.complete)
 			}
 		}
-		if n, _, err := s.CountRequestLogs(ctx, store.RequestLogQuery{AccountID: "acc_2"}, 10); n != 1 || err != nil {
-			t.Errorf("acc_2: %d, %v", n, err)
+		if n, looked, complete, err := s.CountRequestLogs(ctx, store.RequestLogQuery{AccountID: "acc_2"}, 10); n != 1 || looked != 1 || !complete || err != nil {
+			t.Errorf("acc_2: %d of %d, %v, %v", n, looked, complete, err)
+		}
+		// A count whose time is up stops without error, incomplete.
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if n, _, complete, err := s.CountRequestLogs(done, store.RequestLogQuery{AccountID: "acc_1"}, 5000); n != 0 || complete || err != nil {
+			t.Errorf("a count out of time: %d, %v, %v", n, complete, err)
 		}
 	})
 }
