@@ -29,39 +29,48 @@ func (s *Store) CountRequestLogs(ctx context.Context, q RequestLogQuery, budget 
 	if !ok {
 		return 0, 0, true, nil
 	}
-	var (
-		d    requestlog.Decoder
-		p    requestlog.Packed
-		from batchPos
-	)
+	lc := logCounter{f: &f, budget: budget}
 	for {
-		read, err := s.readBatches(ctx, batchQuery(&f, from, maxRead), func(sec, seq int64, _ string, blob []byte) (bool, error) {
-			if looked >= budget {
-				return false, nil
-			}
-			from = batchPos{sec: sec, seq: seq, set: true}
-			kept := 0
-			for d.Reset(blob, sec); d.Next(&p); looked++ {
-				if f.Keep(&p) {
-					kept++
-				}
-			}
-			if d.Err() == nil {
-				n += kept
-			}
-			return true, d.Err()
-		})
+		read, err := s.readBatches(ctx, batchQuery(&f, lc.from, maxRead), lc.take)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return n, looked, false, nil
+			return lc.n, lc.looked, false, nil
 		case err != nil:
 			return 0, 0, false, err
-		case looked >= budget && read > 0:
+		case lc.looked >= budget && read > 0:
 			// Stopped at the budget: complete only if nothing is left.
-			more, err := s.readBatches(ctx, batchQuery(&f, from, 1), func(int64, int64, string, []byte) (bool, error) { return false, nil })
-			return n, looked, more == 0 && err == nil, nil
+			more, err := s.readBatches(ctx, batchQuery(&f, lc.from, 1), func(int64, int64, string, []byte) (bool, error) { return false, nil })
+			return lc.n, lc.looked, more == 0 && err == nil, nil
 		case read < maxRead:
-			return n, looked, true, nil
+			return lc.n, lc.looked, true, nil
 		}
 	}
+}
+
+// logCounter counts the logs of batches read newest first that f keeps,
+// until it has looked at budget logs.
+type logCounter struct {
+	f                 *requestlog.Filter
+	d                 requestlog.Decoder
+	p                 requestlog.Packed
+	from              batchPos // the last batch counted
+	n, looked, budget int
+}
+
+// take counts one batch; false once past the budget.
+func (lc *logCounter) take(sec, seq int64, _ string, blob []byte) (bool, error) {
+	if lc.looked >= lc.budget {
+		return false, nil
+	}
+	lc.from = batchPos{sec: sec, seq: seq, set: true}
+	kept := 0
+	for lc.d.Reset(blob, sec); lc.d.Next(&lc.p); lc.looked++ {
+		if lc.f.Keep(&lc.p) {
+			kept++
+		}
+	}
+	if lc.d.Err() == nil {
+		lc.n += kept
+	}
+	return true, lc.d.Err()
 }
