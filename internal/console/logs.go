@@ -354,7 +354,7 @@ func logChips(f logFilter, key store.KeyLabel) []chip {
 			out = append(out, chip{"Time", r.Label, without("range")})
 		}
 	}
-	if f.Range == customRange {
+	if f.Range == customRange && (f.From != "" || f.To != "") {
 		out = append(out, chip{"Time", cmp.Or(f.From, "…") + " → " + cmp.Or(f.To, "now") + " UTC", without("range", "from", "to")})
 	}
 	return out
