@@ -71,7 +71,7 @@ const placeholdersJS = `(function () {
 	return bad.length ? bad.join(', ') : 'ok';
 })()`
 
-// TestBrowserEveryPageAt400 opens every keys, webhooks, agents, users and
+// TestBrowserEveryPageAt400 opens every keys, logs, webhooks, agents, users and
 // account page of the console in headless Chromium and looks at each at 1400 and
 // at 400 pixels wide: nothing may stick out sideways at 400 (a table may
 // scroll in its own box, but not an event table: narrowTablesJS), and every
@@ -129,6 +129,11 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 	visit("rotate", key+"/rotate", "rotate-form")
 	visit("revoke", key+"/revoke", "confirm-revoke")
 	visit("audit", "/console/developers/audit", "audit")
+	seedUsage(t, f, a.ID, k.Key.ID, 1, 8)
+	visit("logs", "/console/developers/logs", "logs")
+	visit("logdetail", "/console/developers/logs/"+b.eval("a log", `document.querySelector('#logs tr[data-request-id]').getAttribute('data-request-id')`), "log-detail")
+	visit("logs-filtered", "/console/developers/logs?range=1h&status=4xx&key="+k.Key.Prefix, "logs")
+	visit("logs-errors", "/console/developers/logs?status=abc&route=%2Fv2&from=x&range=custom", "filter-errors")
 	visit("agents", "/console/agents", "agent-name")
 	b.do("next agents", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("prev-page")))
 	look("agents-2")

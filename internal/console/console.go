@@ -92,6 +92,9 @@ type Config struct {
 	// MailEnabled reports whether serve sends notice emails (--smtp-url);
 	// without it the console's notices say that no email is sent.
 	MailEnabled bool
+	// LiveTail bounds the Logs page's live tail; a zero field is
+	// DefaultLiveTail's.
+	LiveTail LiveTail
 }
 
 // Console serves /console/: its Config, defaults filled in, and what it
@@ -104,6 +107,7 @@ type Console struct {
 	revealKey serverKey
 	pages     map[string]*template.Template
 	handler   http.Handler
+	tails     tails
 }
 
 // New returns the console's handler, to be mounted at /console/.
@@ -134,6 +138,9 @@ func New(cfg Config) *Console {
 	if c.Webhooks == nil {
 		c.Webhooks = webhooks.New(c.Store, c.Now, nil)
 	}
+	c.LiveTail.MaxDuration = cmp.Or(max(c.LiveTail.MaxDuration, 0), DefaultLiveTail.MaxDuration)
+	c.LiveTail.PerSession = cmp.Or(max(c.LiveTail.PerSession, 0), DefaultLiveTail.PerSession)
+	c.LiveTail.Poll = cmp.Or(max(c.LiveTail.Poll, 0), DefaultLiveTail.Poll)
 	c.pages = parsePages(c.Now)
 	mux := http.NewServeMux()
 	c.routes(mux)
@@ -150,6 +157,12 @@ const pageTimeout = 10 * time.Second
 // of the body budget (readForm) until the request ends.
 func bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == tailPath {
+			// A stream, bounded by LiveTail.MaxDuration; each of its
+			// reads by pageTimeout (logs_tail.go).
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 		defer cancel()
 		if r.Method == http.MethodPost {
@@ -211,6 +224,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
+	mux.Handle("GET "+tailPath, manager(c.handleTail))
+	mux.Handle("GET /console/developers/logs/{id}", manager(c.handleLog))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
 	c.webhookRoutes(mux, manager)
 
@@ -236,13 +251,14 @@ func (c *Console) routes(mux *http.ServeMux) {
 }
 
 // securityHeaders puts the console's protections on every response: a
-// CSP allowing only the console's own script and style (no inline code), no
+// CSP allowing only the console's own script and style (no inline code)
+// and connections (the Logs page's live tail) to its own origin only, no
 // framing, no MIME sniffing, no referrer beyond the origin, and no caching
 // of pages (static assets override Cache-Control).
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "+
 			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")

@@ -75,7 +75,7 @@ func TestUserTextIsIsolated(t *testing.T) {
 	pages := []page{created}
 	for _, path := range []string{"/console/developers", key, key + "/edit", key + "/rotate", key + "/revoke",
 		"/console/developers/audit", "/console/developers/keys/new", "/console/agents", "/console/agents/" + ag.ID,
-		"/console/developers/logs?route=" + url.QueryEscape(rlo+"GET")} {
+		"/console/developers/logs?key=" + url.QueryEscape(rlo+"Billing sync 2")} {
 		p := b.get(path)
 		wantStatus(t, path, p, http.StatusOK)
 		pages = append(pages, p)

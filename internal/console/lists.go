@@ -74,7 +74,7 @@ var searchLists = map[string]struct {
 }{
 	"keys":   {"/console/developers", []string{"q", "status"}},
 	"audit":  {"/console/developers/audit", []string{"q"}},
-	"logs":   {logsPath, []string{"id", "key", "status", "route", "from", "to"}},
+	"logs":   {logsPath, []string{"id", "key", "status", "route", "range", "from", "to"}},
 	"agents": {"/console/agents", []string{"q"}},
 	"users":  {"/console/users", []string{"q"}},
 }

@@ -122,7 +122,7 @@ func checkLogs(t *testing.T, br *browser, notFound string) {
 	if all := br.get("/console/developers/logs?status=4xx"); strings.Count(all.body, `data-request-id=`) != 5 {
 		t.Errorf("4xx filter: %d rows", strings.Count(all.body, `data-request-id=`))
 	}
-	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 || !strings.Contains(bad.body, `<p class="field-error" role="alert" id="status-error">`) {
+	if bad := br.get("/console/developers/logs?status=abc"); bad.status != 400 || !strings.Contains(bad.body, `<li class="field-error" id="status-error">`) {
 		t.Errorf("a bad status filter: %d", bad.status)
 	}
 }

@@ -306,3 +306,6 @@ func Unpack(out []Log, blob []byte, sec int64, accountID, keyID string) ([]Log, 
 	}
 	return out, d.err
 }
+
+// Err is what stopped Next early: a damaged or newer blob, or nil.
+func (d *Decoder) Err() error { return d.err }

@@ -24,7 +24,7 @@ func (f *Filter) Keep(p *Packed) bool {
 	case p.at < f.Lo || p.at >= f.Hi,
 		f.Status != 0 && p.status != f.Status,
 		f.Class != "" && ClassOf(p.status) != f.Class,
-		f.Route != "" && p.route != f.Route,
+		!routeKeeps(f.Route, p.route),
 		f.RequestID != "" && string(p.id) != f.RequestID:
 		return false
 	}
