@@ -129,6 +129,8 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 	visit("rotate", key+"/rotate", "rotate-form")
 	visit("revoke", key+"/revoke", "confirm-revoke")
 	visit("audit", "/console/developers/audit", "audit")
+	visit("health", "/console/developers/health", "health")
+	visit("policy", "/console/developers/policy", "policy-form")
 	visit("agents", "/console/agents", "agent-name")
 	b.do("next agents", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("prev-page")))
 	look("agents-2")

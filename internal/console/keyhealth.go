@@ -61,17 +61,15 @@ func keyHealth(k keyRow, now time.Time) []healthFlag {
 	}
 	switch {
 	case k.LastUsedAt == nil && now.Sub(k.CreatedAt) > neverUsedAfter:
-		flags = append(flags, healthFlag{"never-used", "Never used since it was made " + ago(now.Sub(k.CreatedAt)) + ".", "Revoke it if nothing needs it", revoke})
+		flags = append(flags, healthFlag{"never-used", "Never used since it was made " + days(now.Sub(k.CreatedAt)) + " ago.", "Revoke it if nothing needs it", revoke})
 	case k.LastUsedAt != nil && now.Sub(*k.LastUsedAt) > unusedFor:
-		flags = append(flags, healthFlag{"unused", "Unused for " + ago(now.Sub(*k.LastUsedAt)) + ".", "Revoke it if nothing needs it", revoke})
+		flags = append(flags, healthFlag{"unused", "Unused for " + days(now.Sub(*k.LastUsedAt)) + ".", "Revoke it if nothing needs it", revoke})
 	}
 	return flags
 }
 
-// ago is d in whole days, as "95 days ago".
-func ago(d time.Duration) string {
-	return plural(int(d/(24*time.Hour)), "day") + " ago"
-}
+// days is d in whole days, as "95 days".
+func days(d time.Duration) string { return plural(int(d/(24*time.Hour)), "day") }
 
 func (c *Console) handleKeyHealth(w http.ResponseWriter, r *http.Request, s *session) error {
 	lp, err := readList(r)
@@ -160,15 +158,15 @@ func (c *Console) handleSetPolicy(w http.ResponseWriter, r *http.Request, s *ses
 func policyWords(p domain.KeyPolicy) string {
 	var parts []string
 	if p.MaxKeyLifetimeDays > 0 {
-		parts = append(parts, "keys expire within "+p.LifetimeWords())
+		parts = append(parts, "expire within "+p.LifetimeWords())
 	}
 	if p.RequireAllowedIPs {
-		parts = append(parts, "keys name allowed IP addresses")
+		parts = append(parts, "name allowed IP addresses")
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return "Your account's key policy: " + strings.Join(parts, ", and ") + "."
+	return "Your account's key policy: new keys must " + strings.Join(parts, " and ") + "."
 }
 
 // policyExpiries are the new-key form's expiry choices under p: those

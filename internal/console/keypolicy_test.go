@@ -74,7 +74,7 @@ func TestNewKeyFormFollowsPolicy(t *testing.T) {
 	b := f.signedIn(owner)
 	nk := b.get("/console/developers/keys/new")
 	wantHolds(t, "new key form", nk.body,
-		[]string{`id="key-policy-note"`, "keys expire within 30 days, and keys name allowed IP addresses", `<option value="30" selected>`},
+		[]string{`id="key-policy-note"`, "new keys must expire within 30 days and name allowed IP addresses", `<option value="30" selected>`},
 		[]string{`value="never"`, `value="90"`, `value="365"`})
 	base := url.Values{"name": {"k"}, "preset": {"aiagent-read"}, "env": {"live"}}
 	with := func(kv ...string) url.Values {
