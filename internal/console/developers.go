@@ -581,6 +581,9 @@ var rotateIn = map[string]time.Duration{"now": 0, "1h": time.Hour, "24h": 24 * t
 type rotatePage struct {
 	Key     keyRow
 	Choices []option
+	// PolicyNote: what the account's key policy does to the new key
+	// (keyhealth.go), "" when nothing.
+	PolicyNote string
 	formError
 }
 
@@ -607,6 +610,11 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 		chosen = r.PostForm.Get("old_expires")
 	}
 	p := rotatePage{Key: k, Choices: choose(rotateChoices, chosen)}
+	pol, err := c.Keys.Policy(r.Context(), s.user.AccountID)
+	if err != nil {
+		return err
+	}
+	p.PolicyNote = rotationPolicyWords(pol, k.APIKey)
 	return c.renderForm(w, r, s, e, "rotate", "Rotate "+isolate(k.Name), &p)
 }
 

@@ -204,3 +204,16 @@ func hasOption(opts []option, v string) bool {
 	}
 	return false
 }
+
+// rotationPolicyWords is what the account's policy p does to the key a
+// rotation of k makes (keys.Service.Rotate), "" when nothing: it cannot be
+// made without allowed addresses, and it expires within the maximum.
+func rotationPolicyWords(p domain.KeyPolicy, k domain.APIKey) string {
+	switch {
+	case p.RequireAllowedIPs && len(k.AllowedIPs) == 0:
+		return "Your account's key policy requires allowed IP addresses of new keys, and this key has none: add them (Edit), then rotate it."
+	case p.MaxKeyLifetimeDays > 0 && (k.ExpiresAt == nil || k.ExpiresAt.Sub(k.CreatedAt) > p.MaxLifetime()):
+		return "Your account's key policy: the new key expires within " + p.LifetimeWords() + ", sooner than this key's lifetime."
+	}
+	return ""
+}

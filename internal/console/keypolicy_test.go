@@ -148,3 +148,32 @@ func TestKeyHealthPage(t *testing.T) {
 	goodRow = regexpFind(`(?s)(<tr data-key-id="`+good.Key.ID+`">.*?</tr>)`, p.body)
 	wantHolds(t, "good row later", goodRow, []string{`data-flag="unused"`, "Unused for 91 days"}, nil)
 }
+
+// TestRotateFormStatesPolicy: under a 30-day maximum, the rotate form of a
+// key that never expires says the new key expires within 30 days, and the
+// rotation makes it so; with addresses required, a key without them is
+// refused with what to do, on the form.
+func TestRotateFormStatesPolicy(t *testing.T) {
+	f := newFixture(t)
+	acct, owner := f.account("Acme")
+	k := f.key(acct, owner, "Forever")
+	set := func(p domain.KeyPolicy) {
+		if _, err := f.keys.SetPolicy(context.Background(), keys.Actor{User: &owner}, acct.ID, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(domain.KeyPolicy{MaxKeyLifetimeDays: 30})
+	b := f.signedIn(owner)
+	path := "/console/developers/keys/" + k.Key.ID + "/rotate"
+	wantHolds(t, "rotate form", b.get(path).body, []string{`id="rotate-policy-note"`, "expires within 30 days"}, nil)
+	set(domain.KeyPolicy{MaxKeyLifetimeDays: 30, RequireAllowedIPs: true})
+	p := b.post(path, path, url.Values{"old_expires": {"manual"}})
+	wantStatus(t, "rotate without addresses", p, http.StatusUnprocessableEntity)
+	wantHolds(t, "rotate without addresses", p.body, []string{"add its addresses (Edit), then rotate it"}, nil)
+	set(domain.KeyPolicy{MaxKeyLifetimeDays: 30})
+	b.created(path, path, url.Values{"old_expires": {"manual"}})
+	ks, err := f.keys.List(context.Background(), acct.ID)
+	if err != nil || len(ks) != 2 || ks[1].ExpiresAt == nil || ks[1].ExpiresAt.Sub(f.clock.Now()) > 30*24*time.Hour {
+		t.Fatalf("keys after the rotation: %+v %v", ks, err)
+	}
+}
