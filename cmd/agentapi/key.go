@@ -24,8 +24,8 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	preset := fs.String("preset", "", "aiagent-read, aiagent-query or full-access")
 	scopes := fs.String("scopes", "", "comma-separated scopes (instead of --preset)")
 	agentIDs := fs.String("agents", "", "comma-separated AI agent ids the key is restricted to")
-	allowedIPs := fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any)")
-	expires := fs.String("expires-at", "", "RFC 3339 time at which the key expires")
+	allowedIPs := fs.String("allowed-ips", "", "comma-separated IP addresses and CIDR prefixes the key may be used from (at most 50; default: any; required when the account's key policy says so)")
+	expires := fs.String("expires-at", "", "RFC 3339 time at which the key expires (required, within its maximum, when the account's key policy sets a maximum lifetime)")
 	rate := fs.Int("rate-limit", domain.DefaultRateLimitPerMinute, "requests per minute")
 	credEnv := fs.String("env", "live", "credential environment: live or test")
 	asJSON := fs.Bool("json", false, "print one JSON object with id, prefix and credential")
@@ -61,10 +61,35 @@ func keyCreate(ctx context.Context, e env, args []string) error {
 	return asManager(ctx, e.openExisting, *db, *account, *as, func(svc *keys.Service, actor keys.Actor) error {
 		c, err := svc.Create(ctx, actor, p)
 		if err != nil {
-			return err
+			return flagsOf(err)
 		}
 		return handOver(ctx, e, svc, actor, c, *asJSON)
 	})
+}
+
+// createFlags are key create's flags by the field a refusal names.
+var createFlags = map[string]string{"expires_at": "--expires-at", "allowed_ips": "--allowed-ips"}
+
+// flagsOf words a refusal of the fields of createFlags (the account's key
+// policy: docs/operator-cli.md, Key policy) by flag, on one line:
+// "--expires-at: a key needs an expiry within 90 days (…)". Any other
+// error is returned as it is.
+func flagsOf(err error) error {
+	var de *domain.Error
+	if !errors.As(err, &de) || len(de.Fields) == 0 {
+		return err
+	}
+	parts := make([]string, 0, len(de.Fields))
+	for _, f := range de.Fields {
+		flag, ok := createFlags[f.Field]
+		if !ok {
+			return err
+		}
+		parts = append(parts, flag+": "+f.Message)
+	}
+	out := *de
+	out.Message = strings.Join(parts, "; ")
+	return &out
 }
 
 // scopesFlags reads --preset or --scopes: giving both or neither, an

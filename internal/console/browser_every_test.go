@@ -134,6 +134,8 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 	visit("logdetail", "/console/developers/logs/"+b.eval("a log", `document.querySelector('#logs tr[data-request-id]').getAttribute('data-request-id')`), "log-detail")
 	visit("logs-filtered", "/console/developers/logs?range=1h&status=4xx&key="+k.Key.Prefix, "logs")
 	visit("logs-errors", "/console/developers/logs?status=abc&route=%2Fv2&from=x&range=custom", "filter-errors")
+	visit("health", "/console/developers/health", "health")
+	visit("policy", "/console/developers/policy", "policy-form")
 	visit("agents", "/console/agents", "agent-name")
 	b.do("next agents", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("prev-page")))
 	look("agents-2")

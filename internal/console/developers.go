@@ -175,6 +175,9 @@ type newKeyPage struct {
 	ExpiresAt   string
 	Env         []option
 	AllowedIPs  string
+	// PolicyNote states the account's key policy on the create form
+	// (keyhealth.go); "" when it asks nothing.
+	PolicyNote string
 	formError
 }
 
@@ -187,6 +190,9 @@ type keyForm struct {
 	// "search-agents" and "more-agents" only re-show the form with the
 	// agent picker searched or on its next page.
 	op, agentSearch, agentAfter string
+	// policyDays is the key policy's maximum lifetime, an expiry choice
+	// the create form offers when it is not one of expiryChoices (0: none).
+	policyDays int
 }
 
 func readKeyForm(r *http.Request) keyForm {
@@ -388,10 +394,17 @@ func pickerOption(a store.PickerAgent) option {
 // showNewKeyForm is the create form: empty, or as posted (with what to
 // fix, or with the agent picker searched).
 func (c *Console) showNewKeyForm(w http.ResponseWriter, r *http.Request, s *session, e *pageError) error {
-	p, err := c.newKeyPage(r.Context(), s.user.AccountID, readKeyForm(r))
+	f := readKeyForm(r)
+	p, err := c.newKeyPage(r.Context(), s.user.AccountID, f)
 	if err != nil {
 		return err
 	}
+	// Under the account's key policy, only the expiries it allows.
+	pol, err := c.Keys.Policy(r.Context(), s.user.AccountID)
+	if err != nil {
+		return err
+	}
+	p.Expiry, p.PolicyNote = policyExpiries(pol, f.expiry), policyWords(pol)
 	return c.renderForm(w, r, s, e, "newkey", "Create an API key", &p)
 }
 
@@ -440,7 +453,8 @@ func (f keyForm) chosenScopes() ([]domain.Scope, error) {
 }
 
 // expiryTime is when the key expires by the form's choice: never (nil), a
-// date and time in the future (UTC), or one of expiryChoices' days from now.
+// date and time in the future (UTC), or one of expiryChoices' days from now
+// (or a key policy's maximum: policyExpiries offers it).
 func (f keyForm) expiryTime(now time.Time) (*time.Time, error) {
 	switch f.expiry {
 	case "", "never":
@@ -456,7 +470,8 @@ func (f keyForm) expiryTime(now time.Time) (*time.Time, error) {
 		return &t, nil
 	}
 	days, err := strconv.Atoi(f.expiry)
-	if err != nil || !slices.ContainsFunc(expiryChoices, func(o option) bool { return o.Value == f.expiry }) {
+	listed := slices.ContainsFunc(expiryChoices, func(o option) bool { return o.Value == f.expiry })
+	if err != nil || !listed && (f.policyDays == 0 || days != f.policyDays) {
 		return nil, fieldError("expiry", "Choose when the key expires.")
 	}
 	t := now.AddDate(0, 0, days)
@@ -481,6 +496,11 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *ses
 	default:
 		return errUnreadableForm
 	}
+	pol, err := c.Keys.Policy(r.Context(), s.user.AccountID)
+	if err != nil {
+		return err
+	}
+	f.policyDays = pol.MaxKeyLifetimeDays
 	params, err := f.params(s.user.AccountID, c.Now())
 	if err != nil {
 		return err
@@ -561,6 +581,9 @@ var rotateIn = map[string]time.Duration{"now": 0, "1h": time.Hour, "24h": 24 * t
 type rotatePage struct {
 	Key     keyRow
 	Choices []option
+	// PolicyNote: what the account's key policy does to the new key
+	// (keyhealth.go), "" when nothing.
+	PolicyNote string
 	formError
 }
 
@@ -587,6 +610,11 @@ func (c *Console) showRotateForm(w http.ResponseWriter, r *http.Request, s *sess
 		chosen = r.PostForm.Get("old_expires")
 	}
 	p := rotatePage{Key: k, Choices: choose(rotateChoices, chosen)}
+	pol, err := c.Keys.Policy(r.Context(), s.user.AccountID)
+	if err != nil {
+		return err
+	}
+	p.PolicyNote = rotationPolicyWords(pol, k.APIKey)
 	return c.renderForm(w, r, s, e, "rotate", "Rotate "+isolate(k.Name), &p)
 }
 

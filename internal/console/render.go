@@ -125,6 +125,7 @@ var notices = map[string]string{
 	"webhook-test":     "A webhook.test event is on its way to this endpoint. Its attempt appears in the deliveries log below within seconds: reload to see it.",
 	"webhook-resent":   "The event is sent again, with a fresh round of attempts. Reload to see its attempt below.",
 	"webhook-deleted":  "The endpoint is deleted, with its deliveries log. Nothing more is sent to it.",
+	"policy":           "The key policy is saved. It applies to keys made from now on; existing keys keep their settings.",
 }
 
 // render shows page with status; a template that fails writes nothing and

@@ -25,6 +25,9 @@ const (
 	EventKeyLeaked               EventType = "api_key.leaked"
 	EventKeyAnomaly              EventType = "api_key.anomaly"
 	EventWebhookEndpointDisabled EventType = "webhook_endpoint.disabled"
+	// EventKeyPolicyUpdated: the account's key policy changed (data: the
+	// policy; previous_attributes: the changed fields' old values).
+	EventKeyPolicyUpdated EventType = "key_policy.updated"
 	// EventWebhookTest is what "send test event" delivers to one endpoint;
 	// it is never listed by GET /v1/events and no endpoint subscribes to it.
 	EventWebhookTest EventType = "webhook.test"
@@ -35,12 +38,12 @@ const (
 var EventTypes = []EventType{
 	EventAgentCreated, EventAgentUpdated, EventAgentEnabled, EventAgentDisabled,
 	EventKeyCreated, EventKeyUpdated, EventKeyRevoked, EventKeyExpiring, EventKeyExpired,
-	EventKeyLeaked, EventKeyAnomaly, EventWebhookEndpointDisabled,
+	EventKeyLeaked, EventKeyAnomaly, EventWebhookEndpointDisabled, EventKeyPolicyUpdated,
 }
 
 // EventFamilies are the `<resource>.*` patterns that match every type of a
 // resource.
-var EventFamilies = []string{"ai_agent.*", "api_key.*", "webhook_endpoint.*"}
+var EventFamilies = []string{"ai_agent.*", "api_key.*", "webhook_endpoint.*", "key_policy.*"}
 
 // ValidEventPattern reports whether p names a type or a family (and, where
 // all is true, the wildcard "*").

@@ -248,6 +248,10 @@ const (
 	AuditWebhookDeleted       AuditAction = "webhook_endpoint_deleted"
 	AuditWebhookSecretRotated AuditAction = "webhook_endpoint_secret_rotated"
 	AuditWebhookDisabled      AuditAction = "webhook_endpoint_disabled"
+
+	// AuditKeyPolicyUpdated: the account's key policy changed; it names no
+	// key, and the detail says each changed part's old → new.
+	AuditKeyPolicyUpdated AuditAction = "key_policy_updated"
 )
 
 // WebhookAuditActions lists the AuditActions of webhook endpoints.
@@ -263,7 +267,7 @@ var UserAuditActions = []AuditAction{
 // AuditActions lists every AuditAction.
 var AuditActions = append([]AuditAction{
 	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
-	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged, AuditAccessChanged,
+	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged, AuditAccessChanged, AuditKeyPolicyUpdated,
 }, append(UserAuditActions, WebhookAuditActions...)...)
 
 // AuditEvent records something that happened to a key or a user, for the

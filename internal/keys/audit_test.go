@@ -43,6 +43,10 @@ func TestAuditActionsAreTyped(t *testing.T) {
 		}},
 		{"rotate", func() error { _, err := w.svc.Rotate(ctx, actor, w.account.ID, c.Key.ID, nil); return err }},
 		{"revoke", func() error { return w.svc.Revoke(ctx, actor, w.account.ID, c.Key.ID) }},
+		{"key policy", func() error {
+			_, err := w.svc.SetPolicy(ctx, actor, w.account.ID, domain.KeyPolicy{MaxKeyLifetimeDays: 30})
+			return err
+		}},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {

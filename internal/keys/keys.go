@@ -134,6 +134,13 @@ func (s *Service) Create(ctx context.Context, actor Actor, p CreateParams) (Crea
 	if err != nil {
 		return Created{}, err
 	}
+	pol, err := s.Policy(ctx, p.AccountID)
+	if err != nil {
+		return Created{}, err
+	}
+	if err := checkPolicy(pol, k, now); err != nil {
+		return Created{}, err
+	}
 	k.CreatedBy = actor.id()
 	// A prefix collision (12 random base36 characters) is astronomically
 	// rare, but the store refuses it rather than trusting luck: try again.
@@ -300,6 +307,10 @@ func (s *Service) restriction(ctx context.Context, accountID string, ids []strin
 // keeps its lifetime: the new key gets the same duration from now. The new
 // key's name is the old one's base name with "(rotated DATE)", so rotating
 // a rotated key replaces the suffix, and is never another key's name.
+// Under the account's key policy the new key is a new key like any other
+// (rotationWithinPolicy): its expiry is brought within the maximum
+// lifetime, and a key without allowed addresses where they are required
+// is not rotated.
 func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID string, oldStopsIn *time.Duration) (Created, error) {
 	if oldStopsIn != nil && *oldStopsIn < 0 {
 		return Created{}, domain.Errorf(domain.CodeInvalidValue, "when the old key stops working cannot be in the past")
@@ -323,6 +334,9 @@ func (s *Service) Rotate(ctx context.Context, actor Actor, accountID, keyID stri
 	if old.ExpiresAt != nil {
 		e := s.now().Add(old.ExpiresAt.Sub(old.CreatedAt))
 		p.ExpiresAt = &e
+	}
+	if err := s.rotationWithinPolicy(ctx, old, &p, now); err != nil {
+		return Created{}, err
 	}
 	if oldStopsIn != nil {
 		at := now.Add(*oldStopsIn)

@@ -203,3 +203,26 @@ func WebhookAttemptOf(a domain.WebhookAttempt) WebhookAttempt {
 	}
 	return out
 }
+
+// KeyPolicy is an account's key policy as a key_policy.updated event's
+// data shows it (docs/webhooks.md, Event types): the maximum lifetime of
+// new keys in days (null: none) and whether they must name allowed
+// addresses.
+type KeyPolicy struct {
+	MaxKeyLifetimeDays *int    `json:"max_key_lifetime_days"`
+	RequireAllowedIPs  bool    `json:"require_allowed_ips"`
+	UpdatedAt          *string `json:"updated_at"`
+}
+
+// KeyPolicyOf is p as an event shows it.
+func KeyPolicyOf(p domain.KeyPolicy) KeyPolicy {
+	out := KeyPolicy{RequireAllowedIPs: p.RequireAllowedIPs}
+	if p.MaxKeyLifetimeDays > 0 {
+		d := p.MaxKeyLifetimeDays
+		out.MaxKeyLifetimeDays = &d
+	}
+	if !p.UpdatedAt.IsZero() {
+		out.UpdatedAt = TimePtr(&p.UpdatedAt)
+	}
+	return out
+}
