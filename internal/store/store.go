@@ -56,6 +56,9 @@ type Store struct {
 	stmts   map[string]*sql.Stmt
 	// wake is told of commits that wrote webhook deliveries (webhooks.go).
 	wake deliveryWake
+	// spikes is what this instance knows of keys' busy buckets
+	// (anomalies.go).
+	spikes spikeCache
 }
 
 // Engine names.
