@@ -178,43 +178,52 @@ func networksOf(logs *requestlog.Buffer) []netSeen {
 	if logs == nil {
 		return nil
 	}
-	type kn struct{ key, network string }
-	newest := map[kn]netSeen{}
-	nets := map[string]string{} // client → network, parsed once a flush
-	var d requestlog.Decoder
-	var p requestlog.Packed
+	t := netTally{newest: map[keyNetwork]netSeen{}, nets: map[string]string{}}
 	for _, b := range logs.Batches() {
-		if b.KeyID == "" || b.Classes&requestlog.ClassBit(requestlog.Class2xx) == 0 {
-			continue
-		}
-		d.Reset(b.Blob, b.Sec)
-		for d.Next(&p) {
-			at, status, client := p.Seen()
-			if status >= 400 || status < 200 {
-				continue
-			}
-			n, ok := nets[client]
-			if !ok {
-				n, _ = networkOf(client)
-				nets[client] = n
-			}
-			if n == "" {
-				continue
-			}
-			k := kn{b.KeyID, n}
-			if old, ok := newest[k]; !ok || at > old.at {
-				newest[k] = netSeen{keyID: b.KeyID, network: n, addr: client, at: at}
-			}
+		if b.KeyID != "" && b.Classes&requestlog.ClassBit(requestlog.Class2xx) != 0 {
+			t.add(b)
 		}
 	}
-	out := make([]netSeen, 0, len(newest))
-	for _, v := range newest {
+	out := make([]netSeen, 0, len(t.newest))
+	for _, v := range t.newest {
 		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b netSeen) int {
 		return cmp.Or(strings.Compare(a.keyID, b.keyID), strings.Compare(a.network, b.network))
 	})
 	return out
+}
+
+type keyNetwork struct{ key, network string }
+
+// netTally gathers networksOf's answer, batch by batch.
+type netTally struct {
+	newest map[keyNetwork]netSeen
+	nets   map[string]string // client → network, parsed once a flush
+	d      requestlog.Decoder
+	p      requestlog.Packed
+}
+
+func (t *netTally) add(b requestlog.Batch) {
+	t.d.Reset(b.Blob, b.Sec)
+	for t.d.Next(&t.p) {
+		at, status, client := t.p.Seen()
+		if status >= 400 {
+			continue
+		}
+		n, ok := t.nets[client]
+		if !ok {
+			n, _ = networkOf(client)
+			t.nets[client] = n
+		}
+		if n == "" {
+			continue
+		}
+		k := keyNetwork{b.KeyID, n}
+		if old, ok := t.newest[k]; !ok || at > old.at {
+			t.newest[k] = netSeen{keyID: b.KeyID, network: n, addr: client, at: at}
+		}
+	}
 }
 
 // checkNetworks records each network seen and raises new_network for one
