@@ -89,6 +89,9 @@ type Config struct {
 	// under, the API's (serve --max-body-memory); nil: a budget of the
 	// console's own, of bodybudget.DefaultTotal.
 	Bodies *bodybudget.Budget
+	// MailEnabled reports whether serve sends notice emails (--smtp-url);
+	// without it the console's notices say that no email is sent.
+	MailEnabled bool
 }
 
 // Console serves /console/: its Config, defaults filled in, and what it
@@ -205,6 +208,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/developers/keys/{id}/edit", manager(form(c.handleEditKey, c.showEditForm)))
 	mux.Handle("GET /console/developers/keys/{id}/revoke", manager(c.handleRevokeForm))
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
+	mux.Handle("POST /console/developers/keys/{id}/notices/dismiss", manager(c.handleDismissNotice))
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
