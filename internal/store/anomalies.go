@@ -387,7 +387,7 @@ func spikeAnomaly(kb keyBucket, total int64, median float64) anomaly {
 	return anomaly{keyID: kb.keyID, reason: AnomalySpike, at: start,
 		details: map[string]any{"bucket_start": start.Format(time.RFC3339), "bucket_minutes": int(SpikeBucket / time.Minute),
 			"count": total, "median": median},
-		detail: fmt.Sprintf("%d requests in the 10 minutes from %s, the key's median 10 minutes of the last 7 days being %g",
+		detail: fmt.Sprintf("%d requests in the 10 minutes from %s, against a median of %g per 10 minutes over the 7 days before",
 			total, start.Format("2006-01-02 15:04 UTC"), median)}
 }
 
