@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // Key notices (docs/console.md, Key notices): each key's undismissed
@@ -72,7 +73,7 @@ func noticeWords(a store.KeyAnomaly) (title, what string) {
 }
 
 func shortTime(rfc string) string {
-	t, err := time.Parse(time.RFC3339, rfc)
+	t, err := time.Parse(wire.TimeFormat, rfc)
 	if err != nil {
 		return rfc
 	}
@@ -80,7 +81,7 @@ func shortTime(rfc string) string {
 }
 
 func shortDate(rfc string) string {
-	t, err := time.Parse(time.RFC3339, rfc)
+	t, err := time.Parse(wire.TimeFormat, rfc)
 	if err != nil {
 		return rfc
 	}

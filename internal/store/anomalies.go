@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/requestlog"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // Key anomalies (docs/webhooks.md, Key anomalies). They are noticed in the
@@ -268,8 +269,8 @@ func newNetwork(ctx context.Context, tx *Tx, n netSeen) error {
 	}
 	at := fromMS(n.at)
 	return tx.raiseAnomaly(ctx, anomaly{keyID: n.keyID, reason: AnomalyNewNetwork, at: at,
-		details: map[string]any{"network": n.network, "address": n.addr, "seen_at": at.Format(time.RFC3339),
-			"known_since": fromMS(since.Int64).Format(time.RFC3339)},
+		details: map[string]any{"network": n.network, "address": n.addr, "seen_at": at.UTC().Format(wire.TimeFormat),
+			"known_since": fromMS(since.Int64).UTC().Format(wire.TimeFormat)},
 		detail: "a successful request from " + n.addr + ", in " + n.network + ", a network new to the key"})
 }
 
@@ -385,7 +386,7 @@ func (s *Store) checkSpikes(ctx context.Context, tx *Tx, counts []UsageCount) (m
 func spikeAnomaly(kb keyBucket, total int64, median float64) anomaly {
 	start := fromMS(kb.bucket)
 	return anomaly{keyID: kb.keyID, reason: AnomalySpike, at: start,
-		details: map[string]any{"bucket_start": start.Format(time.RFC3339), "bucket_minutes": int(SpikeBucket / time.Minute),
+		details: map[string]any{"bucket_start": start.UTC().Format(wire.TimeFormat), "bucket_minutes": int(SpikeBucket / time.Minute),
 			"count": total, "median": median},
 		detail: fmt.Sprintf("%d requests in the 10 minutes from %s, against a median of %g per 10 minutes over the 7 days before",
 			total, start.Format("2006-01-02 15:04 UTC"), median)}
@@ -481,12 +482,12 @@ func touchAfterIdle(ctx context.Context, tx *Tx, id string, at time.Time, k idle
 		return err
 	}
 	since := k.created
-	details := map[string]any{"used_at": at.Format(time.RFC3339), "last_used_at": nil,
-		"created_at": k.created.Format(time.RFC3339)}
+	details := map[string]any{"used_at": at.UTC().Format(wire.TimeFormat), "last_used_at": nil,
+		"created_at": k.created.UTC().Format(wire.TimeFormat)}
 	what := "never used since it was created"
 	if k.lastUsed != nil {
 		since = *k.lastUsed
-		details["last_used_at"] = k.lastUsed.Format(time.RFC3339)
+		details["last_used_at"] = k.lastUsed.UTC().Format(wire.TimeFormat)
 		what = "last used " + k.lastUsed.Format("2006-01-02")
 	}
 	days := int(at.Sub(since) / (24 * time.Hour))

@@ -12,6 +12,7 @@ import (
 	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/wire"
 )
 
 // The anomaly tests seed a key's history from storetest.T0 through the
@@ -332,7 +333,7 @@ func TestAnomalyAfterIdle(t *testing.T) {
 		touch(back, used.ID, never.ID, recent.ID)
 		got, seen := expectAnomalies(t, a, acct.ID, 0, "back after 31 days", store.AnomalyAfterIdle, store.AnomalyAfterIdle)
 		byKey := map[string]anomalyEvent{got[0].KeyID: got[0], got[1].KeyID: got[1]}
-		if d := byKey[used.ID].Details; d["last_used_at"] != storetest.T0.Add(time.Hour).Format(time.RFC3339) || d["idle_days"] != 31.0 {
+		if d := byKey[used.ID].Details; d["last_used_at"] != storetest.T0.Add(time.Hour).Format(wire.TimeFormat) || d["idle_days"] != 31.0 {
 			t.Errorf("after_idle of the used key: %+v", d)
 		}
 		if d, ok := byKey[never.ID]; !ok || d.Details["last_used_at"] != nil {
