@@ -114,15 +114,23 @@ func (tx *Tx) raiseAnomaly(ctx context.Context, a anomaly) error {
 	return nil
 }
 
+// flushLearnt is what a usage flush learnt for its instance to remember
+// once it commits.
+type flushLearnt struct {
+	spikes map[string]spikeMemo
+	nets   map[keyNetwork]int64
+}
+
 // detectAnomalies notices, in the usage flush's transaction, the new
-// networks of logs and the spikes of counts; it returns what the spike
-// memo learnt, for the caller to keep once the transaction commits.
-func (s *Store) detectAnomalies(ctx context.Context, tx *Tx, logs *requestlog.Buffer, counts []UsageCount) (map[string]spikeMemo, error) {
-	memo, err := s.checkSpikes(ctx, tx, counts)
-	if err != nil {
-		return nil, err
+// networks of logs and the spikes of counts.
+func (s *Store) detectAnomalies(ctx context.Context, tx *Tx, logs *requestlog.Buffer, counts []UsageCount) (flushLearnt, error) {
+	var l flushLearnt
+	var err error
+	if l.spikes, err = s.checkSpikes(ctx, tx, counts); err != nil {
+		return l, err
 	}
-	return memo, checkNetworks(ctx, tx, networksOf(logs))
+	l.nets, err = s.checkNetworks(ctx, tx, networksOf(logs))
+	return l, err
 }
 
 // pruneAnomalyState drops what detection no longer needs as of now:
@@ -205,33 +213,92 @@ type netTally struct {
 	p      requestlog.Packed
 }
 
+// add tallies a batch (one key, one second). A batch's logs mostly come
+// from one client: a run of one client is tallied once, at its newest.
 func (t *netTally) add(b requestlog.Batch) {
 	t.d.Reset(b.Blob, b.Sec)
+	run, runAt := "", int64(-1)
 	for t.d.Next(&t.p) {
 		at, status, client := t.p.Seen()
 		if status >= 400 {
 			continue
 		}
-		n, ok := t.nets[client]
-		if !ok {
-			n, _ = networkOf(client)
-			t.nets[client] = n
+		if client != run {
+			t.note(b.KeyID, run, runAt)
+			run, runAt = client, at
 		}
-		if n == "" {
-			continue
-		}
-		k := keyNetwork{b.KeyID, n}
-		if old, ok := t.newest[k]; !ok || at > old.at {
-			t.newest[k] = netSeen{keyID: b.KeyID, network: n, addr: client, at: at}
-		}
+		runAt = max(runAt, at)
+	}
+	t.note(b.KeyID, run, runAt)
+}
+
+// note tallies key's request from client at `at` (none when at < 0).
+func (t *netTally) note(keyID, client string, at int64) {
+	if at < 0 {
+		return
+	}
+	n, ok := t.nets[client]
+	if !ok {
+		n, _ = networkOf(client)
+		t.nets[client] = n
+	}
+	if n == "" {
+		return
+	}
+	k := keyNetwork{keyID, n}
+	if old, ok := t.newest[k]; !ok || at > old.at {
+		t.newest[k] = netSeen{keyID: keyID, network: n, addr: client, at: at}
+	}
+}
+
+// netFresh is how stale a key network's stored last_seen may be: an
+// instance that wrote it this recently skips the write (netCache), so a
+// key polling from one network costs a write an hour, not a second.
+const netFresh = time.Hour
+
+// netCache is the key networks an instance wrote, with the last_seen it
+// wrote: bounded, it starts over when full.
+type netCache struct {
+	mu sync.Mutex
+	m  map[keyNetwork]int64
+}
+
+const netCacheSize = 100_000
+
+func (c *netCache) fresh(k keyNetwork, at int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen, ok := c.m[k]
+	return ok && seen >= at-netFresh.Milliseconds()
+}
+
+func (c *netCache) keep(learnt map[keyNetwork]int64) {
+	if len(learnt) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m)+len(learnt) > netCacheSize {
+		c.m = make(map[keyNetwork]int64, len(learnt))
+	}
+	for k, at := range learnt {
+		c.m[k] = max(c.m[k], at)
 	}
 }
 
 // checkNetworks records each network seen and raises new_network for one
 // not seen for its key in NetworkWindow, once the key's oldest network
-// still remembered was first seen NetworkHistory before.
-func checkNetworks(ctx context.Context, tx *Tx, seen []netSeen) error {
+// still remembered was first seen NetworkHistory before. It returns what
+// it wrote. A network this instance wrote within netFresh is not new and
+// is not written again: its last_seen lags by at most that.
+func (s *Store) checkNetworks(ctx context.Context, tx *Tx, seen []netSeen) (map[keyNetwork]int64, error) {
+	wrote := map[keyNetwork]int64{}
 	for _, n := range seen {
+		k := keyNetwork{n.keyID, n.network}
+		if s.nets.fresh(k, n.at) {
+			continue
+		}
+		wrote[k] = n.at
 		// first_seen comes back as this request's time when the network
 		// is new: never seen, or unseen for the window (then it starts
 		// again). No row comes back when a later request is stored.
@@ -245,13 +312,13 @@ func checkNetworks(ctx context.Context, tx *Tx, seen []netSeen) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("record key network: %w", err)
+			return nil, fmt.Errorf("record key network: %w", err)
 		}
 		if err := newNetwork(ctx, tx, n); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return wrote, nil
 }
 
 // newNetwork raises new_network for n when the key has NetworkHistory of

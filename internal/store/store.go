@@ -59,6 +59,8 @@ type Store struct {
 	// spikes is what this instance knows of keys' busy buckets
 	// (anomalies.go).
 	spikes spikeCache
+	// nets is the key networks this instance wrote lately (anomalies.go).
+	nets netCache
 }
 
 // Engine names.

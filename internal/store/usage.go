@@ -104,7 +104,7 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, c
 	slices.SortFunc(counts, func(a, b UsageCount) int {
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
-	var learnt map[string]spikeMemo
+	var learnt flushLearnt
 	err := s.inTx(ctx, func(tx *Tx) error {
 		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.Batches()); err != nil {
 			return err
@@ -119,7 +119,8 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, c
 		return err
 	})
 	if err == nil {
-		s.spikes.keep(learnt)
+		s.spikes.keep(learnt.spikes)
+		s.nets.keep(learnt.nets)
 	}
 	return err
 }
