@@ -222,6 +222,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("POST /console/developers/keys/{id}/edit", manager(form(c.handleEditKey, c.showEditForm)))
 	mux.Handle("GET /console/developers/keys/{id}/revoke", manager(c.handleRevokeForm))
 	mux.Handle("POST /console/developers/keys/{id}/revoke", manager(c.handleRevokeKey))
+	mux.Handle("POST /console/developers/keys/{id}/notices/dismiss", manager(c.handleDismissNotice))
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 	mux.Handle("GET /console/developers/health", manager(c.handleKeyHealth))
 	mux.Handle("GET /console/developers/policy", manager(blank(c.showPolicy)))

@@ -83,6 +83,8 @@ func keyLabels[T any](ctx context.Context, st *store.Store, accountID string, ro
 type keysPage struct {
 	// Leaks: keys revoked as leaked lately, for the banner (leaks.go).
 	Leaks []leakRow
+	// Notices: the keys' anomalies not dismissed yet (notices.go).
+	Notices noticeBlock
 
 	Keys     []keyRow
 	Recent   []auditRow
@@ -132,6 +134,9 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 		}
 	}
 	if p.Leaks, err = c.leakRows(r.Context(), s.user.AccountID, now); err != nil {
+		return err
+	}
+	if p.Notices, err = c.keyNotices(r.Context(), s.user.AccountID, ""); err != nil {
 		return err
 	}
 	if p.Requests24h, err = c.Store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
@@ -519,6 +524,8 @@ type keyPage struct {
 	Events  []auditRow
 	Pager   pager
 	Usage   keyUsage // usage.go
+	// Notices: the key's anomalies not dismissed yet (notices.go).
+	Notices noticeBlock
 }
 
 func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -562,6 +569,9 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	p.Usage.Recent = logRows(logs, nil)
+	if p.Notices, err = c.keyNotices(r.Context(), acct, k.ID); err != nil {
+		return err
+	}
 	return c.render(w, r, s, http.StatusOK, "key", isolate(k.Name), p)
 }
 

@@ -92,12 +92,13 @@ func relative(t, now time.Time) string {
 // form's shared fields and the usage chart) plus that page's "content", so pages cannot clash
 // over block names.
 func parsePages(now func() time.Time) map[string]*template.Template {
-	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html", "templates/chart.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs(now)).ParseFS(templateFS, "templates/layout.html", "templates/keyform.html", "templates/chart.html",
+		"templates/keynotices.html"))
 	names, _ := fs.Glob(templateFS, "templates/*.html") // only a bad pattern fails
 	pages := map[string]*template.Template{}
 	for _, n := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
-		if name == "layout" || name == "keyform" || name == "chart" {
+		if name == "layout" || name == "keyform" || name == "chart" || name == "keynotices" {
 			continue
 		}
 		pages[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, n))
@@ -110,6 +111,7 @@ func parsePages(now func() time.Time) map[string]*template.Template {
 var notices = map[string]string{
 	"password":         "Your password is changed. Other sessions of yours were signed out.",
 	"revoked":          "The key is revoked. Requests with it are refused from now on.",
+	"notice-dismissed": "The notice is dismissed.",
 	"edited":           "The key's changes are saved. Its next request gets them.",
 	"deactivated":      "The user is deactivated and signed out everywhere.",
 	"role":             "The role is changed. It applies from their next page.",

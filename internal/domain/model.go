@@ -233,6 +233,11 @@ const (
 	// AuditAccessChanged: scopes, agent restriction or expiry, each
 	// changed one with its before and after.
 	AuditAccessChanged AuditAction = "access_changed"
+	// AuditAnomaly: the service noticed a key used from a new network, in
+	// a spike or after an idle month (docs/webhooks.md, Key anomalies);
+	// AuditNoticeDismissed: an Owner or Admin dismissed its notice.
+	AuditAnomaly         AuditAction = "anomaly"
+	AuditNoticeDismissed AuditAction = "notice_dismissed"
 
 	// A user's events (internal/accounts): they name no key.
 	AuditUserInvited       AuditAction = "user_invited"
@@ -268,6 +273,7 @@ var UserAuditActions = []AuditAction{
 var AuditActions = append([]AuditAction{
 	AuditCreated, AuditRotated, AuditRevoked, AuditRenamed, AuditDescriptionChanged,
 	AuditExpiredInUse, AuditRateLimitChanged, AuditAllowedIPsChanged, AuditAccessChanged, AuditKeyPolicyUpdated,
+	AuditAnomaly, AuditNoticeDismissed,
 }, append(UserAuditActions, WebhookAuditActions...)...)
 
 // AuditEvent records something that happened to a key or a user, for the

@@ -197,6 +197,11 @@ func (d *Decoder) str(t *strTable) string {
 	return t.v[i-1]
 }
 
+// Seen is p's time (Unix milliseconds), status and client address: what
+// the usage flush reads of a log to notice a key's new networks
+// (internal/store, anomalies.go), without building the whole Log.
+func (p *Packed) Seen() (atMS int64, status int, client string) { return p.at, p.status, p.client }
+
 // Log is p as a Log of the batch's account and key.
 func (p *Packed) Log(accountID, keyID string) Log {
 	return Log{ID: string(p.id), AccountID: accountID, KeyID: keyID, At: time.UnixMilli(p.at).UTC(),

@@ -82,3 +82,13 @@ func (s *Store) ListAgents(ctx context.Context, q AgentQuery) ([]domain.Agent, e
 	rows, err := s.queryRead(ctx, query, args...)
 	return collect("list agents", rows, err, func(r *sql.Rows) (domain.Agent, error) { return scanAgent(r) })
 }
+
+// AnomalyState is how many 10-minute buckets and networks the store keeps
+// for a key (anomalies.go).
+func (s *Store) AnomalyState(ctx context.Context, keyID string) (buckets, networks int, err error) {
+	if err = s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM key_buckets WHERE key_id = $1`, keyID).Scan(&buckets); err != nil {
+		return
+	}
+	err = s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM key_networks WHERE key_id = $1`, keyID).Scan(&networks)
+	return
+}

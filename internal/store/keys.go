@@ -243,7 +243,8 @@ func (s *Store) SetKeyRateLimit(ctx context.Context, id string, n int, ev domain
 	})
 }
 
-// TouchKeys stores last_used_at for many keys, never moving one backwards.
+// TouchKeys stores last_used_at for many keys, never moving one backwards,
+// and raises after_idle for a key it finds unused for a month before.
 func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error {
 	if len(used) == 0 {
 		return nil
@@ -256,6 +257,12 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 	}
 	slices.Sort(ids)
 	return s.inTx(ctx, func(tx *Tx) error {
+		// A use after an idle month is an anomaly (anomalies.go): found
+		// here, from the last_used_at this write replaces.
+		idle, err := idleCandidates(ctx, tx, used, ids)
+		if err != nil {
+			return err
+		}
 		stmt, err := tx.PrepareContext(ctx,
 			`UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`)
 		if err != nil {
@@ -263,6 +270,11 @@ func (s *Store) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 		}
 		defer stmt.Close()
 		for _, id := range ids {
+			if k, ok := idle[id]; ok {
+				if err := touchAfterIdle(ctx, tx, id, used[id], k); err != nil {
+					return err
+				}
+			}
 			if _, err := stmt.ExecContext(ctx, toMS(used[id]), id); err != nil {
 				return fmt.Errorf("touch key %s: %w", id, err)
 			}

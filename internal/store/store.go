@@ -61,6 +61,11 @@ type Store struct {
 	// mailWake is told of commits that wrote one (mail.go).
 	mail     atomic.Bool
 	mailWake deliveryWake
+	// spikes is what this instance knows of keys' busy buckets
+	// (anomalies.go).
+	spikes spikeCache
+	// nets is the key networks this instance wrote lately (anomalies.go).
+	nets netCache
 }
 
 // Engine names.

@@ -104,12 +104,25 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, c
 	slices.SortFunc(counts, func(a, b UsageCount) int {
 		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
 	})
-	return s.inTx(ctx, func(tx *Tx) error {
+	var learnt flushLearnt
+	err := s.inTx(ctx, func(tx *Tx) error {
 		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.Batches()); err != nil {
 			return err
 		}
-		return addCounts(ctx, tx, counts)
+		if err := addCounts(ctx, tx, counts); err != nil {
+			return err
+		}
+		// Key anomalies are noticed here, from the batch itself, and
+		// commit with it (anomalies.go).
+		var err error
+		learnt, err = s.detectAnomalies(ctx, tx, logs, counts)
+		return err
 	})
+	if err == nil {
+		s.spikes.keep(learnt.spikes)
+		s.nets.keep(learnt.nets)
+	}
+	return err
 }
 
 func addCounts(ctx context.Context, tx *Tx, counts []UsageCount) error {
@@ -150,7 +163,10 @@ func (s *Store) sweepUsage(ctx context.Context, now time.Time, perAccount int) e
 		if err := sweepLogs(ctx, tx, s.engine, toMS(now.Add(-LogRetention)), perAccount); err != nil {
 			return err
 		}
-		return rollUp(ctx, tx, now)
+		if err := rollUp(ctx, tx, now); err != nil {
+			return err
+		}
+		return pruneAnomalyState(ctx, tx, now)
 	})
 }
 
