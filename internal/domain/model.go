@@ -241,6 +241,10 @@ const (
 	AuditUserReactivated   AuditAction = "user_reactivated"
 	AuditUserPasswordReset AuditAction = "user_password_reset"
 
+	// AuditAccountRenamed: the account's name changed (console or CLI);
+	// the detail holds the old and the new name.
+	AuditAccountRenamed AuditAction = "account_renamed"
+
 	// A webhook endpoint's events (internal/webhooks): they name no key;
 	// the detail starts with the endpoint's id.
 	AuditWebhookCreated       AuditAction = "webhook_endpoint_created"
@@ -287,4 +291,7 @@ type Session struct {
 	CSRF      string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// AccountName is the user's account's name, read with the session
+	// for the console's header.
+	AccountName string
 }
