@@ -208,6 +208,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /console/developers/audit", manager(c.handleAudit))
 	mux.Handle("GET /console/developers/logs", manager(c.handleLogs))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
+	mux.Handle("GET /console/account", manager(blank(c.showAccount)))
+	mux.Handle("POST /console/account", owner(form(c.handleRenameAccount, c.showAccount)))
 	c.webhookRoutes(mux, manager)
 
 	mux.Handle("GET /console/users", owner(blank(c.showUsers)))

@@ -26,6 +26,8 @@ type view struct {
 	// once (mirrorWarning).
 	Warning string
 	Page    any
+	// Account is the signed-in user's account (its name in the header).
+	Account *domain.Account
 }
 
 // isolate keeps user text from reordering the text around it where no
@@ -125,6 +127,7 @@ var notices = map[string]string{
 	"webhook-test":     "A webhook.test event is on its way to this endpoint. Its attempt appears in the deliveries log below within seconds: reload to see it.",
 	"webhook-resent":   "The event is sent again, with a fresh round of attempts. Reload to see its attempt below.",
 	"webhook-deleted":  "The endpoint is deleted, with its deliveries log. Nothing more is sent to it.",
+	"account-renamed":  "The account is renamed.",
 }
 
 // render shows page with status; a template that fails writes nothing and
@@ -135,7 +138,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 		v.Warning = mirrorWarning
 	}
 	if s != nil {
-		v.User, v.CSRF = &s.user, s.csrf
+		v.User, v.CSRF, v.Account = &s.user, s.csrf, &s.account
 	}
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, "layout.html", v); err != nil {
@@ -148,7 +151,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 }
 
 func navOf(path string) string {
-	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "developers", "users", "agents", "password"} {
+	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "account", "developers", "users", "agents", "password"} {
 		if strings.HasPrefix(path, "/console/"+p) {
 			return p
 		}

@@ -291,7 +291,8 @@ type Session struct {
 	CSRF      string
 	CreatedAt time.Time
 	ExpiresAt time.Time
-	// AccountName is the user's account's name, read with the session
-	// for the console's header.
-	AccountName string
+	// AccountName and AccountFeatures are the user's account's, read with
+	// the session for the console's header and Overview.
+	AccountName     string
+	AccountFeatures []Feature
 }
