@@ -30,6 +30,7 @@ const (
 
 // keyActivity is a key's last 24 hours as the list shows it.
 type keyActivity struct {
+	Start  time.Time // of the first hour
 	Hours  [sparkHours]classCounts
 	Total  int64
 	Errors int64 // requests not answered 2xx
@@ -70,7 +71,7 @@ func (a keyActivity) Spark() []sparkBar {
 			eh = max(1, int(int64(sparkH-1)*e/peak))
 		}
 		out = append(out, sparkBar{X: i * sparkBarW, Y: sparkH - bh, H: bh, ErrY: sparkH - eh, ErrH: eh,
-			Title: strconv.Itoa(sparkHours-i-1) + " h ago: " + thousands(n) + " requests, " + thousands(n-h[0]) + " not 2xx"})
+			Title: a.Start.Add(time.Duration(i)*time.Hour).Format("15:04") + " UTC: " + thousands(n) + " requests, " + thousands(n-h[0]) + " not 2xx"})
 	}
 	return out
 }
@@ -106,7 +107,7 @@ func (c *Console) keyActivities(ctx context.Context, accountID string, now time.
 		}
 		a := out[n.KeyID]
 		if a == nil {
-			a = &keyActivity{}
+			a = &keyActivity{Start: start}
 			out[n.KeyID] = a
 		}
 		a.Hours[i][ci] += n.Count
