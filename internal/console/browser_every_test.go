@@ -138,6 +138,7 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 		chromedp.Click(chromedp.ID("invite")), chromedp.WaitVisible(chromedp.ID("done")))
 	look("invited")
 	visit("password", "/console/password", "save-password")
+	visit("account", "/console/account", "rename")
 	visit("error", "/console/no-such-page", "nav-developers")
 	// Webhooks last: seedWebhooks moves the clock on 5 days.
 	visit("webhooks-empty", "/console/developers/webhooks", "first-endpoint")

@@ -128,7 +128,7 @@ func TestKeyFormAccessTable(t *testing.T) {
 	form := b.get("/console/developers/keys/new").body
 	table := between(t, form, "access-table", "</table>")
 	for _, res := range []string{"aiagents", "webhooks", "staff", "helpdesk", "settings"} {
-		if !strings.Contains(table, `<tr data-resource="`+res+`">`) {
+		if !strings.Contains(table, `<tr data-resource="`+res+`"`) {
 			t.Errorf("no row for %s", res)
 		}
 	}
