@@ -51,32 +51,7 @@ func TestKeysListControlCentre(t *testing.T) {
 	live := f.key(a, owner, "live key")
 	gone := f.key(a, owner, "gone key")
 	quiet := f.key(a, owner, "quiet revoked key")
-	for range 3 {
-		if st, _ := apiGet(t, f, "/v1/me", live.Credential); st != 200 {
-			t.Fatalf("GET /v1/me: %d", st)
-		}
-	}
-	if st, _ := apiGet(t, f, "/v1/ai-agents/agt_nope", live.Credential); st != 404 {
-		t.Fatalf("GET a missing agent: %d", st)
-	}
-	if st, _ := apiGet(t, f, "/v1/me", gone.Credential); st != 200 {
-		t.Fatalf("GET /v1/me before revocation: %d", st)
-	}
-	ctx := context.Background()
-	for _, k := range []keys.Created{gone, quiet} {
-		if err := f.keys.Revoke(ctx, domainActor(owner), a.ID, k.Key.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.clock.Advance(2 * time.Minute)
-	for range 4 {
-		if st, _ := apiGet(t, f, "/v1/me", gone.Credential); st != 401 {
-			t.Fatalf("GET /v1/me after revocation: %d", st)
-		}
-	}
-	if err := f.usage.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	useThenRevoke(t, f, a, owner, live, gone, quiet)
 	body := f.signedIn(owner).get("/console/developers").body
 
 	active, ended := between(t, body, "keys", "</table>"), between(t, body, "ended-keys", "</table>")
@@ -86,25 +61,10 @@ func TestKeysListControlCentre(t *testing.T) {
 	if !strings.Contains(ended, gone.Key.ID) || !strings.Contains(ended, quiet.Key.ID) || strings.Contains(ended, live.Key.ID) {
 		t.Error("the revoked keys are not apart")
 	}
-
-	row := rowOf(t, body, live.Key.ID)
-	for _, want := range []string{
-		`<span class="requests24h">4</span> in 24 h`, `<span class="error-share has-errors">25.0 %</span> errors`,
-		`<svg class="spark"`, `<details class="rowmenu">`,
-		`href="/console/developers/keys/` + live.Key.ID + `/edit"`, `href="/console/developers/keys/` + live.Key.ID + `/rotate"`,
-		`href="/console/developers/keys/` + live.Key.ID + `/revoke"`, `href="/console/developers/logs?key=` + live.Key.ID + `"`,
-	} {
-		if !strings.Contains(row, want) {
-			t.Errorf("the live key's row lacks %q:\n%s", want, row)
-		}
-	}
-	if n := strings.Count(row, `fill="#D55E00"`); n != 1 {
-		t.Errorf("the live key's sparkline draws %d error bars, want 1", n)
-	}
+	checkLiveRow(t, rowOf(t, body, live.Key.ID), live.Key.ID)
 	if r := rowOf(t, body, gone.Key.ID); strings.Contains(r, "/rotate\"") || strings.Contains(r, "/revoke\"") || !strings.Contains(r, "still called") {
 		t.Errorf("the revoked key's row offers rotate or revoke, or is not marked:\n%s", r)
 	}
-
 	warn := between(t, body, "still-called", "</div>")
 	gw := warn[strings.Index(warn, `data-key-id="`+gone.Key.ID+`"`):]
 	if !strings.Contains(gw, `<span class="called-count">4</span> requests since it was revoked`) ||
@@ -113,6 +73,52 @@ func TestKeysListControlCentre(t *testing.T) {
 	}
 	if strings.Contains(warn, quiet.Key.ID) {
 		t.Error("a revoked key nobody calls is warned about")
+	}
+}
+
+// useThenRevoke calls the API with live (3 answered, 1 not found) and
+// gone (1 answered), revokes gone and quiet, then calls with gone 4 times
+// (refused), and writes the usage.
+func useThenRevoke(t *testing.T, f *fixture, a domain.Account, owner domain.User, live, gone, quiet keys.Created) {
+	t.Helper()
+	for _, c := range []struct {
+		cred, path string
+		status     int
+	}{{live.Credential, "/v1/me", 200}, {live.Credential, "/v1/me", 200}, {live.Credential, "/v1/me", 200},
+		{live.Credential, "/v1/ai-agents/agt_nope", 404}, {gone.Credential, "/v1/me", 200}} {
+		callAPI(t, f.srv.URL+c.path, c.cred, c.status)
+	}
+	ctx := context.Background()
+	for _, k := range []keys.Created{gone, quiet} {
+		if err := f.keys.Revoke(ctx, domainActor(owner), a.ID, k.Key.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Advance(2 * time.Minute)
+	for range 4 {
+		callAPI(t, f.srv.URL+"/v1/me", gone.Credential, 401)
+	}
+	if err := f.usage.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkLiveRow: the live key's row shows its 4 requests, 25 % errors, a
+// sparkline with one error bar, and its menu.
+func checkLiveRow(t *testing.T, row, id string) {
+	t.Helper()
+	for _, want := range []string{
+		`<span class="requests24h">4</span> in 24 h`, `<span class="error-share has-errors">25.0 %</span> errors`,
+		`<svg class="spark"`, `<details class="rowmenu">`,
+		`href="/console/developers/keys/` + id + `/edit"`, `href="/console/developers/keys/` + id + `/rotate"`,
+		`href="/console/developers/keys/` + id + `/revoke"`, `href="/console/developers/logs?key=` + id + `"`,
+	} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the live key's row lacks %q:\n%s", want, row)
+		}
+	}
+	if n := strings.Count(row, `fill="#D55E00"`); n != 1 {
+		t.Errorf("the live key's sparkline draws %d error bars, want 1", n)
 	}
 }
 
