@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/requestlog"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -255,5 +256,39 @@ func TestAccountNameAndRename(t *testing.T) {
 	}
 	if got, _ := f.st.GetAccount(context.Background(), a.ID); got.Name != "Acme Robotics" {
 		t.Fatalf("an Admin renamed the account to %q", got.Name)
+	}
+}
+
+// TestStillCalledExpiredKey: an expired key called after its expiry is
+// warned about too, with its count since the expiry, the last attempt
+// and its address; its calls before the expiry do not count.
+func TestStillCalledExpiredKey(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	soon := f.clock.Now().Add(time.Minute)
+	k, err := f.keys.Create(context.Background(), domainActor(owner), keysParams(a.ID, "short-lived", &soon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(10 * time.Minute)
+	// The recorder's logs and counts, as it writes them (the API stamps
+	// requests with the wall clock, not the fixture's).
+	before, after := soon.Add(-30*time.Second), soon.Add(3*time.Minute)
+	log := func(id string, at time.Time, status int, client string) requestlog.Log {
+		return requestlog.Log{ID: id, AccountID: a.ID, KeyID: k.Key.ID, At: at, Method: "GET", Route: "GET /v1/me",
+			Path: "/v1/me", Status: status, Client: client}
+	}
+	logs := []requestlog.Log{log("req_a", before, 200, "192.0.2.1"), log("req_b", after, 401, "198.51.100.7")}
+	counts := []store.UsageCount{
+		{AccountID: a.ID, KeyID: k.Key.ID, Minute: before.Truncate(time.Minute), Class: requestlog.Class2xx, Count: 5},
+		{AccountID: a.ID, KeyID: k.Key.ID, Minute: after.Truncate(time.Minute), Class: requestlog.Class4xx, Count: 3},
+	}
+	if err := f.st.WriteUsage(context.Background(), logs, counts); err != nil {
+		t.Fatal(err)
+	}
+	warn := between(t, f.signedIn(owner).get("/console/developers").body, "still-called", "</div>")
+	if !strings.Contains(warn, `<span class="called-count">3</span> requests since it expired`) ||
+		!strings.Contains(warn, `<code class="called-client">198.51.100.7</code>`) || !strings.Contains(warn, formatUTC(after)) {
+		t.Errorf("the warning on the expired key:\n%s", warn)
 	}
 }
