@@ -71,6 +71,31 @@ func accountShow(ctx context.Context, e env, args []string) error {
 	})
 }
 
+// accountRename gives an account (by id, or by its current name) a new
+// name, checked as account create checks it and audited (actor
+// "support"). It prints the id and the name as stored.
+func accountRename(ctx context.Context, e env, args []string) error {
+	fs, db := e.flags("account rename")
+	pos, err := parse(fs, args, "ID|NAME", "NEW_NAME")
+	if err != nil {
+		return err
+	}
+	if _, err := accounts.CheckAccountName(pos[1]); err != nil {
+		return err
+	}
+	return withStore(ctx, e.openExisting, *db, func(st *store.Store) error {
+		id, err := findAccount(ctx, st, pos[0])
+		if err != nil {
+			return err
+		}
+		n, err := accounts.New(st, nil, nil).Rename(ctx, nil, id, pos[1])
+		if err != nil {
+			return err
+		}
+		return changed(e, id, "renamed", strconv.Quote(n))
+	})
+}
+
 // findAccount is the id of the account whose id, or else whose name
 // (ignoring case), is ref; a name that several accounts share is refused.
 func findAccount(ctx context.Context, st *store.Store, ref string) (string, error) {

@@ -28,6 +28,7 @@ func commandTree() command {
 			{name: "create", run: accountCreate},
 			{name: "list", run: accountList},
 			{name: "show", run: accountShow},
+			{name: "rename", run: accountRename},
 			{name: "activate", run: accountSetActive("activate")},
 			{name: "deactivate", run: accountSetActive("deactivate")},
 			{name: "feature", run: accountFeature},

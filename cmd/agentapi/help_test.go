@@ -22,7 +22,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
 	for _, cmd := range [][]string{
 		{"account", "create"}, {"account", "show"}, {"account", "deactivate"}, {"account", "activate"},
-		{"account", "feature"}, {"user", "create"}, {"user", "reset-password"},
+		{"account", "feature"}, {"account", "rename"}, {"user", "create"}, {"user", "reset-password"},
 		{"key", "create"}, {"key", "revoke"}, {"key", "set-rate-limit"}, {"key", "list"}, {"key", "show"}, {"user", "list"},
 		{"api", "me"}, {"api", "agents", "list"}, {"api", "agents", "get"}, {"api", "agents", "create"},
 		{"api", "agents", "update"}, {"api", "ask"},

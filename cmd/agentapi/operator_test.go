@@ -37,6 +37,7 @@ func TestOperatorCommandsRefuseAMissingDatabaseFile(t *testing.T) {
 			{"", []string{"account", "deactivate", acct}},
 			{"", []string{"account", "activate", acct}},
 			{"", []string{"account", "feature", "--enable", "ai-answers", acct}},
+			{"", []string{"account", "rename", acct, "Globex"}},
 			{"a long passphrase\n", []string{"user", "create", "--account", acct, "--email", "bob@example.com", "--role", "admin"}},
 			{"", []string{"key", "create", "--account", acct, "--as", "ann@example.com", "--name", "k2", "--preset", "aiagent-read"}},
 			{"", []string{"key", "revoke", "--account", acct, "--as", "ann@example.com", created.ID}},

@@ -28,6 +28,7 @@ Usage:
   agentapi account create --name NAME
   agentapi account list
   agentapi account show ID|NAME
+  agentapi account rename ID|NAME NEW_NAME
   agentapi account activate|deactivate ID
   agentapi account feature (--enable|--disable) ai-answers ID
   agentapi user create --account ID --email EMAIL --role owner|admin|agent   (password on stdin)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/mail"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -107,6 +108,25 @@ func (s *Service) SetFeature(ctx context.Context, id, feature string, on bool) e
 		return domain.Errorf(domain.CodeInvalidValue, "unknown feature %q (known: ai-answers)", feature)
 	}
 	return accountErr(id, "set feature", s.store.SetAccountFeature(ctx, id, f, on))
+}
+
+// Rename gives account id a new name (the name rule of CreateAccount
+// applies), audited with the old and the new name. by is the console's
+// Owner of that account; nil is the CLI (support), shown as "support".
+// Anyone else gets access_denied. It returns the name as stored.
+func (s *Service) Rename(ctx context.Context, by *domain.User, id, name string) (string, error) {
+	if by != nil && (!by.Active || by.Role != domain.RoleOwner || by.AccountID != id) {
+		return "", domain.Errorf(domain.CodeAccessDenied, "only the account's Owners rename it")
+	}
+	n, err := CheckAccountName(name)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.store.RenameAccount(ctx, id, n, func(old string) domain.AuditEvent {
+		return s.event(by, "support", domain.User{AccountID: id}, domain.AuditAccountRenamed,
+			strconv.Quote(old)+" → "+strconv.Quote(n))
+	})
+	return n, accountErr(id, "rename account", err)
 }
 
 // CheckEmail is the email rule, in this order: UTF-8 as sent, then

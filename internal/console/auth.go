@@ -38,6 +38,9 @@ type session struct {
 	user      domain.User
 	csrf      string
 	tokenHash []byte
+	// account is the user's account's name and features, as the session
+	// read them (no query of its own).
+	account domain.Account
 }
 
 // session returns the request's signed-in user, or ErrNotFound.
@@ -51,7 +54,8 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{user: u, csrf: sess.CSRF, tokenHash: sess.TokenHash}, nil
+	return &session{user: u, csrf: sess.CSRF, tokenHash: sess.TokenHash,
+		account: domain.Account{ID: u.AccountID, Name: sess.AccountName, Active: true, Features: sess.AccountFeatures}}, nil
 }
 
 func tokenEqual(got, want string) bool {

@@ -146,6 +146,7 @@ func TestBrowserEveryPageAt400(t *testing.T) {
 	look("invited")
 	visit("password", "/console/password", "save-password")
 	visit("notifications", "/console/notifications", "email-notices")
+	visit("account", "/console/account", "rename")
 	visit("error", "/console/no-such-page", "nav-developers")
 	// Webhooks last: seedWebhooks moves the clock on 5 days.
 	visit("webhooks-empty", "/console/developers/webhooks", "first-endpoint")

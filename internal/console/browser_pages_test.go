@@ -110,7 +110,7 @@ func browserKeysList(t *testing.T, b *tab, billing keys.Created, narrow func(str
 	t.Helper()
 	base := b.base
 	b.do("developers", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys")))
-	if n := b.count("#keys tbody tr"); n != 50 {
+	if n := b.count("#keys tbody tr, #ended-keys tbody tr"); n != 50 {
 		t.Fatalf("the keys list shows %d rows, want 50", n)
 	}
 	if fits := b.eval("table width", `(function () { var w = document.querySelector('.tablewrap'); return String(w.scrollWidth <= w.clientWidth); })()`); fits != "true" {
@@ -121,7 +121,7 @@ func browserKeysList(t *testing.T, b *tab, billing keys.Created, narrow func(str
 	}
 	b.shots("01-keys", narrow)
 	b.do("next page", chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("first-page")))
-	if n := b.count("#keys tbody tr"); n != 11 {
+	if n := b.count("#keys tbody tr, #ended-keys tbody tr"); n != 11 {
 		t.Fatalf("the second page shows %d keys, want 11", n)
 	}
 	b.do("search", chromedp.Navigate(base+"/console/developers"), chromedp.WaitVisible(chromedp.ID("keys-q")),
@@ -139,7 +139,7 @@ func browserKeysList(t *testing.T, b *tab, billing keys.Created, narrow func(str
 		chromedp.SetValue(chromedp.ID("keys-status"), "revoked"),
 		chromedp.Submit(chromedp.ID("keys-q")),
 		chromedp.WaitReady(chromedp.CSS(`#keys-status option[value=revoked][selected]`)))
-	if n, badges := b.count("#keys tbody tr"), b.count("#keys .badge-revoked"); n != 9 || badges != 9 {
+	if n, badges := b.count("#keys tbody tr, #ended-keys tbody tr"), b.count("#ended-keys .badge-revoked"); n != 9 || badges != 9 {
 		t.Fatalf("revoked filter: %d rows, %d revoked", n, badges)
 	}
 	b.shots("02-keys-revoked", narrow)
@@ -150,7 +150,8 @@ func browserKeysList(t *testing.T, b *tab, billing keys.Created, narrow func(str
 func browserKeyForm(t *testing.T, f *fixture, b *tab, a domain.Account, agents []domain.Agent, narrow func(string)) domain.APIKey {
 	t.Helper()
 	ctx, base := context.Background(), b.base
-	b.do("new key", chromedp.Navigate(base+"/console/developers/keys/new"), chromedp.WaitVisible(chromedp.ID("agent-q")))
+	b.do("new key", chromedp.Navigate(base+"/console/developers/keys/new"), chromedp.WaitVisible(chromedp.ID("advanced-toggle")),
+		chromedp.Click(chromedp.ID("advanced-toggle")), chromedp.WaitVisible(chromedp.ID("agent-q")))
 	if n := b.count(`#agent-results input[name=agent]`); n != 50 {
 		t.Fatalf("the agent picker lists %d agents, want a page of 50", n)
 	}
@@ -170,8 +171,8 @@ func browserKeyForm(t *testing.T, f *fixture, b *tab, a domain.Account, agents [
 	if c := b.eval("preset scopes", `String(document.querySelector('input[name=scope][value="aiagents:query"]').checked)`); c != "true" {
 		t.Fatal("the preset's own scopes were not ticked when the form went Custom")
 	}
-	if n := b.count(".badge-reserved"); n != 6 {
-		t.Fatalf("%d scopes marked reserved, want 6", n)
+	if n := b.count("#access-table tr.reserved .badge-reserved"); n != 3 {
+		t.Fatalf("%d resources marked reserved, want 3 (staff, helpdesk, settings)", n)
 	}
 	b.do("past date", chromedp.SetValue(chromedp.ID("expiry"), "custom"),
 		chromedp.SetValue(chromedp.ID("expires-at"), "2001-01-01T00:00"),

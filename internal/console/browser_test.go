@@ -69,6 +69,7 @@ func browserCreateKey(t *testing.T, f *fixture, b *tab, a domain.Account, suppor
 		chromedp.SendKeys(chromedp.ID("key-name"), "Helpdesk integration"),
 		chromedp.SendKeys(chromedp.ID("key-description"), "Answers customers from the help widget"),
 		chromedp.Click(chromedp.ID("preset-aiagent-query")),
+		chromedp.Click(chromedp.ID("advanced-toggle")),
 		chromedp.Click(chromedp.CSS(`input[name=agent][value="`+support.ID+`"]`)),
 		chromedp.SetValue(chromedp.ID("expiry"), "90"))
 	b.shot("02-create-key-form")

@@ -231,6 +231,8 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET "+tailPath, manager(c.handleTail))
 	mux.Handle("GET /console/developers/logs/{id}", manager(c.handleLog))
 	mux.Handle("GET /console/overview", manager(c.handleOverview))
+	mux.Handle("GET /console/account", manager(blank(c.showAccount)))
+	mux.Handle("POST /console/account", owner(form(c.handleRenameAccount, c.showAccount)))
 	c.webhookRoutes(mux, manager)
 
 	mux.Handle("GET /console/users", owner(blank(c.showUsers)))

@@ -91,8 +91,11 @@ type keysPage struct {
 	Status   string
 	Statuses []option
 	Pager    pager
-	// Requests24h is each key's requests in the last 24 hours (usage.go).
-	Requests24h map[string]int64
+	// Active and Ended are Keys apart: active, then revoked and expired;
+	// Activity is each key's last 24 hours; StillCalled the ended keys
+	// called after they ended (keyslist.go).
+	Active, Ended []listKey
+	StillCalled   []stillCalled
 }
 
 // recentEvents is how many audit events the Developers page shows.
@@ -139,7 +142,12 @@ func (c *Console) handleKeys(w http.ResponseWriter, r *http.Request, s *session)
 	if p.Notices, err = c.keyNotices(r.Context(), s.user.AccountID, ""); err != nil {
 		return err
 	}
-	if p.Requests24h, err = c.Store.AccountKeyRequests(r.Context(), s.user.AccountID, now.Add(-24*time.Hour)); err != nil {
+	act, err := c.keyActivities(r.Context(), s.user.AccountID, now)
+	if err != nil {
+		return err
+	}
+	p.Active, p.Ended = splitKeys(p.Keys, act)
+	if p.StillCalled, err = c.stillCalledKeys(r.Context(), s.user.AccountID, now, p.Ended); err != nil {
 		return err
 	}
 	return c.render(w, r, s, http.StatusOK, "keys", "API keys", p)
@@ -183,6 +191,15 @@ type newKeyPage struct {
 	// PolicyNote states the account's key policy on the create form
 	// (keyhealth.go); "" when it asks nothing.
 	PolicyNote string
+	// Access is the scopes as a resource × access table (keyaccess.go).
+	Access        []accessRow
+	AccessColumns []string
+	// AdvancedOpen unfolds the advanced options: something in them is set.
+	AdvancedOpen bool
+	// ExpiryNote says which expiries the edit form offers; RateLimit is
+	// the edited key's.
+	ExpiryNote string
+	RateLimit  int
 	formError
 }
 
@@ -261,17 +278,19 @@ func (c *Console) newKeyPage(ctx context.Context, accountID string, f keyForm) (
 		for i, s := range pr.Scopes {
 			scopes[i] = string(s)
 		}
-		label := pr.Label + " — " + strings.Join(scopes, ", ")
-		if pr.ID == "full-access" {
-			label = pr.Label + " — every scope"
-		}
-		p.Presets = append(p.Presets, option{Value: pr.ID, Label: label, Checked: preset == pr.ID, Scopes: strings.Join(scopes, " ")})
+		p.Presets = append(p.Presets, option{Value: pr.ID, Label: pr.Label, Checked: preset == pr.ID, Scopes: strings.Join(scopes, " ")})
 	}
-	p.Presets = append(p.Presets, option{Value: "custom", Label: "Custom — choose scopes one by one", Checked: preset == "custom"})
+	p.Presets = append(p.Presets, option{Value: "custom", Label: "Custom", Checked: preset == "custom"})
+	if pr, ok := domain.PresetByID(preset); ok {
+		// The table shows what the preset grants (console.js keeps it so).
+		ticked = scopeNames(pr.Scopes)
+	}
 	for _, s := range domain.Scopes {
 		p.Scopes = append(p.Scopes, option{Value: string(s), Label: string(s), Checked: slices.Contains(ticked, string(s)),
 			Description: s.Description(), Reserved: s.Reserved()})
 	}
+	p.Access, p.AccessColumns = accessTable(p.Scopes)
+	p.AdvancedOpen = len(f.agents) > 0 || strings.TrimSpace(f.allowedIPs) != "" || f.op == "search-agents" || f.op == "more-agents"
 	if err := c.agentPicker(ctx, accountID, f, &p); err != nil {
 		return p, err
 	}
@@ -489,6 +508,8 @@ type createdPage struct {
 	Key        keyRow
 	Credential string
 	Old        *keyRow // set after a rotation
+	// APIBase is where the curl line sends its request (apiBase).
+	APIBase string
 }
 
 func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -687,9 +708,28 @@ func (c *Console) showEditForm(w http.ResponseWriter, r *http.Request, s *sessio
 	if k.ExpiresAt != nil {
 		keep.Label = "Unchanged (" + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC)"
 	}
-	np.Expiry = choose(append([]option{keep}, expiryChoices[1:]...), cmp.Or(f.expiry, "keep"))
+	np.Expiry = choose(append([]option{keep}, editExpiries(k.ExpiresAt, c.Now())...), cmp.Or(f.expiry, "keep"))
+	if k.ExpiresAt != nil {
+		np.ExpiryNote = "An expiry can only be brought earlier: the choices end before " + k.ExpiresAt.UTC().Format("2006-01-02 15:04") + " UTC."
+	}
+	np.RateLimit = k.RateLimitPerMinute
 	p := editKeyPage{Key: k, newKeyPage: np}
 	return c.renderForm(w, r, s, e, "editkey", "Edit "+isolate(k.Name), &p)
+}
+
+// editExpiries are the expiries the edit form offers a key expiring at
+// expires (nil: never): only those the edit accepts, no later than it
+// (keys.Edit), and a date, which the edit checks.
+func editExpiries(expires *time.Time, now time.Time) []option {
+	var out []option
+	for _, o := range expiryChoices[1:] {
+		days, err := strconv.Atoi(o.Value)
+		if err == nil && expires != nil && now.AddDate(0, 0, days).After(*expires) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // editForm is k's settings as the edit form starts with them: its preset

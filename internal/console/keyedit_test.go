@@ -111,16 +111,23 @@ func TestPickerSortsNaturally(t *testing.T) {
 	if i2 < 0 || i2 > i6 || i6 > i10 {
 		t.Errorf("picker order: Agent 2 at %d, 6 at %d, 10 at %d", i2, i6, i10)
 	}
-	for _, label := range []string{"> AI agent read — aiagents:read</label>", "> aiagent-query — aiagents:read, aiagents:query</label>",
-		"> full-access — every scope</label>", "> Custom — choose scopes one by one</label>"} {
+	// One name per preset, its CLI id, in the form, the list and the
+	// key's page (the form once named one "AI agent read", another
+	// "aiagent-query").
+	for _, label := range []string{`data-scopes="aiagents:read"> aiagent-read</label>`, `data-scopes="aiagents:read aiagents:query"> aiagent-query</label>`,
+		`> full-access</label>`, `id="preset-custom"> Custom</label>`} {
 		if !strings.Contains(form, label) {
 			t.Errorf("the form lacks %q", label)
 		}
 	}
+	if strings.Contains(form, "AI agent read") {
+		t.Error("the form still names a preset AI agent read")
+	}
 	b.created("/console/developers/keys/new", "/console/developers/keys",
 		url.Values{"name": {"ci"}, "preset": {"aiagent-read"}, "env": {"live"}, "expiry": {"never"}})
-	if list := b.get("/console/developers").body; !strings.Contains(list, `<span class="strong preset">AI agent read</span>`) {
-		t.Errorf("the keys list does not name the preset:\n%s", list)
+	list := b.get("/console/developers").body
+	if !strings.Contains(list, `<span class="strong preset">aiagent-read</span>`) || strings.Contains(list, "AI agent read") {
+		t.Errorf("the keys list does not name the preset aiagent-read:\n%s", list)
 	}
 }
 

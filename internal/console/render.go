@@ -26,6 +26,8 @@ type view struct {
 	// once (mirrorWarning).
 	Warning string
 	Page    any
+	// Account is the signed-in user's account (its name in the header).
+	Account *domain.Account
 }
 
 // isolate keeps user text from reordering the text around it where no
@@ -128,6 +130,7 @@ var notices = map[string]string{
 	"webhook-resent":   "The event is sent again, with a fresh round of attempts. Reload to see its attempt below.",
 	"webhook-deleted":  "The endpoint is deleted, with its deliveries log. Nothing more is sent to it.",
 	"policy":           "The key policy is saved. It applies to keys made from now on; existing keys keep their settings.",
+	"account-renamed":  "The account is renamed.",
 }
 
 // render shows page with status; a template that fails writes nothing and
@@ -138,7 +141,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 		v.Warning = mirrorWarning
 	}
 	if s != nil {
-		v.User, v.CSRF = &s.user, s.csrf
+		v.User, v.CSRF, v.Account = &s.user, s.csrf, &s.account
 	}
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, "layout.html", v); err != nil {
@@ -151,7 +154,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, sta
 }
 
 func navOf(path string) string {
-	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "developers", "users", "agents", "password", "notifications"} {
+	for _, p := range []string{"developers/logs", "developers/webhooks", "overview", "account", "developers", "users", "agents", "password", "notifications"} {
 		if strings.HasPrefix(path, "/console/"+p) {
 			return p
 		}

@@ -150,7 +150,7 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		setRevealCookie(w, r, revealPath(k.ID), "", -time.Second)
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
-	p := createdPage{Key: k, Credential: cred}
+	p := createdPage{Key: k, Credential: cred, APIBase: apiBase(r)}
 	title := "Key created"
 	if k.RotatedFrom != "" {
 		old, err := c.keyRow(r.Context(), s.user.AccountID, k.RotatedFrom)
@@ -170,4 +170,14 @@ func (c *Console) handleCreated(w http.ResponseWriter, r *http.Request, s *sessi
 		return seeOther("/console/developers/keys/" + url.PathEscape(k.ID))
 	}
 	return c.render(w, r, s, http.StatusOK, "created", title, p)
+}
+
+// apiBase is the API's address as the browser reached the console: the
+// same server answers /v1 (docs/console.md, Create key: the curl line).
+func apiBase(r *http.Request) string {
+	scheme := "http"
+	if overTLS(r) {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }

@@ -246,6 +246,10 @@ const (
 	AuditUserReactivated   AuditAction = "user_reactivated"
 	AuditUserPasswordReset AuditAction = "user_password_reset"
 
+	// AuditAccountRenamed: the account's name changed (console or CLI);
+	// the detail holds the old and the new name.
+	AuditAccountRenamed AuditAction = "account_renamed"
+
 	// A webhook endpoint's events (internal/webhooks): they name no key;
 	// the detail starts with the endpoint's id.
 	AuditWebhookCreated       AuditAction = "webhook_endpoint_created"
@@ -297,4 +301,8 @@ type Session struct {
 	CSRF      string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// AccountName and AccountFeatures are the user's account's, read with
+	// the session for the console's header and Overview.
+	AccountName     string
+	AccountFeatures []Feature
 }

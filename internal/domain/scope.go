@@ -63,14 +63,17 @@ func ValidScope(s string) bool { return slices.Contains(Scopes, Scope(s)) }
 
 // Preset is a named set of scopes offered by the console and the CLI.
 type Preset struct {
-	ID     string // CLI id
-	Label  string // console label from the contract
+	ID string // CLI id
+	// Label is the name the console shows, the same as ID: one name per
+	// preset on every page, in the CLI and in the docs (docs/api.md,
+	// Scopes and presets).
+	Label  string
 	Scopes []Scope
 }
 
 // Presets are those of docs/api.md (Scopes and presets).
 var Presets = []Preset{
-	{ID: "aiagent-read", Label: "AI agent read", Scopes: []Scope{ScopeAgentsRead}},
+	{ID: "aiagent-read", Label: "aiagent-read", Scopes: []Scope{ScopeAgentsRead}},
 	{ID: "aiagent-query", Label: "aiagent-query", Scopes: []Scope{ScopeAgentsRead, ScopeAgentsQuery}},
 	{ID: "full-access", Label: "full-access", Scopes: Scopes},
 }

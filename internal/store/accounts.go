@@ -109,6 +109,31 @@ func (s *Store) SetAccountFeature(ctx context.Context, id string, f domain.Featu
 	})
 }
 
+// RenameAccount gives the account id the name name (checked by the
+// caller) and stores the audit event event makes of its old name, in one
+// transaction; it returns the old name. A name that is already the
+// account's changes nothing and records nothing. ErrNotFound for an
+// unknown account.
+func (s *Store) RenameAccount(ctx context.Context, id, name string, event func(old string) domain.AuditEvent) (string, error) {
+	if !storable(id, name) {
+		return "", domain.ErrNotFound
+	}
+	var old string
+	err := s.inTx(ctx, func(tx *Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT name FROM accounts WHERE id = $1`+s.d.forUpdate, id).Scan(&old); err != nil {
+			return rowErr("get account name", err)
+		}
+		if old == name {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE accounts SET name = $1 WHERE id = $2`, name, id); err != nil {
+			return fmt.Errorf("rename account: %w", err)
+		}
+		return insertAuditEvents(ctx, tx, event(old))
+	})
+	return old, err
+}
+
 // normalizeFeatures drops repeats and puts known features first, in
 // domain.Features order, then unknown ones in their given order.
 func normalizeFeatures(list []domain.Feature) []domain.Feature {

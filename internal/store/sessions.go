@@ -41,21 +41,23 @@ func (s *Store) SessionUser(ctx context.Context, tokenHash []byte, now time.Time
 		role             string
 		created, expires int64
 		userCreated      int64
+		features         string
 	)
 	err := s.r.QueryRowContext(ctx,
 		`SELECT s.token_hash, s.user_id, s.csrf, s.created_at, s.expires_at,
-			u.id, u.account_id, u.email, u.role, u.password_hash, u.must_change_password, u.active, u.created_at
+			u.id, u.account_id, u.email, u.role, u.password_hash, u.must_change_password, u.active, u.created_at, a.name, a.features
 		FROM console_sessions s
 		JOIN users u ON u.id = s.user_id
 		JOIN accounts a ON a.id = u.account_id
 		WHERE s.token_hash = $1 AND s.expires_at > $2 AND u.active = $3 AND a.active = $3`,
 		tokenHash, toMS(now), true,
 	).Scan(&sess.TokenHash, &sess.UserID, &sess.CSRF, &created, &expires,
-		&u.ID, &u.AccountID, &u.Email, &role, &u.PasswordHash, &u.MustChangePassword, &u.Active, &userCreated)
+		&u.ID, &u.AccountID, &u.Email, &role, &u.PasswordHash, &u.MustChangePassword, &u.Active, &userCreated, &sess.AccountName, &features)
 	if err != nil {
 		return domain.Session{}, domain.User{}, rowErr("get session user", err)
 	}
 	sess.CreatedAt, sess.ExpiresAt = fromMS(created), fromMS(expires)
+	sess.AccountFeatures = splitList[domain.Feature](features)
 	u.Role = domain.Role(role)
 	u.CreatedAt = fromMS(userCreated)
 	return sess, u, nil

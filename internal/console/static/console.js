@@ -21,28 +21,30 @@
       if (!window.confirm(form.getAttribute("data-confirm"))) { ev.preventDefault(); }
     });
   });
-  // Scopes beyond a preset: ticking one flips the form to Custom, with the
-  // preset's own scopes ticked too (what the server does without this
-  // script); choosing a preset clears the boxes.
+  // The key form's access table reflects the chosen preset: choosing one
+  // ticks exactly its scopes; changing a box under a preset makes the key
+  // Custom with the boxes as they are (the server, without this script,
+  // keeps a preset's scopes and adds the boxes ticked beyond them).
   var custom = document.getElementById("preset-custom");
   if (custom) {
     var boxes = document.querySelectorAll("input[name=scope]");
     var presets = document.querySelectorAll("input[name=preset]");
+    var scopesOf = function (r) { return (r.getAttribute("data-scopes") || "").split(" "); };
     boxes.forEach(function (box) {
       box.addEventListener("change", function () {
-        if (!box.checked || custom.checked) { return; }
+        if (custom.checked) { return; }
         var chosen = document.querySelector("input[name=preset]:checked");
-        var own = chosen ? (chosen.getAttribute("data-scopes") || "").split(" ") : [];
-        boxes.forEach(function (b) {
-          if (own.indexOf(b.value) >= 0) { b.checked = true; }
-        });
-        custom.checked = true;
+        var own = chosen ? scopesOf(chosen) : [];
+        var same = true;
+        boxes.forEach(function (b) { if (b.checked !== (own.indexOf(b.value) >= 0)) { same = false; } });
+        if (!same) { custom.checked = true; }
       });
     });
     presets.forEach(function (r) {
       r.addEventListener("change", function () {
         if (r.checked && r !== custom) {
-          boxes.forEach(function (b) { b.checked = false; });
+          var own = scopesOf(r);
+          boxes.forEach(function (b) { b.checked = own.indexOf(b.value) >= 0; });
         }
       });
     });
