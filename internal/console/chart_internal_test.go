@@ -24,7 +24,7 @@ func TestChartEndsAtNow(t *testing.T) {
 		beforeNow, firstLabel string
 	}{
 		{"24h", time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), "04:00", "16:00"},
-		{"7d", time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC), "Nov 30", "Nov 25"},
+		{"7d", time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC), "Nov 29", "Nov 25"},
 		{"30d", time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), "Nov 26", "Nov 6"},
 	} {
 		p, err := readPeriod(httptest.NewRequest("GET", "/console/overview?range="+c.period, nil))

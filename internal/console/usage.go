@@ -37,7 +37,7 @@ type period struct {
 
 var periods = []period{
 	{"24h", "24 h", "Last 24 hours", "Requests per hour (UTC)", "15:04", time.Hour, 24, 6},
-	{"7d", "7 d", "Last 7 days", "Requests per 6 hours (UTC)", "Jan 2", 6 * time.Hour, 28, 4},
+	{"7d", "7 d", "Last 7 days", "Requests per 6 hours (UTC)", "Jan 2", 6 * time.Hour, 28, 8},
 	{"30d", "30 d", "Last 30 days", "Requests per day (UTC)", "Jan 2", 24 * time.Hour, 30, 5},
 }
 

@@ -1,0 +1,99 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/requestlog"
+	"github.com/agentapi/agentapi/internal/store"
+	"github.com/agentapi/agentapi/internal/store/storetest"
+)
+
+// BenchmarkLatencySource measures where the charts' p50 and p95 come
+// from, for one account's 30-day chart (a bucket a day): "logs" reads and
+// unpacks every request log of the range and bins each duration;
+// "histograms" reads the latency histograms the usage recorder writes
+// beside the counts (AccountLatency). The account made logsTotal requests
+// with 5 keys, spread over the last 7 days (the logs' retention: older
+// ones are gone, so the logs cannot give 30 days at all); the histograms
+// are what the recorder wrote for the same requests, swept as the sweep
+// does (minutes past 48 hours become hours).
+func BenchmarkLatencySource(b *testing.B) {
+	const logsTotal = 1_000_000
+	for _, e := range storetest.Engines() {
+		s := storetest.Open(b, e)
+		ctx := context.Background()
+		now := time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)
+		acct := storetest.Account(b, s)
+		var keys []string
+		for range 5 {
+			keys = append(keys, storetest.Key(b, s, acct.ID).ID)
+		}
+		seedLatencySource(b, s, acct.ID, keys, now, logsTotal)
+		day := 24 * time.Hour
+		from, to := now.Truncate(day).Add(-29*day), now.Truncate(day).Add(day)
+		b.Run(e+"/logs", func(b *testing.B) {
+			for range b.N {
+				got, err := s.LatencyFromLogs(ctx, acct.ID, from, to, day)
+				if err != nil || len(got) == 0 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+		b.Run(e+"/histograms", func(b *testing.B) {
+			for range b.N {
+				got, err := s.AccountLatency(ctx, acct.ID, from, to, day)
+				if err != nil || len(got) == 0 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
+}
+
+// seedLatencySource writes n requests of keys over the 7 days before now:
+// their counts with histograms, 20,000 requests at a time, swept; then
+// their logs, which the sweep would cut to the newest 100,000.
+func seedLatencySource(b *testing.B, s *store.Store, acct string, keys []string, now time.Time, n int) {
+	b.Helper()
+	span := 7 * 24 * time.Hour
+	const chunk = 20_000
+	var all [][]requestlog.Log
+	for start := 0; start < n; start += chunk {
+		logs := make([]requestlog.Log, 0, chunk)
+		tallies := map[[2]string]*store.UsageCount{}
+		for i := start; i < min(start+chunk, n); i++ {
+			at := now.Add(-span + time.Duration(int64(span)/int64(n)*int64(i)))
+			key := keys[i%len(keys)]
+			d := time.Duration(500+i*7919%90_000) * time.Microsecond
+			logs = append(logs, requestlog.Log{ID: domain.NewRequestID(at), AccountID: acct, KeyID: key, At: at, Method: "GET",
+				Route: "GET /v1/me", Path: "/v1/me", Status: 200, Duration: d, Client: "192.0.2.1"})
+			m := at.Truncate(time.Minute)
+			c := tallies[[2]string{key, m.String()}]
+			if c == nil {
+				c = &store.UsageCount{AccountID: acct, KeyID: key, Minute: m, Class: requestlog.Class2xx, Latency: make([]uint32, requestlog.LatencyBins)}
+				tallies[[2]string{key, m.String()}] = c
+			}
+			c.Count++
+			c.Latency[requestlog.LatencyBin(d)]++
+		}
+		counts := make([]store.UsageCount, 0, len(tallies))
+		for _, c := range tallies {
+			counts = append(counts, *c)
+		}
+		if err := s.WriteUsage(context.Background(), nil, counts); err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, logs)
+	}
+	if err := s.SweepUsage(context.Background(), now); err != nil {
+		b.Fatal(err)
+	}
+	for _, logs := range all {
+		if err := s.WriteUsage(context.Background(), logs, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
