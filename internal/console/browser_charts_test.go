@@ -84,20 +84,26 @@ func checkClasses(t *testing.T, b *tab, what string, n int, empty bool, classes 
 		if len(c.Legend) != 4 {
 			t.Errorf("%s: legend %v, want the four classes", where, c.Legend)
 		}
-		if empty {
-			continue
+		if !empty {
+			checkFills(t, where, c, classes)
 		}
-		seen := map[string]bool{}
-		if len(c.Fills) != len(classes) {
-			t.Errorf("%s: classes drawn %v, want %v", where, c.Fills, classes)
+	}
+}
+
+// checkFills wants c to draw classes, each in a fill of its own (not
+// black) that its legend repeats.
+func checkFills(t *testing.T, where string, c chartFacts, classes []string) {
+	t.Helper()
+	if len(c.Fills) != len(classes) {
+		t.Errorf("%s: classes drawn %v, want %v", where, c.Fills, classes)
+	}
+	seen := map[string]bool{}
+	for _, cl := range classes {
+		f := c.Fills[cl]
+		if f == "" || f == "rgb(0, 0, 0)" || seen[f] || c.Legend[cl] != f {
+			t.Errorf("%s: class %s drawn in %q, its legend in %q (fills %v)", where, cl, f, c.Legend[cl], c.Fills)
 		}
-		for _, cl := range classes {
-			f := c.Fills[cl]
-			if f == "" || f == "rgb(0, 0, 0)" || seen[f] || c.Legend[cl] != f {
-				t.Errorf("%s: class %s drawn in %q, its legend in %q (fills %v)", where, cl, f, c.Legend[cl], c.Fills)
-			}
-			seen[f] = true
-		}
+		seen[f] = true
 	}
 }
 
