@@ -11,29 +11,31 @@ import (
 )
 
 // Latency histograms and AI agents' counts (migration 0021): written with
-// the counts (WritePackedUsage), rolled up and swept as they are (rollUp),
+// the counts (WritePackedUsage), the histograms into their hour at once,
+// the agents' counts per minute and rolled up as the counts are (rollUp);
 // read by the charts and the overview's busiest agents.
 
-// latencyRow is a key's requests in one latency bin in one minute.
+// latencyRow is a key's requests in one latency bin in one hour.
 type latencyRow struct {
 	accountID, keyID string
-	minute           int64 // Unix milliseconds
+	hour             int64 // Unix milliseconds
 	bin              int
 	count            int64
 }
 
-// latencyRows sums counts' histograms per key, minute and bin (a key's
-// classes share its histogram), in that order: every instance takes the
-// rows' locks in one order, as the counts' (WritePackedUsage).
+// latencyRows sums counts' histograms per key, hour and bin (a key's
+// classes and minutes share its hour's histogram), in that order: every
+// instance takes the rows' locks in one order, as the counts'
+// (WritePackedUsage).
 func latencyRows(counts []UsageCount) []latencyRow {
 	type at struct {
-		key    string
-		minute int64
-		bin    int
+		key  string
+		hour int64
+		bin  int
 	}
 	sum := map[at]*latencyRow{}
 	for _, c := range counts {
-		m := toMS(c.Minute.Truncate(time.Minute))
+		m := toMS(c.Minute.Truncate(time.Hour))
 		for bin, n := range c.Latency {
 			if n == 0 {
 				continue
@@ -42,7 +44,7 @@ func latencyRows(counts []UsageCount) []latencyRow {
 			if r := sum[k]; r != nil {
 				r.count += int64(n)
 			} else {
-				sum[k] = &latencyRow{accountID: c.AccountID, keyID: c.KeyID, minute: m, bin: bin, count: int64(n)}
+				sum[k] = &latencyRow{accountID: c.AccountID, keyID: c.KeyID, hour: m, bin: bin, count: int64(n)}
 			}
 		}
 	}
@@ -51,7 +53,7 @@ func latencyRows(counts []UsageCount) []latencyRow {
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b latencyRow) int {
-		return cmp.Or(strings.Compare(a.keyID, b.keyID), cmp.Compare(a.minute, b.minute), cmp.Compare(a.bin, b.bin))
+		return cmp.Or(strings.Compare(a.keyID, b.keyID), cmp.Compare(a.hour, b.hour), cmp.Compare(a.bin, b.bin))
 	})
 	return out
 }
@@ -60,14 +62,14 @@ func addLatency(ctx context.Context, tx *Tx, rows []latencyRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage_latency_minute (key_id, minute, bin, account_id, count) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key_id, minute, bin) DO UPDATE SET count = usage_latency_minute.count + excluded.count`)
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage_latency_hour (key_id, hour, bin, account_id, count) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key_id, hour, bin) DO UPDATE SET count = usage_latency_hour.count + excluded.count`)
 	if err != nil {
 		return fmt.Errorf("prepare latency: %w", err)
 	}
 	defer stmt.Close()
 	for _, r := range rows {
-		if _, err := stmt.ExecContext(ctx, r.keyID, r.minute, r.bin, r.accountID, r.count); err != nil {
+		if _, err := stmt.ExecContext(ctx, r.keyID, r.hour, r.bin, r.accountID, r.count); err != nil {
 			return fmt.Errorf("add latency: %w", err)
 		}
 	}
@@ -92,24 +94,26 @@ func addAgentCounts(ctx context.Context, tx *Tx, counts []UsageCount) error {
 	return nil
 }
 
-// rollUpMore rolls the histograms' and agents' minutes before cut into
-// their hours and sweeps hours before gone, as rollUp does the counts.
+// rollUpMore rolls the agents' minutes before cut into their hours, and
+// sweeps their hours and the histograms' before gone, as rollUp does the
+// counts.
 func rollUpMore(ctx context.Context, tx *Tx, cut, gone int64) error {
-	hour := time.Hour.Milliseconds()
-	for _, t := range []struct{ table, id, dim string }{{"usage_latency", "key_id", "bin"}, {"usage_agent", "agent_id", "class"}} {
-		// The names are this list's constants; the values are parameters.
-		q := strings.NewReplacer("{t}", t.table, "{id}", t.id, "{dim}", t.dim).Replace(`INSERT INTO {t}_hour ({id}, hour, {dim}, account_id, count)
-			SELECT {id}, (minute / $2) * $2, {dim}, MIN(account_id), SUM(count) FROM {t}_minute WHERE minute < $1
-			GROUP BY {id}, (minute / $2) * $2, {dim}
-			ON CONFLICT ({id}, hour, {dim}) DO UPDATE SET count = {t}_hour.count + excluded.count`)
-		if _, err := tx.ExecContext(ctx, q, cut, hour); err != nil {
-			return fmt.Errorf("roll %s up: %w", t.table, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t.table+`_minute WHERE minute < $1`, cut); err != nil {
-			return fmt.Errorf("sweep %s minutes: %w", t.table, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t.table+`_hour WHERE hour < $1`, gone); err != nil {
-			return fmt.Errorf("sweep %s hours: %w", t.table, err)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO usage_agent_hour (agent_id, hour, class, account_id, count)
+		SELECT agent_id, (minute / $2) * $2, class, MIN(account_id), SUM(count) FROM usage_agent_minute WHERE minute < $1
+		GROUP BY agent_id, (minute / $2) * $2, class
+		ON CONFLICT (agent_id, hour, class) DO UPDATE SET count = usage_agent_hour.count + excluded.count`, cut, time.Hour.Milliseconds()); err != nil {
+		return fmt.Errorf("roll agent usage up: %w", err)
+	}
+	for _, d := range []struct {
+		q      string
+		before int64
+	}{
+		{`DELETE FROM usage_agent_minute WHERE minute < $1`, cut},
+		{`DELETE FROM usage_agent_hour WHERE hour < $1`, gone},
+		{`DELETE FROM usage_latency_hour WHERE hour < $1`, gone},
+	} {
+		if _, err := tx.ExecContext(ctx, d.q, d.before); err != nil {
+			return fmt.Errorf("sweep agent usage and latency: %w", err)
 		}
 	}
 	return nil
@@ -124,7 +128,8 @@ type LatencyBucket struct {
 }
 
 // KeyLatency returns a key's latency histogram in [from, to), summed per
-// bucket of width, as KeyUsage returns its counts.
+// bucket of width (a whole number of hours: the histograms are kept per
+// hour).
 func (s *Store) KeyLatency(ctx context.Context, keyID string, from, to time.Time, width time.Duration) ([]LatencyBucket, error) {
 	return s.latency(ctx, "key_id", keyID, from, to, width)
 }
@@ -140,11 +145,8 @@ func (s *Store) latency(ctx context.Context, col, id string, from, to time.Time,
 	if !storable(id) {
 		return nil, nil
 	}
-	rows, err := s.queryRead(ctx, `SELECT b, bin, SUM(n) FROM (
-			SELECT (minute / $4) * $4 AS b, bin, count AS n FROM usage_latency_minute WHERE `+col+` = $1 AND minute >= $2 AND minute < $3
-			UNION ALL
-			SELECT (hour / $4) * $4 AS b, bin, count AS n FROM usage_latency_hour WHERE `+col+` = $1 AND hour >= $2 AND hour < $3
-		) u GROUP BY b, bin ORDER BY b, bin`, id, toMS(from), toMS(to), width.Milliseconds())
+	rows, err := s.queryRead(ctx, `SELECT (hour / $4) * $4 AS b, bin, SUM(count) FROM usage_latency_hour
+		WHERE `+col+` = $1 AND hour >= $2 AND hour < $3 GROUP BY b, bin ORDER BY b, bin`, id, toMS(from), toMS(to), width.Milliseconds())
 	return collect("latency", rows, err, func(r *sql.Rows) (b LatencyBucket, err error) {
 		var ms int64
 		err = r.Scan(&ms, &b.Bin, &b.Count)

@@ -15,11 +15,11 @@ import (
 // from, for one account's 30-day chart (a bucket a day): "logs" reads and
 // unpacks every request log of the range and bins each duration;
 // "histograms" reads the latency histograms the usage recorder writes
-// beside the counts (AccountLatency). The account made logsTotal requests
-// with 5 keys, spread over the last 7 days (the logs' retention: older
-// ones are gone, so the logs cannot give 30 days at all); the histograms
-// are what the recorder wrote for the same requests, swept as the sweep
-// does (minutes past 48 hours become hours).
+// beside the counts (AccountLatency). The account's 5 keys made logsTotal
+// requests in the last 7 days (the logs' retention: older ones are gone,
+// so the logs cannot give 30 days at all, and the sweep would also cut
+// them to 100,000), and as many a week before: the histograms hold 30
+// days of them.
 func BenchmarkLatencySource(b *testing.B) {
 	const logsTotal = 1_000_000
 	for _, e := range storetest.Engines() {
@@ -53,46 +53,48 @@ func BenchmarkLatencySource(b *testing.B) {
 	}
 }
 
-// seedLatencySource writes n requests of keys over the 7 days before now:
-// their counts with histograms, 20,000 requests at a time, swept; then
-// their logs, which the sweep would cut to the newest 100,000.
+// seedLatencySource writes the requests of keys at the rate of n in 7
+// days: their counts with histograms for the 30 days before now, 20,000
+// requests at a time, swept; then the logs of the last 7 days (n), which
+// the sweep would cut to the newest 100,000.
 func seedLatencySource(b *testing.B, s *store.Store, acct string, keys []string, now time.Time, n int) {
 	b.Helper()
-	span := 7 * 24 * time.Hour
+	ctx := context.Background()
+	week := 7 * 24 * time.Hour
+	every := week / time.Duration(n)
+	at := func(i int) time.Time { return now.Add(-time.Duration(i) * every) }
+	latency := func(i int) time.Duration { return time.Duration(500+i*7919%90_000) * time.Microsecond }
 	const chunk = 20_000
-	var all [][]requestlog.Log
-	for start := 0; start < n; start += chunk {
-		logs := make([]requestlog.Log, 0, chunk)
+	for start := 0; start < n*30/7; start += chunk {
 		tallies := map[[2]string]*store.UsageCount{}
-		for i := start; i < min(start+chunk, n); i++ {
-			at := now.Add(-span + time.Duration(int64(span)/int64(n)*int64(i)))
-			key := keys[i%len(keys)]
-			d := time.Duration(500+i*7919%90_000) * time.Microsecond
-			logs = append(logs, requestlog.Log{ID: domain.NewRequestID(at), AccountID: acct, KeyID: key, At: at, Method: "GET",
-				Route: "GET /v1/me", Path: "/v1/me", Status: 200, Duration: d, Client: "192.0.2.1"})
-			m := at.Truncate(time.Minute)
+		for i := start; i < min(start+chunk, n*30/7); i++ {
+			key, m := keys[i%len(keys)], at(i).Truncate(time.Minute)
 			c := tallies[[2]string{key, m.String()}]
 			if c == nil {
 				c = &store.UsageCount{AccountID: acct, KeyID: key, Minute: m, Class: requestlog.Class2xx, Latency: make([]uint32, requestlog.LatencyBins)}
 				tallies[[2]string{key, m.String()}] = c
 			}
 			c.Count++
-			c.Latency[requestlog.LatencyBin(d)]++
+			c.Latency[requestlog.LatencyBin(latency(i))]++
 		}
 		counts := make([]store.UsageCount, 0, len(tallies))
 		for _, c := range tallies {
 			counts = append(counts, *c)
 		}
-		if err := s.WriteUsage(context.Background(), nil, counts); err != nil {
+		if err := s.WriteUsage(ctx, nil, counts); err != nil {
 			b.Fatal(err)
 		}
-		all = append(all, logs)
 	}
-	if err := s.SweepUsage(context.Background(), now); err != nil {
+	if err := s.SweepUsage(ctx, now); err != nil {
 		b.Fatal(err)
 	}
-	for _, logs := range all {
-		if err := s.WriteUsage(context.Background(), logs, nil); err != nil {
+	for start := 0; start < n; start += chunk {
+		logs := make([]requestlog.Log, 0, chunk)
+		for i := start; i < min(start+chunk, n); i++ {
+			logs = append(logs, requestlog.Log{ID: domain.NewRequestID(at(i)), AccountID: acct, KeyID: keys[i%len(keys)], At: at(i), Method: "GET",
+				Route: "GET /v1/me", Path: "/v1/me", Status: 200, Duration: latency(i), Client: "192.0.2.1"})
+		}
+		if err := s.WriteUsage(ctx, logs, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

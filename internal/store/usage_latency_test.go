@@ -41,10 +41,10 @@ func sumBins(rows []store.LatencyBucket, start time.Time) []int64 {
 	return h
 }
 
-// Latency histograms are added up per key, minute and bin (a key's
-// classes together), read per bucket from the minutes and, once swept,
-// the hours, per key or per account; p50 and p95 of 1 to 100 ms are 50
-// and 95 ms. Another account's are not among them.
+// Latency histograms are added up per key, hour and bin (a key's classes
+// and minutes together), read per bucket, per key or per account, before
+// and after a sweep, which removes those older than 90 days; p50 and p95
+// of 1 to 100 ms are 50 and 95 ms. Another account's are not among them.
 func TestUsageLatency(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
@@ -57,12 +57,16 @@ func TestUsageLatency(t *testing.T) {
 			{AccountID: a.ID, KeyID: k1.ID, Minute: now, Class: requestlog.Class4xx, Count: 10, Latency: histogram(91, 100)},
 			{AccountID: a.ID, KeyID: k2.ID, Minute: old, Class: requestlog.Class2xx, Count: 100, Latency: histogram(151, 250)},
 			{AccountID: b.ID, KeyID: other.ID, Minute: now, Class: requestlog.Class2xx, Count: 1000, Latency: histogram(1000, 1999)},
+			{AccountID: a.ID, KeyID: k2.ID, Minute: now.Add(-91 * 24 * time.Hour), Class: requestlog.Class2xx, Count: 1, Latency: histogram(5, 5)},
 		}
 		if err := s.WriteUsage(ctx, nil, counts); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SweepUsage(ctx, now); err != nil { // the old minute becomes an hour
+		if err := s.SweepUsage(ctx, now); err != nil { // the 91-day-old hour goes
 			t.Fatal(err)
+		}
+		if gone, err := s.KeyLatency(ctx, k2.ID, now.Add(-100*24*time.Hour), now.Add(-80*24*time.Hour), time.Hour); err != nil || len(gone) != 0 {
+			t.Errorf("a histogram 91 days old %v, %v; want it swept", gone, err)
 		}
 		day := 24 * time.Hour
 		today, from, to := now.Truncate(day), now.Truncate(day).Add(-29*day), now.Truncate(day).Add(day)

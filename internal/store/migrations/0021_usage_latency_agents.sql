@@ -1,21 +1,12 @@
 -- Latency histograms and AI agents' counts (docs/console.md, Usage and
 -- request logs). The usage recorder counts each request's latency in a bin
 -- (requestlog.LatencyBin) beside its count, and each request to an AI
--- agent's routes per agent; like usage_minute, minutes older than 48 hours
--- are rolled up into hours, kept 90 days. The charts read p50 and p95 from
--- the bins, and the overview its busiest agents, not from the request
--- logs, which are kept 7 days.
-
-CREATE TABLE usage_latency_minute (
-	key_id     TEXT NOT NULL,
-	minute     BIGINT NOT NULL, -- Unix milliseconds, a whole minute
-	bin        INTEGER NOT NULL,
-	account_id TEXT NOT NULL,
-	count      BIGINT NOT NULL,
-	PRIMARY KEY (key_id, minute, bin)
-);
-CREATE INDEX usage_latency_minute_account ON usage_latency_minute (account_id, minute);
-CREATE INDEX usage_latency_minute_minute ON usage_latency_minute (minute);
+-- agent's routes per agent. The histograms are stored per hour from the
+-- start (no chart shows latency per minute, and a minute grain was most of
+-- a 30-day read: BenchmarkLatencySource); the agents' counts, like
+-- usage_minute, per minute for 48 hours, then per hour. Both are kept 90
+-- days. The charts read p50 and p95 from the bins, and the overview its
+-- busiest agents, not from the request logs, which are kept 7 days.
 
 CREATE TABLE usage_latency_hour (
 	key_id     TEXT NOT NULL,
