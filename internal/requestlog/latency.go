@@ -1,7 +1,10 @@
 package requestlog
 
 import (
+	"fmt"
 	"math/bits"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -66,4 +69,39 @@ func Percentile(hist []int64, q float64) (d time.Duration, ok bool) {
 		}
 	}
 	return LatencyOfBin(len(hist) - 1), true
+}
+
+// AppendHist appends hist (counts by bin) as text: "bin:count" for each
+// bin counted, space-separated, bins in order ("" when none). The store
+// keeps a key's hour so, one row, not one a bin (BenchmarkLatencySource).
+func AppendHist(dst []byte, hist []int64) []byte {
+	first := true
+	for b, n := range hist {
+		if n == 0 {
+			continue
+		}
+		if !first {
+			dst = append(dst, ' ')
+		}
+		first = false
+		dst = strconv.AppendInt(dst, int64(b), 10)
+		dst = append(dst, ':')
+		dst = strconv.AppendInt(dst, n, 10)
+	}
+	return dst
+}
+
+// AddHist adds the histogram text (AppendHist) to hist, which holds
+// LatencyBins counts.
+func AddHist(hist []int64, text string) error {
+	for f := range strings.FieldsSeq(text) {
+		b, n, ok := strings.Cut(f, ":")
+		bin, err1 := strconv.Atoi(b)
+		count, err2 := strconv.ParseInt(n, 10, 64)
+		if !ok || err1 != nil || err2 != nil || bin < 0 || bin >= len(hist) || count < 0 {
+			return fmt.Errorf("latency histogram: bad field %q", f)
+		}
+		hist[bin] += count
+	}
+	return nil
 }

@@ -46,3 +46,27 @@ func TestPercentile(t *testing.T) {
 		t.Error("an empty histogram has a percentile")
 	}
 }
+
+// TestHistText: a histogram written as text reads back the same, added to
+// what is there; a damaged one is an error.
+func TestHistText(t *testing.T) {
+	h := make([]int64, LatencyBins)
+	h[0], h[7], h[LatencyBins-1] = 3, 1_000_000, 2
+	text := string(AppendHist(nil, h))
+	if text != "0:3 7:1000000 96:2" {
+		t.Errorf("written as %q", text)
+	}
+	got := make([]int64, LatencyBins)
+	got[7] = 1
+	if err := AddHist(got, text); err != nil || got[0] != 3 || got[7] != 1_000_001 || got[LatencyBins-1] != 2 {
+		t.Errorf("read back %v, %v", got, err)
+	}
+	for _, bad := range []string{"7", "97:1", "-1:1", "3:x", "3:-2"} {
+		if err := AddHist(got, bad); err == nil {
+			t.Errorf("%q read without an error", bad)
+		}
+	}
+	if string(AppendHist(nil, make([]int64, LatencyBins))) != "" {
+		t.Error("an empty histogram is not empty text")
+	}
+}

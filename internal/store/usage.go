@@ -127,7 +127,7 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, c
 		if err := addCounts(ctx, tx, keyCounts); err != nil {
 			return err
 		}
-		if err := addLatency(ctx, tx, latency); err != nil {
+		if err := addLatency(ctx, tx, s.d, latency); err != nil {
 			return err
 		}
 		return addAgentCounts(ctx, tx, agentCounts)

@@ -5,9 +5,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/agentapi/agentapi/internal/requestlog"
 )
 
 // Latency histograms and AI agents' counts (migration 0021): written with
@@ -15,37 +18,34 @@ import (
 // the agents' counts per minute and rolled up as the counts are (rollUp);
 // read by the charts and the overview's busiest agents.
 
-// latencyRow is a key's requests in one latency bin in one hour.
+// latencyRow is a key's histogram of one hour.
 type latencyRow struct {
 	accountID, keyID string
 	hour             int64 // Unix milliseconds
-	bin              int
-	count            int64
+	hist             []int64
 }
 
-// latencyRows sums counts' histograms per key, hour and bin (a key's
-// classes and minutes share its hour's histogram), in that order: every
-// instance takes the rows' locks in one order, as the counts'
-// (WritePackedUsage).
+// latencyRows sums counts' histograms per key and hour (a key's classes
+// and minutes share its hour's), in that order: every instance takes the
+// rows' locks in one order, as the counts' (WritePackedUsage).
 func latencyRows(counts []UsageCount) []latencyRow {
 	type at struct {
 		key  string
 		hour int64
-		bin  int
 	}
 	sum := map[at]*latencyRow{}
 	for _, c := range counts {
-		m := toMS(c.Minute.Truncate(time.Hour))
-		for bin, n := range c.Latency {
-			if n == 0 {
-				continue
-			}
-			k := at{c.KeyID, m, bin}
-			if r := sum[k]; r != nil {
-				r.count += int64(n)
-			} else {
-				sum[k] = &latencyRow{accountID: c.AccountID, keyID: c.KeyID, hour: m, bin: bin, count: int64(n)}
-			}
+		if c.Latency == nil {
+			continue
+		}
+		k := at{c.KeyID, toMS(c.Minute.Truncate(time.Hour))}
+		r := sum[k]
+		if r == nil {
+			r = &latencyRow{accountID: c.AccountID, keyID: c.KeyID, hour: k.hour, hist: make([]int64, requestlog.LatencyBins)}
+			sum[k] = r
+		}
+		for bin, n := range c.Latency[:min(len(c.Latency), requestlog.LatencyBins)] {
+			r.hist[bin] += int64(n)
 		}
 	}
 	out := make([]latencyRow, 0, len(sum))
@@ -53,24 +53,47 @@ func latencyRows(counts []UsageCount) []latencyRow {
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b latencyRow) int {
-		return cmp.Or(strings.Compare(a.keyID, b.keyID), cmp.Compare(a.hour, b.hour), cmp.Compare(a.bin, b.bin))
+		return cmp.Or(strings.Compare(a.keyID, b.keyID), cmp.Compare(a.hour, b.hour))
 	})
 	return out
 }
 
-func addLatency(ctx context.Context, tx *Tx, rows []latencyRow) error {
+// addLatency adds each row's histogram to its key's hour: the row is made
+// if missing, then read locked (on PostgreSQL; SQLite's writer holds the
+// database), added to and written back, so instances flushing the same
+// hour at once each add theirs.
+func addLatency(ctx context.Context, tx *Tx, d dialect, rows []latencyRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage_latency_hour (key_id, hour, bin, account_id, count) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key_id, hour, bin) DO UPDATE SET count = usage_latency_hour.count + excluded.count`)
-	if err != nil {
-		return fmt.Errorf("prepare latency: %w", err)
+	var stmts [3]*sql.Stmt
+	for i, q := range []string{
+		`INSERT INTO usage_latency_hour (key_id, hour, account_id, hist) VALUES ($1, $2, $3, '') ON CONFLICT (key_id, hour) DO NOTHING`,
+		`SELECT hist FROM usage_latency_hour WHERE key_id = $1 AND hour = $2` + d.forUpdate,
+		`UPDATE usage_latency_hour SET hist = $3 WHERE key_id = $1 AND hour = $2`,
+	} {
+		st, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare latency: %w", err)
+		}
+		defer st.Close()
+		stmts[i] = st
 	}
-	defer stmt.Close()
+	var buf []byte
 	for _, r := range rows {
-		if _, err := stmt.ExecContext(ctx, r.keyID, r.hour, r.bin, r.accountID, r.count); err != nil {
+		var stored string
+		if _, err := stmts[0].ExecContext(ctx, r.keyID, r.hour, r.accountID); err != nil {
 			return fmt.Errorf("add latency: %w", err)
+		}
+		if err := stmts[1].QueryRowContext(ctx, r.keyID, r.hour).Scan(&stored); err != nil {
+			return fmt.Errorf("read latency: %w", err)
+		}
+		if err := requestlog.AddHist(r.hist, stored); err != nil {
+			return err
+		}
+		buf = requestlog.AppendHist(buf[:0], r.hist)
+		if _, err := stmts[2].ExecContext(ctx, r.keyID, r.hour, string(buf)); err != nil {
+			return fmt.Errorf("write latency: %w", err)
 		}
 	}
 	return nil
@@ -145,14 +168,33 @@ func (s *Store) latency(ctx context.Context, col, id string, from, to time.Time,
 	if !storable(id) {
 		return nil, nil
 	}
-	rows, err := s.queryRead(ctx, `SELECT (hour / $4) * $4 AS b, bin, SUM(count) FROM usage_latency_hour
-		WHERE `+col+` = $1 AND hour >= $2 AND hour < $3 GROUP BY b, bin ORDER BY b, bin`, id, toMS(from), toMS(to), width.Milliseconds())
-	return collect("latency", rows, err, func(r *sql.Rows) (b LatencyBucket, err error) {
-		var ms int64
-		err = r.Scan(&ms, &b.Bin, &b.Count)
-		b.Start = fromMS(ms)
-		return
-	})
+	rows, err := s.queryRead(ctx, `SELECT hour, hist FROM usage_latency_hour WHERE `+col+` = $1 AND hour >= $2 AND hour < $3`,
+		id, toMS(from), toMS(to))
+	sum := map[int64][]int64{}
+	w := width.Milliseconds()
+	if _, err := collect("latency", rows, err, func(r *sql.Rows) (struct{}, error) {
+		var hour int64
+		var hist string
+		if err := r.Scan(&hour, &hist); err != nil {
+			return struct{}{}, err
+		}
+		b := hour / w * w
+		if sum[b] == nil {
+			sum[b] = make([]int64, requestlog.LatencyBins)
+		}
+		return struct{}{}, requestlog.AddHist(sum[b], hist)
+	}); err != nil {
+		return nil, err
+	}
+	var out []LatencyBucket
+	for _, b := range slices.Sorted(maps.Keys(sum)) {
+		for bin, n := range sum[b] {
+			if n > 0 {
+				out = append(out, LatencyBucket{Start: fromMS(b), Bin: bin, Count: n})
+			}
+		}
+	}
+	return out, nil
 }
 
 // AgentRequests is how many requests an AI agent's routes had.

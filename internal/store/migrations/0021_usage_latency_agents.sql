@@ -1,9 +1,10 @@
 -- Latency histograms and AI agents' counts (docs/console.md, Usage and
 -- request logs). The usage recorder counts each request's latency in a bin
 -- (requestlog.LatencyBin) beside its count, and each request to an AI
--- agent's routes per agent. The histograms are stored per hour from the
--- start (no chart shows latency per minute, and a minute grain was most of
--- a 30-day read: BenchmarkLatencySource); the agents' counts, like
+-- agent's routes per agent. The histograms are stored per key and hour
+-- from the start, one row each (no chart shows latency per minute, and a
+-- row per minute, or per bin, made a 30-day read slow:
+-- BenchmarkLatencySource); the agents' counts, like
 -- usage_minute, per minute for 48 hours, then per hour. Both are kept 90
 -- days. The charts read p50 and p95 from the bins, and the overview its
 -- busiest agents, not from the request logs, which are kept 7 days.
@@ -11,10 +12,9 @@
 CREATE TABLE usage_latency_hour (
 	key_id     TEXT NOT NULL,
 	hour       BIGINT NOT NULL, -- Unix milliseconds, a whole hour
-	bin        INTEGER NOT NULL,
 	account_id TEXT NOT NULL,
-	count      BIGINT NOT NULL,
-	PRIMARY KEY (key_id, hour, bin)
+	hist       TEXT NOT NULL, -- requests by latency bin, "bin:count ..." (requestlog.AppendHist)
+	PRIMARY KEY (key_id, hour)
 );
 CREATE INDEX usage_latency_hour_account ON usage_latency_hour (account_id, hour);
 CREATE INDEX usage_latency_hour_hour ON usage_latency_hour (hour);
