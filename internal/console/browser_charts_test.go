@@ -117,7 +117,7 @@ func TestBrowserCharts(t *testing.T) {
 	seedUsage(t, f, a.ID, k.Key.ID, 40, 60)
 	seedLatency(t, f, a.ID, k.Key.ID)
 	seedFewErrors(t, f, a.ID, few.Key.ID)
-	seedAgents(t, f, a, k.Key.ID, "Helpdesk", "Billing assistant", "Triage")
+	busiestAgent := seedAgents(t, f, a, k.Key.ID, "Helpdesk", "Billing assistant", "Triage")
 	_, lone := f.account("Empty")
 	b := newTab(t, f.srv.URL, 1400, 150*time.Second)
 	b.prefix = "charts"
@@ -133,6 +133,13 @@ func TestBrowserCharts(t *testing.T) {
 		b.do(p.name, chromedp.Navigate(f.srv.URL+p.path), chromedp.WaitVisible(chromedp.ID("usage")))
 		b.widths(p.name, func(width int64) { checkClasses(t, b, p.name, 1, p.empty, p.classes) })
 	}
+	// An agent's page: its chart, without latency (counted per key).
+	b.do("agent", chromedp.Navigate(f.srv.URL+"/console/agents/"+busiestAgent), chromedp.WaitVisible(chromedp.ID("usage-24h")))
+	b.widths("agent", func(int64) {
+		if total := b.eval("agent total", `document.querySelector('#usage .usage-total').textContent`); total != "30" {
+			t.Errorf("the agent's chart: %q requests, want 30", total)
+		}
+	})
 	// The range links work without JavaScript (they are links): 7 d, then
 	// 30 d, from the overview.
 	b.do("overview 7d", chromedp.Navigate(f.srv.URL+"/console/overview"), chromedp.Click(chromedp.CSS(`.ranges a[href*="range=7d"]`)), chromedp.WaitVisible(chromedp.ID("usage-7d")))
@@ -182,12 +189,16 @@ func seedLatency(t *testing.T, f *fixture, accountID, keyID string) {
 }
 
 // seedAgents makes an AI agent of each name and records requests to them
-// with keyID, this hour: 30 to the first, 20 to the next, and so on.
-func seedAgents(t *testing.T, f *fixture, a domain.Account, keyID string, names ...string) {
+// with keyID, this hour: 30 to the first, 20 to the next, and so on. It
+// returns the first's id.
+func seedAgents(t *testing.T, f *fixture, a domain.Account, keyID string, names ...string) (first string) {
 	t.Helper()
 	now := f.clock.Now()
 	for i, name := range names {
 		ag := f.agent(a, name)
+		if i == 0 {
+			first = ag.ID
+		}
 		for range 10 * (len(names) - i) {
 			f.usage.Record(requestlog.Log{ID: domain.NewRequestID(now), AccountID: a.ID, KeyID: keyID, At: now, Method: "GET",
 				Route: "GET /v1/ai-agents/{agent_id}", Path: "/v1/ai-agents/" + ag.ID, Status: 200, Duration: 4 * time.Millisecond, Client: "192.0.2.1"})
@@ -196,6 +207,7 @@ func seedAgents(t *testing.T, f *fixture, a domain.Account, keyID string, names 
 	if err := f.usage.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return first
 }
 
 // seedFewErrors gives keyID 659 2xx and 6 4xx this hour, each taking 3 ms:

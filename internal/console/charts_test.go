@@ -139,3 +139,42 @@ func TestBusiestAgents(t *testing.T) {
 		}
 	}
 }
+
+// An AI agent's page charts the requests to its routes over the chosen
+// range for Owners and Admins (no latency: it is counted per key), and
+// shows no chart to other roles.
+func TestAgentChart(t *testing.T) {
+	f := newFixture(t)
+	a, owner := f.account("Acme")
+	k := f.key(a, owner, "Caller")
+	ag, quiet := f.agent(a, "Helpdesk"), f.agent(a, "Quiet")
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/ai-agents/"+ag.ID, nil)
+		req.Header.Set("Authorization", "Bearer "+k.Credential)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if err := f.usage.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := f.signedIn(owner)
+	for _, c := range []struct{ path, id, want string }{
+		{"/console/agents/" + ag.ID, "24h", "3"}, {"/console/agents/" + ag.ID + "?range=30d", "30d", "3"}, {"/console/agents/" + quiet.ID, "24h", "0"},
+	} {
+		p := b.get(c.path)
+		wantStatus(t, c.path, p, 200)
+		if !strings.Contains(p.body, `<svg id="usage-`+c.id+`"`) || !strings.Contains(p.body, `data-total="`+c.want+`"`) || strings.Contains(p.body, "latency-chart") {
+			t.Errorf("%s: want the %s chart of %s requests, without latency", c.path, c.id, c.want)
+		}
+	}
+	if p := b.get("/console/agents/" + ag.ID + "?range=2d"); p.status != http.StatusBadRequest {
+		t.Errorf("a bad range: %d", p.status)
+	}
+	viewer := f.signedIn(f.user(a, "agent@acme.example", domain.RoleAgent)).get("/console/agents/" + ag.ID)
+	if wantStatus(t, "agent page as an Agent", viewer, 200); strings.Contains(viewer.body, `id="usage"`) {
+		t.Error("an Agent sees the usage chart")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,6 +208,28 @@ func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request, s *sess
 		return err
 	}
 	return c.render(w, r, s, http.StatusOK, "overview", "Overview", page)
+}
+
+// agentUsage is an AI agent's chart of the range r chooses, for the roles
+// that see usage (Owners, Admins), nil for the others. Latency is not
+// counted per agent: the chart has none.
+func (c *Console) agentUsage(r *http.Request, s *session, agentID string) (*usageChart, error) {
+	if !s.user.Role.CanManageKeys() {
+		return nil, nil
+	}
+	p, err := readPeriod(r)
+	if err != nil {
+		return nil, err
+	}
+	acct := s.user.AccountID
+	read := func(ctx context.Context, id string, from, to time.Time, width time.Duration) ([]store.UsageBucket, error) {
+		return c.Store.AgentUsage(ctx, acct, id, from, to, width)
+	}
+	none := func(context.Context, string, time.Time, time.Time, time.Duration) ([]store.LatencyBucket, error) {
+		return nil, nil
+	}
+	ch, err := buildChart(r.Context(), c.Now(), p, read, none, agentID, "/console/agents/"+url.PathEscape(agentID))
+	return &ch, err
 }
 
 // busiest sums counts per key and names the busiest keys.

@@ -220,3 +220,18 @@ func (s *Store) BusiestAgents(ctx context.Context, accountID string, from, to ti
 		return
 	})
 }
+
+// AgentUsage returns the requests to an AI agent's routes in [from, to),
+// summed per bucket of width by class, as KeyUsage returns a key's; only
+// the account's agent's.
+func (s *Store) AgentUsage(ctx context.Context, accountID, agentID string, from, to time.Time, width time.Duration) ([]UsageBucket, error) {
+	if !storable(accountID) || !storable(agentID) {
+		return nil, nil
+	}
+	rows, err := s.queryRead(ctx, `SELECT b, class, SUM(n) FROM (
+			SELECT (minute / $5) * $5 AS b, class, count AS n FROM usage_agent_minute WHERE agent_id = $2 AND account_id = $1 AND minute >= $3 AND minute < $4
+			UNION ALL
+			SELECT (hour / $5) * $5 AS b, class, count AS n FROM usage_agent_hour WHERE agent_id = $2 AND account_id = $1 AND hour >= $3 AND hour < $4
+		) u GROUP BY b, class ORDER BY b, class`, accountID, agentID, toMS(from), toMS(to), width.Milliseconds())
+	return collect("agent usage", rows, err, scanUsageBucket)
+}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -133,6 +134,14 @@ func TestBusiestAgents(t *testing.T) {
 		}
 		if got, err := s.BusiestAgents(ctx, a.ID, now.Add(-24*time.Hour), now.Add(time.Minute), 1); err != nil || len(got) != 1 || got[0].AgentID != "agt_1" {
 			t.Errorf("the busiest agent in 24 hours %v, %v; want agt_1", got, err)
+		}
+		day := 24 * time.Hour
+		byDay, err := s.AgentUsage(ctx, a.ID, "agt_2", now.Truncate(day).Add(-29*day), now.Truncate(day).Add(day), day)
+		if want := fmt.Sprint([]store.UsageBucket{{Start: old.Truncate(day), Class: requestlog.Class2xx, Count: 6}, {Start: old.Truncate(day), Class: requestlog.Class5xx, Count: 3}}); err != nil || fmt.Sprint(byDay) != want {
+			t.Errorf("agt_2 per day %v, %v; want %s", byDay, err, want)
+		}
+		if other, err := s.AgentUsage(ctx, b.ID, "agt_2", now.Add(-30*day), now.Add(day), day); err != nil || len(other) != 0 {
+			t.Errorf("another account reads agt_2's usage: %v, %v", other, err)
 		}
 	})
 }
