@@ -75,6 +75,9 @@ type agentPage struct {
 	Name   string
 	Recent []domain.Question
 	Max    int
+	// Usage is the requests to the agent's routes (usage.go), for the
+	// roles that see usage; nil for the others.
+	Usage *usageChart
 	// formError: what to fix in the form of Field ("name" or
 	// "instructions"; "form" for the page as a whole).
 	formError
@@ -106,6 +109,9 @@ func (c *Console) showAgentForm(w http.ResponseWriter, r *http.Request, s *sessi
 	p := agentPage{
 		Agent:        store.AgentPageItem{ID: a.ID, Name: a.Name, Enabled: a.Enabled, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Stats: st},
 		Instructions: a.Instructions, Name: a.Name, Recent: recent, Max: domain.MaxInstructionsLength,
+	}
+	if p.Usage, err = c.agentUsage(r, s, a.ID); err != nil {
+		return err
 	}
 	if _, ok := r.PostForm["name"]; ok {
 		p.Name = r.PostForm.Get("name")

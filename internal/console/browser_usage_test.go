@@ -50,11 +50,11 @@ func TestBrowserUsageAndLogs(t *testing.T) {
 	}
 	b.signIn(owner.Email, testPassword, "new-key")
 	b.do("key page", chromedp.Navigate(f.srv.URL+"/console/developers/keys/"+k.Key.ID), chromedp.WaitVisible(chromedp.ID("usage")))
-	if n := b.count("#usage svg.usage-chart"); n != 2 {
-		t.Fatalf("%d charts on the key page, want 2 (24 hours, 30 days)", n)
+	if n := b.count("#usage svg.usage-chart"); n != 1 {
+		t.Fatalf("%d charts on the key page, want 1 (24 hours)", n)
 	}
-	if tot := b.eval("totals", `Array.from(document.querySelectorAll('#usage .usage-total')).map(e => e.textContent).join(' ')`); tot != "8 8" {
-		t.Errorf("chart totals %q, want 8 and 8", tot)
+	if tot := b.eval("totals", `Array.from(document.querySelectorAll('#usage .usage-total')).map(e => e.textContent).join(' ')`); tot != "8" {
+		t.Errorf("chart total %q, want 8", tot)
 	}
 	if drawn := b.eval("bars", `String(Array.from(document.querySelectorAll('#usage svg.usage-chart')).every(s => s.getBoundingClientRect().width > 100 && s.querySelectorAll('rect').length > 0))`); drawn != "true" {
 		t.Error("a chart is not drawn (no bars, or no width)")

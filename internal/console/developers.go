@@ -554,6 +554,10 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 	if err != nil {
 		return err
 	}
+	chartRange, err := readPeriod(r) // usage.go
+	if err != nil {
+		return err
+	}
 	acct := s.user.AccountID
 	k, err := c.Keys.Get(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
@@ -582,7 +586,7 @@ func (c *Console) handleKey(w http.ResponseWriter, r *http.Request, s *session) 
 		return err
 	}
 	p.Pager = pagerBoth("/console/developers/keys/"+url.PathEscape(k.ID), nil, lp, next, p.Events, auditRow.at)
-	if p.Usage.Charts, err = usageCharts(r.Context(), now, c.Store.KeyUsage, k.ID); err != nil {
+	if p.Usage.Chart, err = buildChart(r.Context(), now, chartRange, c.Store.KeyUsage, c.Store.KeyLatency, k.ID, "/console/developers/keys/"+url.PathEscape(k.ID)); err != nil {
 		return err
 	}
 	logs, _, err := c.Store.RequestLogPage(r.Context(), store.RequestLogQuery{AccountID: acct, KeyID: k.ID, Limit: recentLogs})

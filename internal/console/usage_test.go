@@ -32,19 +32,16 @@ var legendRE = regexp.MustCompile(`<li data-class="([0-9x]+)">.*? <span class="n
 
 // chartTotals reads the per-class totals of the key page's charts (24 h
 // first, then 30 days), as the page shows them in text.
-func chartTotals(t *testing.T, body string) [2]map[string]int {
+func chartTotals(t *testing.T, body string) map[string]int {
 	t.Helper()
-	var out [2]map[string]int
 	parts := strings.Split(body, `<figure class="usage">`)
-	if len(parts) != 3 {
-		t.Fatalf("%d charts", len(parts)-1)
+	if len(parts) != 2 {
+		t.Fatalf("%d charts, want one", len(parts)-1)
 	}
-	for i, part := range parts[1:] {
-		out[i] = map[string]int{}
-		for _, m := range legendRE.FindAllStringSubmatch(part, -1) {
-			n, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
-			out[i][m[1]] += n
-		}
+	out := map[string]int{}
+	for _, m := range legendRE.FindAllStringSubmatch(parts[1], -1) {
+		n, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
+		out[m[1]] += n
 	}
 	return out
 }
@@ -131,13 +128,11 @@ func checkLogs(t *testing.T, br *browser, notFound string) {
 // the 4xx notFound.
 func checkKeyUsage(t *testing.T, body string, want map[string]int, notFound string) {
 	t.Helper()
-	got := chartTotals(t, body)
-	for i, g := range got {
-		if g["2xx"] != want["2xx"] || g["4xx"] != want["4xx"] || g["429"] != 0 || g["5xx"] != 0 {
-			t.Errorf("chart %d totals %v, want %v", i, g, want)
-		}
+	g := chartTotals(t, body)
+	if g["2xx"] != want["2xx"] || g["4xx"] != want["4xx"] || g["429"] != 0 || g["5xx"] != 0 {
+		t.Errorf("chart totals %v, want %v", g, want)
 	}
-	for _, s := range []string{`<svg id="usage-24h"`, `<title id="usage-24h-title">`, `<desc id="usage-30d-desc">12 requests: 7 2xx, 5 4xx, 0 429, 0 5xx</desc>`, `data-request-id="` + notFound + `"`} {
+	for _, s := range []string{`<svg id="usage-24h"`, `<title id="usage-24h-title">`, `<desc id="usage-24h-desc">12 requests: 7 2xx, 5 4xx, 0 429, 0 5xx</desc>`, `data-request-id="` + notFound + `"`} {
 		if !strings.Contains(body, s) {
 			t.Errorf("key page lacks %s", s)
 		}

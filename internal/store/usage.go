@@ -76,13 +76,19 @@ const (
 	HourGrainKept   = 90 * 24 * time.Hour
 )
 
-// UsageCount is how many requests of one class a key made in one minute.
+// UsageCount is how many requests of one class a key made in one minute;
+// or, when AgentID is set (and KeyID is not), how many were made to that AI
+// agent's routes (migration 0021, usage_agent_minute).
 type UsageCount struct {
 	AccountID string
 	KeyID     string
+	AgentID   string
 	Minute    time.Time // truncated to the minute
 	Class     string
 	Count     int64
+	// Latency, when set, counts the key's requests by latency bin
+	// (requestlog.LatencyBin); it is added to usage_latency_minute.
+	Latency []uint32
 }
 
 // WriteUsage stores logs and counts as WritePackedUsage does.
@@ -100,22 +106,38 @@ func (s *Store) WritePackedUsage(ctx context.Context, logs *requestlog.Buffer, c
 	}
 	// One order for every instance, so that two flushing at once cannot
 	// deadlock on PostgreSQL's row locks.
-	counts = slices.Clone(counts)
-	slices.SortFunc(counts, func(a, b UsageCount) int {
-		return strings.Compare(a.KeyID+"\x00"+a.Class, b.KeyID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
-	})
+	var keyCounts, agentCounts []UsageCount
+	for _, c := range counts {
+		if c.AgentID != "" {
+			agentCounts = append(agentCounts, c)
+		} else {
+			keyCounts = append(keyCounts, c)
+		}
+	}
+	byKey := func(a, b UsageCount) int {
+		return strings.Compare(a.KeyID+a.AgentID+"\x00"+a.Class, b.KeyID+b.AgentID+"\x00"+b.Class)*2 + a.Minute.Compare(b.Minute)
+	}
+	slices.SortFunc(keyCounts, byKey)
+	slices.SortFunc(agentCounts, byKey)
+	latency := latencyRows(keyCounts)
 	var learnt flushLearnt
 	err := s.inTx(ctx, func(tx *Tx) error {
 		if err := insertLogBatches(ctx, tx.Tx, s.engine, logs.Batches()); err != nil {
 			return err
 		}
-		if err := addCounts(ctx, tx, counts); err != nil {
+		if err := addCounts(ctx, tx, keyCounts); err != nil {
+			return err
+		}
+		if err := addLatency(ctx, tx, s.d, latency); err != nil {
+			return err
+		}
+		if err := addAgentCounts(ctx, tx, agentCounts); err != nil {
 			return err
 		}
 		// Key anomalies are noticed here, from the batch itself, and
 		// commit with it (anomalies.go).
 		var err error
-		learnt, err = s.detectAnomalies(ctx, tx, logs, counts)
+		learnt, err = s.detectAnomalies(ctx, tx, logs, keyCounts)
 		return err
 	})
 	if err == nil {
@@ -188,7 +210,7 @@ func rollUp(ctx context.Context, tx *Tx, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM usage_hour WHERE hour < $1`, toMS(now.Add(-HourGrainKept))); err != nil {
 		return fmt.Errorf("sweep usage hours: %w", err)
 	}
-	return nil
+	return rollUpMore(ctx, tx, cut, toMS(now.Add(-HourGrainKept))) // usage_latency.go
 }
 
 // UsageBucket is a key's count of one class in the bucket starting at Start.

@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,14 @@ type countKey struct {
 	minute                  int64 // Unix milliseconds
 }
 
+// tally is a key's requests of one class in one minute: their count and
+// their latencies' histogram (requestlog.LatencyBin), one increment each,
+// under the one hash of their countKey.
+type tally struct {
+	n   int64
+	lat [requestlog.LatencyBins]uint32
+}
+
 // Recorder buffers requests and writes them in batches. It is safe for
 // concurrent use.
 type Recorder struct {
@@ -52,7 +61,10 @@ type Recorder struct {
 
 	mu     sync.Mutex
 	logs   *requestlog.Buffer // packed as they are stored: bytes, not structs the GC would scan
-	counts map[countKey]int64
+	counts map[countKey]*tally
+	// agents counts the requests to an AI agent's routes
+	// (/v1/ai-agents/{agent_id}…), keyed by the agent's id in keyID.
+	agents map[countKey]int64
 	// refused counts this minute's logged refusals per key or, for a
 	// request that identified none, per client address group (budget).
 	refused       map[string]int
@@ -85,7 +97,7 @@ func New(st Store, log *slog.Logger, o Options) *Recorder {
 		sweepEach: cmp.Or(max(o.SweepEvery, 0), 10*time.Minute),
 		maxLogs:   cmp.Or(max(o.MaxLogs, 0), DefaultMaxLogs),
 		maxCounts: cmp.Or(max(o.MaxCounts, 0), DefaultMaxCounts),
-		logs:      new(requestlog.Buffer), counts: map[countKey]int64{}, refused: map[string]int{},
+		logs:      new(requestlog.Buffer), counts: map[countKey]*tally{}, agents: map[countKey]int64{}, refused: map[string]int{},
 	}
 }
 
@@ -98,11 +110,26 @@ func New(st Store, log *slog.Logger, o Options) *Recorder {
 // 2.3 % of serve's CPU with structs buffered, 0.4 % with logs packed, and
 // 0.2–0.7 % with recording off; Record, Flush and the write together went
 // from 3.0 % to 1.5 %.
+//
+// Beside the count, the request's latency is counted in its bin and, for a
+// request to an AI agent's routes, the agent's count is added to: the
+// charts' p50 and p95 and the overview's busiest agents read those, not
+// the logs (docs/console.md, Usage and request logs).
 func (r *Recorder) Record(l requestlog.Log) {
 	k := countKey{accountID: l.AccountID, keyID: l.KeyID, class: requestlog.ClassOf(l.Status),
 		minute: l.At.Truncate(time.Minute).UnixMilli()}
+	bin, agent := requestlog.LatencyBin(l.Duration), agentOf(&l)
 	r.mu.Lock()
-	r.addCount(k, 1)
+	if t := r.tally(k); t != nil {
+		t.n++
+		t.lat[bin]++
+	} else {
+		r.dropped.Add(1)
+	}
+	if agent != "" {
+		k.keyID = agent
+		r.addAgent(k, 1)
+	}
 	if r.budget(&l, k.minute) {
 		r.logs.Add(&l)
 		r.bound()
@@ -143,18 +170,64 @@ func (r *Recorder) bound() {
 	}
 }
 
-// addCount adds n to k, or drops it when the buffer is full; r.mu is held.
-// Below the bound, which is the rule, k is hashed once, not twice: it is
-// three strings, hashed under the lock every request (BenchmarkRecord).
-func (r *Recorder) addCount(k countKey, n int64) {
-	if len(r.counts) >= r.maxCounts {
-		if _, ok := r.counts[k]; !ok {
+// tally is k's tally, nil when the buffer is full and holds none; r.mu is
+// held. k is hashed once: it is three strings, hashed under the lock every
+// request (BenchmarkRecord).
+func (r *Recorder) tally(k countKey) *tally {
+	t := r.counts[k]
+	if t == nil && len(r.counts) < r.maxCounts {
+		t = new(tally)
+		r.counts[k] = t
+	}
+	return t
+}
+
+// addTally adds t to k's tally, or drops it when the buffer is full; r.mu
+// is held.
+func (r *Recorder) addTally(k countKey, t *tally) {
+	dst := r.tally(k)
+	if dst == nil {
+		r.dropped.Add(uint64(t.n))
+		return
+	}
+	dst.n += t.n
+	for i, n := range t.lat {
+		dst.lat[i] += n
+	}
+}
+
+// addAgent adds n to an agent's count (its id in k.keyID), or drops it when
+// the buffer is full; r.mu is held.
+func (r *Recorder) addAgent(k countKey, n int64) {
+	if len(r.agents) >= r.maxCounts {
+		if _, ok := r.agents[k]; !ok {
 			r.dropped.Add(uint64(n))
 			return
 		}
 	}
-	r.counts[k] += n
+	r.agents[k] += n
 }
+
+// agentRoute is how the routes of one AI agent ({agent_id}) begin, after
+// the method.
+const agentRoute = "/v1/ai-agents/{"
+
+// agentOf is the id of the AI agent l was a request to, "" when it was none
+// or its agent was not found (a 404: ids made up do not count).
+func agentOf(l *requestlog.Log) string {
+	_, route, _ := strings.Cut(l.Route, " ")
+	if !strings.HasPrefix(route, agentRoute) || l.Status == 404 {
+		return ""
+	}
+	id, _, _ := strings.Cut(strings.TrimPrefix(l.Path, "/v1/ai-agents/"), "/")
+	if id == "" || len(id) > maxAgentID {
+		return ""
+	}
+	return id
+}
+
+// maxAgentID bounds an agent id the recorder counts (ids are 30 bytes).
+const maxAgentID = 64
 
 // Dropped is how many logs and counted requests were dropped because the
 // buffer was full (the store away for long).
@@ -189,26 +262,33 @@ func (r *Recorder) Run(ctx context.Context) {
 // counts twice.
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.mu.Lock()
-	logs, counts := r.logs, r.counts
-	if logs.Len() == 0 && len(counts) == 0 {
+	logs, counts, agents := r.logs, r.counts, r.agents
+	if logs.Len() == 0 && len(counts) == 0 && len(agents) == 0 {
 		r.mu.Unlock()
 		return nil
 	}
 	// The next second likely holds as many counts: room for them at once,
 	// not grown under the lock.
-	r.logs, r.counts = new(requestlog.Buffer), make(map[countKey]int64, len(counts))
+	r.logs, r.counts, r.agents = new(requestlog.Buffer), make(map[countKey]*tally, len(counts)), make(map[countKey]int64, len(agents))
 	r.mu.Unlock()
-	batch := make([]store.UsageCount, 0, len(counts))
-	for k, n := range counts {
+	batch := make([]store.UsageCount, 0, len(counts)+len(agents))
+	for k, t := range counts {
 		batch = append(batch, store.UsageCount{AccountID: k.accountID, KeyID: k.keyID, Class: k.class,
+			Minute: time.UnixMilli(k.minute).UTC(), Count: t.n, Latency: t.lat[:]})
+	}
+	for k, n := range agents {
+		batch = append(batch, store.UsageCount{AccountID: k.accountID, AgentID: k.keyID, Class: k.class,
 			Minute: time.UnixMilli(k.minute).UTC(), Count: n})
 	}
 	err := r.st.WritePackedUsage(ctx, logs, batch)
 	if err != nil {
 		// The batch goes back before what came in meanwhile.
 		r.mu.Lock()
-		for k, n := range counts {
-			r.addCount(k, n)
+		for k, t := range counts {
+			r.addTally(k, t)
+		}
+		for k, n := range agents {
+			r.addAgent(k, n)
 		}
 		r.logs.Prepend(logs)
 		r.bound()
