@@ -372,10 +372,12 @@ type Redis struct {
 
 	mirrorKey string // UseMirror
 
-	fallbacks atomic.Int64
-	mu        sync.Mutex
-	down      bool          // decisions go to the fallback until the probe sees Redis again
-	wentDown  chan struct{} // wakes the probe (room for one signal)
+	fallbacks     atomic.Int64
+	refusals      refusals
+	localRefusals atomic.Int64
+	mu            sync.Mutex
+	down          bool          // decisions go to the fallback until the probe sees Redis again
+	wentDown      chan struct{} // wakes the probe (room for one signal)
 }
 
 const (
@@ -501,7 +503,16 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 // by the limiter's timeout, not by ctx: the call is pooled, and only its
 // one answer from the worker frees it for reuse, so the caller stays for
 // that answer; ctx is consulted once it arrives.
+//
+// A key Redis refused for its limit under the same ceiling and epoch is
+// refused here, without asking Redis, until the moment Redis said a slot
+// frees (refusals); the verdict is then Current, as Redis's was.
 func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error) {
+	sent := r.localNow()
+	if res, ok := r.refusals.refused(key, limit, epoch, sent); ok {
+		r.localRefusals.Add(1)
+		return res, Verdict{Checked: true, Current: true, Mirror: epoch}, nil
+	}
 	vals, err := r.ask(key, limit, epoch, watch)
 	if err != nil {
 		// The worker marked Redis down when it failed (errClosed,
@@ -522,8 +533,23 @@ func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64,
 	if watch != "" {
 		v.Watched = Watched{Value: vals[5], OK: true}
 	}
-	return scriptResult(vals, limit), v, nil
+	res := scriptResult(vals, limit)
+	r.refusals.note(key, limit, epoch, res, sent, time.Duration(vals[3]-vals[4])*time.Millisecond)
+	return res, v, nil
 }
+
+// localNow is the clock refusals are placed on: the test clock when one
+// replaces Redis's.
+func (r *Redis) localNow() time.Time {
+	if r.testNowMS != nil {
+		return time.UnixMilli(r.testNowMS())
+	}
+	return time.Now()
+}
+
+// LocalRefusals counts the requests refused in process under a refusal
+// Redis gave (refusals).
+func (r *Redis) LocalRefusals() int64 { return r.localRefusals.Load() }
 
 // ask has a worker decide in Redis and returns the script's values;
 // errDown or errClosed, without asking, while Redis is marked down or the
