@@ -105,7 +105,6 @@ local function load(logKey, winKey)
     return w
   end
   w = {log = logKey, total = 0, tail = -1, tc = 0, chunks = 0, ntail = 0, head = '', tsec = '', dirty = false}
-  windows[winKey] = {bad = true} -- until read
   -- GET answers false for an absent key: no match, as for a stale form.
   local a, b, c, d, e, h, t = string.match(redis.call('GET', winKey) or '', winForm)
   if a then
@@ -207,7 +206,10 @@ for i = 1, (#KEYS - 1) / 3 do
     ok, allowed, total, oldest, free, now = true, -2, currentMirror(), 0, 0, 0
   else
     ok, allowed, total, oldest, free, now = pcall(decide, KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]))
-    if not ok and windows[KEYS[3 * i]] then windows[KEYS[3 * i]].bad = true end
+    if not ok then
+      local w = windows[KEYS[3 * i]]
+      if w then w.bad = true else windows[KEYS[3 * i]] = {bad = true} end
+    end
     if ok and ARGV[4 * i + 1] == '1' then
       local w = redis.call('GET', KEYS[3 * i + 1])
       watched = tonumber(w or '-1') or -1
