@@ -466,9 +466,10 @@ type Verdict struct {
 	// decision was made in the fallback (Redis away): nothing vouches for
 	// the held key then.
 	Checked bool
-	// Current: the mirror equals the epoch, and the decision was made.
-	// Checked and not Current: nothing was recorded, and Mirror is what
-	// Redis holds (-1 for none).
+	// Current: the mirror equals the epoch, and the decision was made;
+	// or a refusal Redis gave under this epoch and ceiling still holds
+	// (refusals), decided in process. Checked and not Current: nothing
+	// was recorded, and Mirror is what Redis holds (-1 for none).
 	Current bool
 	Mirror  int64
 	// Watched is the value of the key AllowAt was asked to watch, read in
