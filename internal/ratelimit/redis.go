@@ -19,21 +19,25 @@ import (
 // had come one by one, in one atomic call (no other instance's decision
 // falls between them), inside Redis and on Redis's own clock so instances
 // with skewed clocks agree. One call carries a whole batch: Redis's cost per
-// call (the command, the script's setup, its reply) is paid once per round
-// trip, not once per request.
+// call (reading the command, the script's setup, writing its reply) is paid
+// once per round trip, not once per request.
 //
 // Each decision's window is the same run-length log as Memory's (runs of
 // admissions in one millisecond, oldest first), kept so that the common
-// request costs two Redis calls: GET and SET of one small string. The newest
-// run and the figures live in that string; the list holds the older runs and
-// is touched once per millisecond at most (a run ends, or the oldest leaves
-// the window).
+// request costs two Redis calls, GET and SET of one small string (SET
+// only when something changed): the newest run, the figures and up to two
+// sections of runs live in that string; the list holds the runs between
+// them in chunks of chunkRuns, and is touched once per chunkRuns runs at
+// most (a section fills and goes to the list, or the oldest section has
+// left the window and the next comes from the list).
 //
 // KEYS[1] is the key epoch's mirror (Mirror). For the i-th decision (from 1):
-// KEYS[3i-1] runs: list of "ms:count", every run but the newest.
-// KEYS[3i] meta: "total:head:tail:tailCount:runs", where head is the oldest
-// counted millisecond (-1 when none), tail the newest run's millisecond
-// (-1 when none) and runs the length of KEYS[3i-1].
+// KEYS[3i-1] log: list of chunks, each chunkRuns runs "ms/count," oldest
+// first. KEYS[3i] win: "total:tail:tailCount:chunks:tailRuns|head|tailSec",
+// where tail is the newest run's millisecond (-1 when none), chunks the
+// length of the log, head the oldest runs (a chunk taken from the log, or
+// what tailSec was when the log was empty), tailSec the runs after the
+// log's, tailRuns of them, and the newest run is not in either section.
 // KEYS[3i+1] a key to watch (Versions), read only when ARGV[4i+1] is 1.
 // ARGV[1] window ms; ARGV[4i-2] limit; ARGV[4i-1] now in ms, 0 for Redis's
 // clock (tests set it); ARGV[4i] the key epoch under which the caller
@@ -46,11 +50,13 @@ import (
 // nothing is recorded: allowed is -2 and total is the mirror (-1 when
 // absent).
 //
-// Both keys expire when idle; a list that outlived its meta is stale and is
-// dropped, and one that expired first held only runs that had left the
-// window (its expiry is renewed whenever a run is added to it).
+// Both keys expire when idle; a log that outlived its win string is stale
+// and is dropped, and one that expired first held only runs that had left
+// the window (its expiry is renewed whenever a chunk is added to it).
 var allowScript = redis.NewScript(`
 local window = tonumber(ARGV[1])
+local chunkRuns = 16
+local winForm = '^(%d+):(%-?%d+):(%d+):(%d+):(%d+)|([^|]*)|([^|]*)$'
 local clock
 local mirror
 local function currentMirror()
@@ -59,7 +65,115 @@ local function currentMirror()
   end
   return mirror
 end
-local function decide(runsKey, metaKey, limit, now)
+local function sum(sec)
+  local n = 0
+  for c in string.gmatch(sec, '/(%d+),') do n = n + tonumber(c) end
+  return n
+end
+-- scan adds sec's runs, oldest first, to freed until it reaches need;
+-- it returns freed and the run's millisecond that reached it, if one did.
+local function scan(sec, freed, need)
+  for ms, c in string.gmatch(sec, '(%d+)/(%d+),') do
+    freed = freed + tonumber(c)
+    if freed >= need then return freed, tonumber(ms) end
+  end
+  return freed, nil
+end
+local function freeAt(logKey, total, limit, head, chunks, tsec, tail)
+  local need = total - limit + 1
+  local freed, ms = scan(head, 0, need)
+  local j = 0
+  while not ms and j < chunks do
+    local batch = redis.call('LRANGE', logKey, j, j + 99)
+    if #batch == 0 then break end
+    for _, sec in ipairs(batch) do
+      freed, ms = scan(sec, freed, need)
+      if ms then break end
+    end
+    j = j + 100
+  end
+  if not ms then freed, ms = scan(tsec, freed, need) end
+  return (ms or tail) + window
+end
+-- windows holds each window the call has read, by its win key: a batch
+-- with many decisions for one key reads it once and writes it once (flush).
+local windows = {}
+local function load(logKey, winKey)
+  local w = windows[winKey]
+  if w then
+    if w.bad then error('window unusable') end
+    return w
+  end
+  w = {log = logKey, total = 0, tail = -1, tc = 0, chunks = 0, ntail = 0, head = '', tsec = '', dirty = false}
+  -- GET answers false for an absent key: no match, as for a stale form.
+  local a, b, c, d, e, h, t = string.match(redis.call('GET', winKey) or '', winForm)
+  if a then
+    w.total, w.tail, w.tc, w.chunks, w.ntail, w.head, w.tsec = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e), h, t
+  else
+    redis.call('DEL', logKey)
+    w.dirty = true
+  end
+  windows[winKey] = w
+  return w
+end
+-- oldestRun brings the oldest run to the front of w.head (from the log, or
+-- tailSec when the log is empty) and returns its millisecond and count,
+-- and whether it is the newest run; nil when w counts nothing after all.
+local function oldestRun(w)
+  if w.head == '' then
+    if w.chunks > 0 then
+      w.head, w.chunks, w.dirty = redis.call('LPOP', w.log), w.chunks - 1, true
+      if not w.head then
+        -- The log expired: every run in it had left the window.
+        w.head, w.chunks, w.tsec, w.ntail = w.tsec, 0, '', 0
+        w.total = sum(w.head) + w.tc
+      end
+    elseif w.tsec ~= '' then
+      w.head, w.tsec, w.ntail, w.dirty = w.tsec, '', 0, true
+    end
+  end
+  if w.head ~= '' then
+    local ms, n = string.match(w.head, '^(%d+)/(%d+),')
+    return tonumber(ms), tonumber(n), false
+  end
+  if w.tc > 0 then return w.tail, w.tc, true end
+  return nil
+end
+-- expire drops the runs that left the window; it returns the oldest
+-- counted millisecond, -1 when none.
+local function expire(w, edge)
+  while w.total > 0 do
+    local ms, n, newest = oldestRun(w)
+    if not ms then break end
+    if ms > edge then return ms end
+    w.total, w.dirty = w.total - n, true
+    if newest then
+      w.tail, w.tc = -1, 0
+    else
+      w.head = string.sub(w.head, string.find(w.head, ',', 1, true) + 1)
+    end
+  end
+  if w.chunks > 0 then redis.call('DEL', w.log) end
+  w.total, w.tail, w.tc, w.chunks, w.ntail, w.head, w.tsec = 0, -1, 0, 0, 0, '', ''
+  return -1
+end
+local function admit(w, now)
+  w.total, w.dirty = w.total + 1, true
+  if w.tc > 0 and w.tail >= now then
+    w.tc = w.tc + 1
+    return
+  end
+  if w.tc > 0 then
+    w.tsec, w.ntail = w.tsec .. w.tail .. '/' .. w.tc .. ',', w.ntail + 1
+    if w.ntail >= chunkRuns then
+      redis.call('RPUSH', w.log, w.tsec)
+      redis.call('PEXPIRE', w.log, window + 1000)
+      w.chunks, w.tsec, w.ntail = w.chunks + 1, '', 0
+    end
+  end
+  w.tail, w.tc = now, 1
+end
+local function decide(logKey, winKey, limit, now)
   if now == 0 then
     if not clock then
       local t = redis.call('TIME')
@@ -67,94 +181,35 @@ local function decide(runsKey, metaKey, limit, now)
     end
     now = clock
   end
-  local total, head, tail, tc, runs = 0, -1, -1, 0, 0
-  -- GET answers false for an absent key: no match, as for a stale form.
-  local a, b, c, d, e = string.match(redis.call('GET', metaKey) or '', '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
-  if a then
-    total, head, tail, tc, runs = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
-  else
-    redis.call('DEL', runsKey)
+  local w = load(logKey, winKey)
+  local oldest = expire(w, now - window)
+  if w.total < limit then
+    admit(w, now)
+    if oldest < 0 then oldest = w.tail end
+    return 1, w.total, oldest, now, now
   end
-  local edge = now - window
-  while total > 0 and head <= edge do
-    if runs > 0 then
-      local e = redis.call('LPOP', runsKey)
-      if not e then
-        runs = 0
-        total = tc
-        head = tail
-      else
-        local _, c = string.match(e, '^(%d+):(%d+)$')
-        total = total - tonumber(c)
-        runs = runs - 1
-        if runs > 0 then
-          head = tonumber(string.match(redis.call('LINDEX', runsKey, 0), '^(%d+):'))
-        else
-          head = tail
-        end
-      end
-    else
-      total, head, tail, tc = 0, -1, -1, 0
+  return 0, w.total, oldest, freeAt(w.log, w.total, limit, w.head, w.chunks, w.tsec, w.tail), now
+end
+local function flush()
+  for winKey, w in pairs(windows) do
+    if w.dirty and not w.bad then
+      redis.call('SET', winKey, w.total .. ':' .. w.tail .. ':' .. w.tc .. ':' .. w.chunks .. ':' .. w.ntail .. '|' .. w.head .. '|' .. w.tsec, 'PX', window + 1000)
     end
   end
-  if total == 0 then
-    head, tail, tc = -1, -1, 0
-    if runs > 0 then
-      redis.call('DEL', runsKey)
-      runs = 0
-    end
-  end
-  local allowed = 0
-  local freeAt = now
-  if total < limit then
-    allowed = 1
-    total = total + 1
-    if tail >= 0 and tail >= now then
-      tc = tc + 1
-    else
-      if tail >= 0 then
-        redis.call('RPUSH', runsKey, tail .. ':' .. tc)
-        redis.call('PEXPIRE', runsKey, window + 1000)
-        runs = runs + 1
-      end
-      tail, tc = now, 1
-      if head < 0 then head = now end
-    end
-  else
-    local need = total - limit + 1
-    local freed = 0
-    local j = 0
-    local found = false
-    while j < runs and not found do
-      local batch = redis.call('LRANGE', runsKey, j, j + 99)
-      if #batch == 0 then break end
-      for _, e in ipairs(batch) do
-        local ms, c = string.match(e, '^(%d+):(%d+)$')
-        freed = freed + tonumber(c)
-        if freed >= need then
-          freeAt = tonumber(ms) + window
-          found = true
-          break
-        end
-      end
-      j = j + 100
-    end
-    if not found then freeAt = tail + window end
-  end
-  redis.call('SET', metaKey, total .. ':' .. head .. ':' .. tail .. ':' .. tc .. ':' .. runs, 'PX', window + 1000)
-  local oldest = -1
-  if total > 0 then oldest = head end
-  return allowed, total, oldest, freeAt, now
 end
 local out = {}
 for i = 1, (#KEYS - 1) / 3 do
   local epoch = tonumber(ARGV[4 * i])
-  local ok, allowed, total, oldest, freeAt, now
+  local ok, allowed, total, oldest, free, now
   local watched = -1
   if epoch >= 0 and currentMirror() ~= epoch then
-    ok, allowed, total, oldest, freeAt, now = true, -2, currentMirror(), 0, 0, 0
+    ok, allowed, total, oldest, free, now = true, -2, currentMirror(), 0, 0, 0
   else
-    ok, allowed, total, oldest, freeAt, now = pcall(decide, KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]))
+    ok, allowed, total, oldest, free, now = pcall(decide, KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]))
+    if not ok then
+      local w = windows[KEYS[3 * i]]
+      if w then w.bad = true else windows[KEYS[3 * i]] = {bad = true} end
+    end
     if ok and ARGV[4 * i + 1] == '1' then
       local w = redis.call('GET', KEYS[3 * i + 1])
       watched = tonumber(w or '-1') or -1
@@ -164,11 +219,12 @@ for i = 1, (#KEYS - 1) / 3 do
     -- This key's window could not be read or written (a key of another
     -- type in its place): the others are still decided.
     redis.log(redis.LOG_WARNING, 'agentapi rate limit: ' .. tostring(allowed))
-    allowed, total, oldest, freeAt, now = -1, 0, 0, 0, 0
+    allowed, total, oldest, free, now = -1, 0, 0, 0, 0
   end
   local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, total, oldest, freeAt, now, watched
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, total, oldest, free, now, watched
 end
+flush()
 return out
 `)
 
@@ -187,25 +243,58 @@ return out
 var mergeScript = redis.NewScript(`
 local window = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
+local chunkRuns = 16
+local winForm = '^(%d+):(%-?%d+):(%d+):(%d+):(%d+)|([^|]*)|([^|]*)$'
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local edge = now - window
-local function merge(runsKey, metaKey, added)
+local function read(logKey, winKey)
   local old = {}
-  local _, _, tail, tc, runs = string.match(redis.call('GET', metaKey) or '', '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+  local function add(sec)
+    for ms, c in string.gmatch(sec, '(%d+)/(%d+),') do old[#old + 1] = {tonumber(ms), tonumber(c)} end
+  end
+  local _, tail, tc, chunks, _, head, tsec = string.match(redis.call('GET', winKey) or '', winForm)
   if tail then
-    if tonumber(runs) > 0 then
-      for _, e in ipairs(redis.call('LRANGE', runsKey, 0, -1)) do
-        local ms, c = string.match(e, '^(%d+):(%d+)$')
-        old[#old + 1] = {tonumber(ms), tonumber(c)}
+    add(head)
+    if tonumber(chunks) > 0 then
+      for _, sec in ipairs(redis.call('LRANGE', logKey, 0, -1)) do add(sec) end
+    end
+    add(tsec)
+    if tonumber(tc) > 0 then old[#old + 1] = {tonumber(tail), tonumber(tc)} end
+  end
+  return old
+end
+local function write(logKey, winKey, out)
+  redis.call('DEL', logKey)
+  if #out == 0 then
+    redis.call('DEL', winKey)
+    return 0
+  end
+  local total, chunks, sec, ntail = 0, 0, '', 0
+  local batch = {}
+  for k, e in ipairs(out) do
+    total = total + e[2]
+    if k < #out then
+      sec, ntail = sec .. e[1] .. '/' .. e[2] .. ',', ntail + 1
+      if ntail == chunkRuns then
+        batch[#batch + 1], chunks, sec, ntail = sec, chunks + 1, '', 0
+        if #batch == 1000 then
+          redis.call('RPUSH', logKey, unpack(batch))
+          batch = {}
+        end
       end
     end
-    if tonumber(tail) >= 0 and tonumber(tc) > 0 then
-      old[#old + 1] = {tonumber(tail), tonumber(tc)}
-    end
   end
+  if #batch > 0 then redis.call('RPUSH', logKey, unpack(batch)) end
+  if chunks > 0 then redis.call('PEXPIRE', logKey, window + 1000) end
+  local last = out[#out]
+  redis.call('SET', winKey, total .. ':' .. last[1] .. ':' .. last[2] .. ':' .. chunks .. ':' .. ntail .. '||' .. sec, 'PX', window + 1000)
+  return total
+end
+local function merge(logKey, winKey, added)
+  local old = read(logKey, winKey)
   local new = {}
   for age, c in string.gmatch(added, '(%d+):(%d+)') do
     new[#new + 1] = {now - tonumber(age), tonumber(c)}
@@ -230,29 +319,7 @@ local function merge(runsKey, metaKey, added)
       j = j + 1
     end
   end
-  redis.call('DEL', runsKey)
-  if #out == 0 then
-    redis.call('DEL', metaKey)
-    return 0
-  end
-  local total = 0
-  local batch = {}
-  for k, e in ipairs(out) do
-    total = total + e[2]
-    if k < #out then
-      batch[#batch + 1] = e[1] .. ':' .. e[2]
-      if #batch == 1000 or k == #out - 1 then
-        redis.call('RPUSH', runsKey, unpack(batch))
-        batch = {}
-      end
-    end
-  end
-  if #out > 1 then
-    redis.call('PEXPIRE', runsKey, window + 1000)
-  end
-  local last = out[#out]
-  redis.call('SET', metaKey, total .. ':' .. out[1][1] .. ':' .. last[1] .. ':' .. last[2] .. ':' .. (#out - 1), 'PX', window + 1000)
-  return total
+  return write(logKey, winKey, out)
 end
 local res = {}
 for i = 1, #KEYS / 2 do
@@ -280,7 +347,11 @@ return res
 // together, one script call per round trip, by batchWorkers workers (work).
 // A call alone is sent at once, so nothing waits for company; under load one
 // write, one read and one script call carry many decisions, for this process
-// and for Redis.
+// and for Redis. One batch is in flight at a time: the calls that arrive
+// during its round trip make the next, fuller one. Redis's cost is mostly
+// per round trip (waking, reading the command, the script's setup, writing
+// the reply; bench/RESULTS.md, "Redis CPU per decision"), so fewer, fuller
+// batches cost it less per decision.
 //
 // The batch's keys hash to different slots: the limiter needs one Redis
 // server (with replicas if wanted), not a Redis Cluster.
@@ -303,22 +374,26 @@ type Redis struct {
 
 	mirrorKey string // UseMirror
 
-	fallbacks atomic.Int64
-	mu        sync.Mutex
-	down      bool          // decisions go to the fallback until the probe sees Redis again
-	wentDown  chan struct{} // wakes the probe (room for one signal)
+	fallbacks     atomic.Int64
+	refusals      refusals
+	localRefusals atomic.Int64
+	mu            sync.Mutex
+	down          bool          // decisions go to the fallback until the probe sees Redis again
+	wentDown      chan struct{} // wakes the probe (room for one signal)
 }
 
 const (
-	batchWorkers = 2  // batches in flight at once
+	batchWorkers = 1  // batches in flight at once (Redis)
 	maxBatch     = 64 // decisions per batch
 )
 
-// windowKeys names a key's window in Redis: the list of older runs and the
-// meta string (allowScript). One hash tag keeps both in one slot.
-func windowKeys(key string) (runs, meta string) {
+// windowKeys names a key's window in Redis: the log of older runs and the
+// win string (allowScript). One hash tag keeps both in one slot. (Release
+// 1.2's form used ":runs" and ":meta": the two forms never read each
+// other's windows.)
+func windowKeys(key string) (log, win string) {
 	tag := "{agentapi:rl:" + key + "}"
-	return tag + ":runs", tag + ":meta"
+	return tag + ":log", tag + ":win"
 }
 
 // allowCall is one Allow waiting for its batch; pooled, done has room for
@@ -391,9 +466,10 @@ type Verdict struct {
 	// decision was made in the fallback (Redis away): nothing vouches for
 	// the held key then.
 	Checked bool
-	// Current: the mirror equals the epoch, and the decision was made.
-	// Checked and not Current: nothing was recorded, and Mirror is what
-	// Redis holds (-1 for none).
+	// Current: the mirror equals the epoch, and the decision was made;
+	// or a refusal Redis gave under this epoch and ceiling still holds
+	// (refusals), decided in process. Checked and not Current: nothing
+	// was recorded, and Mirror is what Redis holds (-1 for none).
 	Current bool
 	Mirror  int64
 	// Watched is the value of the key AllowAt was asked to watch, read in
@@ -430,7 +506,16 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error
 // by the limiter's timeout, not by ctx: the call is pooled, and only its
 // one answer from the worker frees it for reuse, so the caller stays for
 // that answer; ctx is consulted once it arrives.
+//
+// A key Redis refused for its limit under the same ceiling and epoch is
+// refused here, without asking Redis, until the moment Redis said a slot
+// frees (refusals); the verdict is then Current, as Redis's was.
 func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error) {
+	sent := r.localNow()
+	if res, ok := r.refusals.refused(key, limit, epoch, sent); ok {
+		r.localRefusals.Add(1)
+		return res, Verdict{Checked: true, Current: true, Mirror: epoch}, nil
+	}
 	vals, err := r.ask(key, limit, epoch, watch)
 	if err != nil {
 		// The worker marked Redis down when it failed (errClosed,
@@ -451,8 +536,23 @@ func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64,
 	if watch != "" {
 		v.Watched = Watched{Value: vals[5], OK: true}
 	}
-	return scriptResult(vals, limit), v, nil
+	res := scriptResult(vals, limit)
+	r.refusals.note(key, limit, epoch, res, sent, time.Duration(vals[3]-vals[4])*time.Millisecond)
+	return res, v, nil
 }
+
+// localNow is the clock refusals are placed on: the test clock when one
+// replaces Redis's.
+func (r *Redis) localNow() time.Time {
+	if r.testNowMS != nil {
+		return time.UnixMilli(r.testNowMS())
+	}
+	return time.Now()
+}
+
+// LocalRefusals counts the requests refused in process under a refusal
+// Redis gave (refusals).
+func (r *Redis) LocalRefusals() int64 { return r.localRefusals.Load() }
 
 // ask has a worker decide in Redis and returns the script's values;
 // errDown or errClosed, without asking, while Redis is marked down or the

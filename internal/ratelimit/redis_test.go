@@ -22,7 +22,7 @@ import (
 	"github.com/agentapi/agentapi/internal/testenv"
 )
 
-func redisClient(t *testing.T) *redis.Client {
+func redisClient(t testing.TB) *redis.Client {
 	t.Helper()
 	opts, err := redis.ParseURL(testenv.RedisURL(t))
 	if err != nil {
@@ -105,15 +105,15 @@ func TestRedisResultFigures(t *testing.T) {
 		}
 	}
 	tag := "{agentapi:rl:" + key + "}"
-	if n, _ := c.LLen(context.Background(), tag+":runs").Result(); n > 2 {
+	if n, _ := c.LLen(context.Background(), tag+":log").Result(); n > 2 {
 		t.Fatalf("runs list holds %d entries for 3 admissions (the newest run is in meta)", n)
 	}
-	if v, _ := c.Get(context.Background(), tag+":meta").Result(); !strings.HasPrefix(v, "3:") {
+	if v, _ := c.Get(context.Background(), tag+":win").Result(); !strings.HasPrefix(v, "3:") {
 		t.Fatalf("meta %q, want a total of 3", v)
 	}
-	keys := []string{tag + ":meta"}
-	if n, _ := c.LLen(context.Background(), tag+":runs").Result(); n > 0 {
-		keys = append(keys, tag+":runs")
+	keys := []string{tag + ":win"}
+	if n, _ := c.LLen(context.Background(), tag+":log").Result(); n > 0 {
+		keys = append(keys, tag+":log")
 	}
 	for _, k := range keys {
 		if ttl, _ := c.PTTL(context.Background(), k).Result(); ttl <= 0 || ttl > 61*time.Second {
@@ -125,7 +125,7 @@ func TestRedisResultFigures(t *testing.T) {
 	for range 200 {
 		_, _ = l.Allow(context.Background(), big, 100_000_000)
 	}
-	if n, _ := c.LLen(context.Background(), "{agentapi:rl:"+big+"}:runs").Result(); n > 200 {
+	if n, _ := c.LLen(context.Background(), "{agentapi:rl:"+big+"}:log").Result(); n > 200 {
 		t.Fatalf("log %d entries", n)
 	}
 }
@@ -365,7 +365,7 @@ func TestRedisMatchesMemory(t *testing.T) {
 	// Idle expiry: the meta string expired (the list may outlive it) or
 	// the list expired first; either way the next decision is the one the
 	// in-process window makes after the same idle minute.
-	for _, expire := range []string{":meta", ":runs"} {
+	for _, expire := range []string{":win", ":log"} {
 		rg.idleExpiry(expire)
 	}
 }
@@ -455,7 +455,7 @@ func (rg *redisMatchesRig) check(i int, d redisMatchesDecision) {
 	}
 }
 
-// idleExpiry: a fresh key, its window's expire part (":meta" or ":runs")
+// idleExpiry: a fresh key, its window's expire part (":win" or ":log")
 // deleted after an idle minute, decides in Redis as in process, before and
 // after.
 func (rg *redisMatchesRig) idleExpiry(expire string) {
@@ -491,9 +491,10 @@ func TestRedisBadWindowFailsOnlyItsCall(t *testing.T) {
 	l := newRedis(t, c, NewMemory(nil), nil)
 	good1, bad, good2 := uniqueKey(), uniqueKey(), uniqueKey()
 	badRuns, badMeta := windowKeys(bad)
-	// A meta string saying one old run is listed, and a string where the
-	// list should be: the script's LPOP fails with WRONGTYPE.
-	if err := c.Set(ctx, badMeta, "1:1:1:1:1", time.Minute).Err(); err != nil {
+	// A win string saying one chunk of old runs is in the log, and a
+	// string where the log should be: the script's LPOP fails with
+	// WRONGTYPE.
+	if err := c.Set(ctx, badMeta, "1:-1:0:1:0||", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Set(ctx, badRuns, "not a list", time.Minute).Err(); err != nil {

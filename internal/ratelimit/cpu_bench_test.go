@@ -1,0 +1,119 @@
+package ratelimit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// redisCPU is Redis's own CPU so far (INFO cpu: used_cpu_sys plus
+// used_cpu_user): it counts what the decisions cost Redis, whatever else
+// the machine runs.
+func redisCPU(b *testing.B, l *Redis) time.Duration {
+	info, err := l.Client().Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var secs float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			secs += f
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// benchDecisions has conc callers make b.N decisions in all, as GET /v1/me
+// does (AllowAt under the mirror's epoch), over keys keys, each refused
+// past limit; it reports Redis's CPU per decision. Run it on a Redis of
+// its own (AGENTAPI_TEST_REDIS_URL): INFO counts every client's work.
+func benchDecisions(b *testing.B, conc, keys, limit int) {
+	l, m := newMirroredB(b)
+	if err := m.RaiseEpoch(context.Background(), 1); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = uniqueKey()
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	cpu0 := redisCPU(b, l)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if _, _, err := l.AllowAt(context.Background(), names[int(i)%keys], limit, 1, ""); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cpu := redisCPU(b, l) - cpu0
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-µs/decision")
+}
+
+func newMirroredB(b *testing.B) (*Redis, *Mirror) {
+	c := redisClient(b)
+	l := NewRedis(c, NewMemory(nil), nil)
+	b.Cleanup(l.Close)
+	m := NewMirror(c, "agentapi:key-epoch:"+uniqueKey(), nil)
+	l.UseMirror(m)
+	return l, m
+}
+
+func BenchmarkRedisCPUAdmitted(b *testing.B) { benchDecisions(b, 16, 100, 1<<30) }
+func BenchmarkRedisCPUOneByOne(b *testing.B) { benchDecisions(b, 1, 100, 1<<30) }
+func BenchmarkRedisCPURefused(b *testing.B)  { benchDecisions(b, 16, 1, 10) }
+
+func BenchmarkRedisCPUHotKey(b *testing.B) { benchDecisions(b, 16, 1, 1<<30) }
+
+// benchScript sends batches of size decisions over keys keys straight to
+// the script: Redis's cost per decision with the round trip's shared size
+// ways, what the script itself costs.
+func benchScript(b *testing.B, keys, size int) {
+	l, m := newMirroredB(b)
+	if err := m.RaiseEpoch(context.Background(), 1); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = uniqueKey()
+	}
+	batch := make([]*allowCall, size)
+	b.ResetTimer()
+	cpu0 := redisCPU(b, l)
+	var ks []string
+	var args []any
+	for i := 0; i < b.N; i += len(batch) {
+		for j := range batch {
+			log, win := windowKeys(names[(i+j)%keys])
+			batch[j] = &allowCall{keys: []string{log, win}, limit: 1 << 30, epoch: 1}
+		}
+		ks, args = l.decide(batch, ks, args)
+		if batch[0].err != nil {
+			b.Fatal(batch[0].err)
+		}
+	}
+	cpu := redisCPU(b, l) - cpu0
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-µs/decision")
+}
+
+func BenchmarkRedisScriptHotKey(b *testing.B)   { benchScript(b, 1, 64) }
+func BenchmarkRedisScriptManyKeys(b *testing.B) { benchScript(b, 1000, 64) }
+func BenchmarkRedisScriptBatch1(b *testing.B)   { benchScript(b, 1, 1) }
+func BenchmarkRedisScriptBatch8(b *testing.B)   { benchScript(b, 1, 8) }
