@@ -373,6 +373,9 @@ type Redis struct {
 	testNowMS func() int64
 
 	mirrorKey string // UseMirror
+	// cluster: client is a Redis Cluster's (NewRedis); a batch is split
+	// by hash slot (decide).
+	cluster bool
 
 	fallbacks     atomic.Int64
 	refusals      refusals
@@ -417,6 +420,7 @@ func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) 
 	r := &Redis{client: client, fallback: fallback, log: cmp.Or(log, slog.New(slog.DiscardHandler)),
 		timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
+	_, r.cluster = client.(*redis.ClusterClient)
 	for range batchWorkers {
 		r.workers.Add(1)
 		go r.work()
@@ -648,9 +652,42 @@ func (r *Redis) drain() {
 }
 
 // decide answers a batch with one script call, setting each call's vals
-// or err; keys and args are scratch space, returned for reuse.
+// or err; keys and args are scratch space, returned for reuse. On a Redis
+// Cluster the batch is split by hash slot, one script call per slot (a
+// script's keys must share one), in the batch's order within each.
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
-	keys, args = append(keys[:0], r.mirrorKey), append(args[:0], windowMS)
+	if !r.cluster {
+		return r.decideGroup(batch, keys, args, r.mirrorKey)
+	}
+	slots := make([]uint16, len(batch))
+	for i, c := range batch {
+		slots[i] = keySlot(c.keys[1])
+	}
+	done := make([]bool, len(batch))
+	group := make([]*allowCall, 0, len(batch))
+	for i := range batch {
+		if done[i] {
+			continue
+		}
+		group = group[:0]
+		for j := i; j < len(batch); j++ {
+			if !done[j] && slots[j] == slots[i] {
+				group, done[j] = append(group, batch[j]), true
+			}
+		}
+		// The slot's own key stands in for the mirror, which a cluster
+		// does not use (docs/production.md, Redis Cluster).
+		keys, args = r.decideGroup(group, keys, args, group[0].keys[1])
+	}
+	return keys, args
+}
+
+// decideGroup answers calls with one script call whose first key is
+// first. Its failure marks one Redis down (the fallback decides until the
+// probe sees it again); on a cluster it sends only these calls to the
+// fallback: the other primaries' accounts do not notice.
+func (r *Redis) decideGroup(batch []*allowCall, keys []string, args []any, first string) ([]string, []any) {
+	keys, args = append(keys[:0], first), append(args[:0], windowMS)
 	for _, c := range batch {
 		// Without a watch, the meta key stands in for the watch key: not read.
 		watch, read := c.keys[1], 0
@@ -664,9 +701,10 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 	if err == nil && len(vals) != decisionValues*len(batch) {
 		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
 	}
-	if err != nil {
+	if err != nil && !r.cluster {
 		r.markDown(err)
 	}
+
 	for i, c := range batch {
 		switch {
 		case err != nil:
@@ -804,7 +842,11 @@ func (r *Redis) pingUntilUp() bool {
 	t := time.NewTicker(r.pause)
 	defer t.Stop()
 	runs, meta := windowKeys(probeKey)
-	keys, args := []string{r.mirrorKey, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
+	first := r.mirrorKey
+	if r.cluster {
+		first = meta // one slot: the probe's own
+	}
+	keys, args := []string{first, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
 	for {
 		select {
 		case <-r.quit:
