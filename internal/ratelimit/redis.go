@@ -653,40 +653,74 @@ func (r *Redis) drain() {
 
 // decide answers a batch with one script call, setting each call's vals
 // or err; keys and args are scratch space, returned for reuse. On a Redis
-// Cluster the batch is split by hash slot, one script call per slot (a
-// script's keys must share one), in the batch's order within each.
+// Cluster the batch is split by hash slot (decideCluster).
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
-	if !r.cluster {
-		return r.decideGroup(batch, keys, args, r.mirrorKey)
+	if r.cluster {
+		r.decideCluster(batch)
+		return keys, args
 	}
-	slots := make([]uint16, len(batch))
-	for i, c := range batch {
-		slots[i] = keySlot(c.keys[1])
+	keys, args = scriptArgs(batch, keys, args, r.mirrorKey)
+	vals, err := r.run(allowScript, r.timeout, keys, args)
+	if err != nil {
+		r.markDown(err)
 	}
-	done := make([]bool, len(batch))
-	group := make([]*allowCall, 0, len(batch))
-	for i := range batch {
-		if done[i] {
-			continue
-		}
-		group = group[:0]
-		for j := i; j < len(batch); j++ {
-			if !done[j] && slots[j] == slots[i] {
-				group, done[j] = append(group, batch[j]), true
-			}
-		}
-		// The slot's own key stands in for the mirror, which a cluster
-		// does not use (docs/production.md, Redis Cluster).
-		keys, args = r.decideGroup(group, keys, args, group[0].keys[1])
-	}
+	answer(batch, vals, err)
+	clear(args) // drop the boxed values
 	return keys, args
 }
 
-// decideGroup answers calls with one script call whose first key is
-// first. Its failure marks one Redis down (the fallback decides until the
-// probe sees it again); on a cluster it sends only these calls to the
-// fallback: the other primaries' accounts do not notice.
-func (r *Redis) decideGroup(batch []*allowCall, keys []string, args []any, first string) ([]string, []any) {
+// decideCluster answers a batch on a Redis Cluster: one script call per
+// hash slot (a script's keys must share one), the calls of one slot in the
+// batch's order, all sent in one pipeline, which the cluster client sends
+// to each primary in one round trip, the primaries at once. A call that
+// fails sends only its decisions to the fallback: the accounts of a
+// primary that is away fall back, the others do not notice.
+func (r *Redis) decideCluster(batch []*allowCall) {
+	groups := slotGroups(batch)
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(groups))
+	sent := make([][2]any, len(groups))
+	for i, g := range groups {
+		// The slot's own key stands in for the mirror, which a cluster
+		// does not use (docs/production.md, Redis Cluster).
+		keys, args := scriptArgs(g, nil, nil, g[0].keys[1])
+		cmds[i], sent[i] = allowScript.EvalSha(ctx, pipe, keys, args...), [2]any{keys, args}
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, g := range groups {
+		vals, err := cmds[i].Int64Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// A primary that does not know the script yet (new, restarted
+			// or flushed): sent again by its source.
+			vals, err = r.run(allowScript, r.timeout, sent[i][0].([]string), sent[i][1].([]any))
+		}
+		answer(g, vals, err)
+	}
+}
+
+// slotGroups splits batch by the hash slot of each call's window, keeping
+// the batch's order within each group.
+func slotGroups(batch []*allowCall) [][]*allowCall {
+	var groups [][]*allowCall
+	index := map[uint16]int{}
+	for _, c := range batch {
+		s := keySlot(c.keys[1])
+		i, ok := index[s]
+		if !ok {
+			i = len(groups)
+			index[s] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// scriptArgs appends allowScript's keys and arguments for batch, first
+// being KEYS[1], to keys[:0] and args[:0].
+func scriptArgs(batch []*allowCall, keys []string, args []any, first string) ([]string, []any) {
 	keys, args = append(keys[:0], first), append(args[:0], windowMS)
 	for _, c := range batch {
 		// Without a watch, the meta key stands in for the watch key: not read.
@@ -697,14 +731,14 @@ func (r *Redis) decideGroup(batch []*allowCall, keys []string, args []any, first
 		keys = append(keys, c.keys[0], c.keys[1], watch)
 		args = append(args, c.limit, c.nowMS, c.epoch, read)
 	}
-	vals, err := r.run(allowScript, r.timeout, keys, args)
+	return keys, args
+}
+
+// answer sets each call's vals or err from the script's values for batch.
+func answer(batch []*allowCall, vals []int64, err error) {
 	if err == nil && len(vals) != decisionValues*len(batch) {
 		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
 	}
-	if err != nil && !r.cluster {
-		r.markDown(err)
-	}
-
 	for i, c := range batch {
 		switch {
 		case err != nil:
@@ -716,8 +750,6 @@ func (r *Redis) decideGroup(batch []*allowCall, keys []string, args []any, first
 			c.vals = vals[j : j+decisionValues : j+decisionValues]
 		}
 	}
-	clear(args) // drop the boxed values
-	return keys, args
 }
 
 // decisionValues is how many integers allowScript returns per decision.
