@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,57 +46,19 @@ func BenchmarkClusterRedisCPU(b *testing.B) {
 	defer c.Close()
 	l := NewRedis(c, NewMemory(nil), nil)
 	defer l.Close()
-	cc := cl.Client()
-	const keys = 1000
-	names := make([]string, keys)
-	owner := make([]int, keys)
-	nodes := map[string]int{}
-	for i := range names {
-		names[i] = uniqueKey()
-		_, win := windowKeys(names[i])
-		node, err := cc.MasterForKey(context.Background(), win)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for j, a := range cl.Addrs {
-			if a == node.Options().Addr {
-				owner[i] = j
-			}
-		}
-		nodes[node.Options().Addr]++
-	}
+	names, owner := clusterKeys(b, cl, 1000)
 	direct := make([]*redis.Client, len(cl.Addrs))
 	for i, a := range cl.Addrs {
 		direct[i] = redis.NewClient(&redis.Options{Addr: a})
 		defer direct[i].Close()
 	}
 	made := make([]atomic.Int64, len(cl.Addrs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	b.ResetTimer()
 	cpu0 := make([]time.Duration, len(direct))
 	for i, d := range direct {
 		cpu0[i] = nodeCPU(b, d)
 	}
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				k := int(i) % keys
-				if _, err := l.Allow(context.Background(), names[k], 1<<30); err != nil {
-					b.Error(err)
-					return
-				}
-				made[owner[k]].Add(1)
-			}
-		}()
-	}
-	wg.Wait()
+	clusterDecisions(b, l, names, owner, made)
 	for i, d := range direct {
 		n := made[i].Load()
 		cpu := nodeCPU(b, d) - cpu0[i]
@@ -107,4 +70,47 @@ func BenchmarkClusterRedisCPU(b *testing.B) {
 	if l.Fallbacks() != 0 {
 		b.Fatalf("%d decisions fell back", l.Fallbacks())
 	}
+}
+
+// clusterKeys is n new keys and, for each, the index in cl.Addrs of the
+// primary holding its window.
+func clusterKeys(b *testing.B, cl *testenv.Cluster, n int) (names []string, owner []int) {
+	cc := cl.Client()
+	names, owner = make([]string, n), make([]int, n)
+	for i := range names {
+		names[i] = uniqueKey()
+		_, win := windowKeys(names[i])
+		node, err := cc.MasterForKey(context.Background(), win)
+		if err != nil {
+			b.Fatal(err)
+		}
+		owner[i] = slices.Index(cl.Addrs, node.Options().Addr)
+	}
+	return names, owner
+}
+
+// clusterDecisions has 16 callers make b.N decisions in all over names,
+// counting in made those of each primary (owner).
+func clusterDecisions(b *testing.B, l *Redis, names []string, owner []int, made []atomic.Int64) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				k := int(i) % len(names)
+				if _, err := l.Allow(context.Background(), names[k], 1<<30); err != nil {
+					b.Error(err)
+					return
+				}
+				made[owner[k]].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
 }
