@@ -45,7 +45,8 @@ func TestClusterPrimaryKilledUnderLoad(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	cl.Kill(1)
 	time.Sleep(500 * time.Millisecond)
-	mustCLI(t, db, "", "key", "revoke", "--account", acct, "--as", "multi@example.com", ids[0])
+	// --redis naming the cluster, as serve is given it: accepted, no raise.
+	mustCLI(t, db, "", "key", "revoke", "--redis", cl.URL(), "--account", acct, "--as", "multi@example.com", ids[0])
 	for _, s := range servers {
 		if code, _, _ := call(t, "GET", s.base+"/v1/me", creds[0], ""); code != 401 {
 			t.Errorf("the revoked key with a primary away: %d at %s, want 401", code, s.base)
