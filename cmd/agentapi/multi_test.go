@@ -18,8 +18,26 @@ func TestManyInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers")
 	}
-	db := storetest.PostgresURL(t)
 	redisURL := testenv.RedisURL(t)
+	// With --redis, as production runs it (docs/production.md): the
+	// command raises the key epoch's mirror the instances check.
+	manyInstances(t, redisURL, "--redis", redisURL)
+}
+
+// TestManyInstancesOnCluster is TestManyInstances on a 3-primary Redis
+// Cluster (--redis redis+cluster://…). A cluster decides limits only, so
+// operator commands need no --redis (docs/production.md, Redis Cluster).
+func TestManyInstancesOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three servers and a cluster")
+	}
+	manyInstances(t, testenv.RedisCluster(t).URL())
+}
+
+// manyInstances is TestManyInstances on redisURL; cliArgs are what the
+// operator commands are given.
+func manyInstances(t *testing.T, redisURL string, cliArgs ...string) {
+	db := storetest.PostgresURL(t)
 	// A fresh Redis namespace: the limiter keys by key id, which is unique
 	// per test run anyway; flushing is not needed.
 	var servers []*server
@@ -41,7 +59,12 @@ func TestManyInstances(t *testing.T) {
 
 	t.Run("revocation through one instance is seen by the others", func(t *testing.T) {
 		id, cred := newKey(t)
-		manyInstancesRevokeSeenByAll(t, servers, db, redisURL, acct, id, cred)
+		manyInstancesRevokeSeenByAll(t, servers, db, acct, id, cred, cliArgs)
+	})
+
+	t.Run("a rate-limit change through the CLI is seen by every instance", func(t *testing.T) {
+		id, cred := newKey(t, "--rate-limit", "1000")
+		manyInstancesLimitSeenByAll(t, servers, db, id, cred, cliArgs)
 	})
 
 	t.Run("racing creates across instances make one agent", func(t *testing.T) {
@@ -106,19 +129,37 @@ func manyInstancesAdmitOne(t *testing.T, base, cred string, ok, limited *atomic.
 
 // manyInstancesRevokeSeenByAll: the key works on every server, is
 // revoked through the CLI, and then fails on every server.
-func manyInstancesRevokeSeenByAll(t *testing.T, servers []*server, db, redisURL, acct, id, cred string) {
+func manyInstancesRevokeSeenByAll(t *testing.T, servers []*server, db, acct, id, cred string, cliArgs []string) {
 	t.Helper()
 	for _, s := range servers {
 		if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 200 {
 			t.Fatalf("before revoke: %d", code)
 		}
 	}
-	// With --redis, as production runs it (docs/production.md): the
-	// command raises the key epoch's mirror the instances check.
-	mustCLI(t, db, "", "key", "revoke", "--redis", redisURL, "--account", acct, "--as", "multi@example.com", id)
+	args := append([]string{"key", "revoke"}, cliArgs...)
+	mustCLI(t, db, "", append(args, "--account", acct, "--as", "multi@example.com", id)...)
 	for _, s := range servers {
 		if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 401 {
 			t.Fatalf("after revoke: %d at %s", code, s.base)
+		}
+	}
+}
+
+// manyInstancesLimitSeenByAll: the key is used once on every server, its
+// limit is set to 1 through the CLI, and the very next request on every
+// server is refused for it (429).
+func manyInstancesLimitSeenByAll(t *testing.T, servers []*server, db, id, cred string, cliArgs []string) {
+	t.Helper()
+	for _, s := range servers {
+		if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 200 {
+			t.Fatalf("before the change: %d", code)
+		}
+	}
+	args := append([]string{"key", "set-rate-limit"}, cliArgs...)
+	mustCLI(t, db, "", append(args, id, "1")...)
+	for _, s := range servers {
+		if code, _, _ := call(t, "GET", s.base+"/v1/me", cred, ""); code != 429 {
+			t.Fatalf("after the limit change: %d at %s, want 429", code, s.base)
 		}
 	}
 }

@@ -56,6 +56,11 @@ func (o *operator) attach(ctx context.Context, st *store.Store) error {
 	if o == nil || o.redisURL == nil || *o.redisURL == "" {
 		return nil
 	}
+	if ratelimit.IsClusterURL(*o.redisURL) {
+		// Instances on a Redis Cluster keep no mirror: they check keys
+		// against the store (docs/production.md, Redis Cluster).
+		return nil
+	}
 	opts, err := ratelimit.ClientOptions(*o.redisURL)
 	if err != nil {
 		return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)

@@ -346,17 +346,18 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 	// The limiter's options: RESP2 unless the URL asks, and every
 	// round trip bounded by the limiter's own 250 ms, so a Redis that
 	// stops answering is given up that soon, not after go-redis's 5 s.
-	opts, err := ratelimit.ClientOptions(c.redisURL)
+	// A redis+cluster:// URL gives a cluster client (docs/production.md,
+	// Redis Cluster).
+	rc, err := ratelimit.NewClient(c.redisURL)
 	if err != nil {
 		mem.Close()
-		return nil, nil, fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
+		return nil, nil, fmt.Errorf("%w: --redis is not a redis:// or redis+cluster:// URL", errUsage)
 	}
 	// The client's own messages (a failed dial, a bad connection) go to
 	// the JSON log at debug level, below what serve prints (info), not
 	// as plain text to stderr: the limiter logs an outage once, at
 	// warn, with its cause.
 	redis.SetLogger(redisLog{log})
-	rc := redis.NewClient(opts)
 	rl := ratelimit.NewRedis(rc, mem, log)
 	counter(m, "agentapi_ratelimit_fallback_total", "Rate-limit decisions made in process because Redis was unavailable.",
 		func() float64 { return float64(rl.Fallbacks()) })
@@ -376,6 +377,12 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 func shareKeyEpoch(ctx, loops context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Versions, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
 	if !ok {
+		return nil, nil
+	}
+	if _, cluster := rl.Client().(*redis.ClusterClient); cluster {
+		// A cluster decides limits only: keys are checked against the
+		// store on every request, as without Redis (docs/production.md,
+		// Redis Cluster).
 		return nil, nil
 	}
 	mirror, versions, err := useMirror(ctx, st, rl.Client(), log)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
 
 // The key cache keeps keys the Authenticator read in memory, so that the
@@ -17,17 +18,26 @@ import (
 // change and an account's (de)activation therefore still apply on the very
 // next request, whichever process or instance made them.
 //
-// How: every write that can make a held key wrong bumps the store's key
-// epoch in its own transaction. Each lookup first learns the current epoch
+// How: every write that can make a held key wrong raises the store's key
+// epoch in its own transaction and records it against the key's account
+// (store.KeyChangesSince). Each lookup first learns the current epoch
 // through a check that started after the call began (store.Check, shared
-// by concurrent callers), and uses held keys only when they were read
-// under that same epoch.
+// by concurrent callers); when it moved since the cache last looked, the
+// cache reads which accounts changed and drops their keys only: a change
+// in one account costs the others nothing. Every key held is thus the key
+// as it stood when the epoch was synced.
 type keyCache struct {
 	max int
 
-	mu      sync.RWMutex
-	epoch   int64 // the epoch under which every entry was read
-	entries map[string]cachedKey
+	// syncMu admits one read of the changes at a time.
+	syncMu sync.Mutex
+
+	mu sync.RWMutex
+	// synced is the key epoch up to which every change is applied: each
+	// entry is current as of it (-1: nothing read yet).
+	synced    int64
+	entries   map[string]cachedKey
+	byAccount map[string]map[string]struct{} // account → prefixes held
 
 	hits, misses, reads atomic.Uint64
 }
@@ -45,29 +55,96 @@ type cachedKey struct {
 const keyCacheMax = 20_000
 
 func newKeyCache(max int) *keyCache {
-	return &keyCache{max: max, epoch: -1, entries: map[string]cachedKey{}}
+	return &keyCache{max: max, synced: -1, entries: map[string]cachedKey{}, byAccount: map[string]map[string]struct{}{}}
 }
 
-// put holds e, read after a check saw epoch. Entries of an older epoch are
-// dropped all at once; an entry read under an older epoch than the cache's
-// is not kept (a revocation may have committed since it was read).
+// put holds e, read after a check saw epoch and the cache was synced to
+// it. An entry read under an older epoch than the cache's is not kept (a
+// change to its account may have committed since it was read, and the
+// sync that dropped the account's keys has passed).
 func (c *keyCache) put(epoch int64, prefix string, e cachedKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case epoch < c.epoch:
+	if epoch < c.synced {
 		return
-	case epoch > c.epoch:
-		clear(c.entries)
-		c.epoch = epoch
 	}
 	if _, held := c.entries[prefix]; !held && len(c.entries) >= c.max {
 		for p := range c.entries { // map order is randomised: an arbitrary victim
-			delete(c.entries, p)
+			c.drop(p)
 			break
 		}
 	}
+	c.drop(prefix)
 	c.entries[prefix] = e
+	acct := e.key.AccountID
+	if c.byAccount[acct] == nil {
+		c.byAccount[acct] = map[string]struct{}{}
+	}
+	c.byAccount[acct][prefix] = struct{}{}
+}
+
+// drop removes the entry for prefix; c.mu is held.
+func (c *keyCache) drop(prefix string) {
+	e, ok := c.entries[prefix]
+	if !ok {
+		return
+	}
+	delete(c.entries, prefix)
+	acct := e.key.AccountID
+	delete(c.byAccount[acct], prefix)
+	if len(c.byAccount[acct]) == 0 {
+		delete(c.byAccount, acct)
+	}
+}
+
+// dropAccount removes every entry of acct; c.mu is held.
+func (c *keyCache) dropAccount(acct string) {
+	for p := range c.byAccount[acct] {
+		delete(c.entries, p)
+	}
+	delete(c.byAccount, acct)
+}
+
+// epoch is the key epoch the cache is synced to.
+func (c *keyCache) epoch() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.synced
+}
+
+// sync brings the cache to the check m: the keys of every account changed
+// since the cache last synced are dropped, or every key when a change
+// names no account (a 1.2 writer during a rolling upgrade, Mark.Legacy).
+func (a *Authenticator) sync(ctx context.Context, m store.Mark) error {
+	c := a.cache
+	if m.Epoch <= c.epoch() {
+		return nil
+	}
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	from := c.epoch()
+	if m.Epoch <= from {
+		return nil // synced while this call waited
+	}
+	var changed store.KeyChanges
+	all := from < 0 || m.Legacy > from
+	if !all {
+		var err error
+		if changed, err = a.store.KeyChangesSince(ctx, from); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if all {
+		clear(c.entries)
+		clear(c.byAccount)
+	}
+	for acct := range changed {
+		c.dropAccount(acct)
+	}
+	c.synced = m.Epoch
+	return nil
 }
 
 // CacheStats counts the key cache's work since the Authenticator was made.
@@ -86,7 +163,8 @@ func (a *Authenticator) CacheStats() CacheStats {
 }
 
 // keyLookup is what lookupKey found: the key and whether its account is
-// active, whether it came from memory, and the epoch it was read under.
+// active, whether it came from memory, and the key epoch as of which it is
+// current (the cache's synced epoch, or the check it was read after).
 type keyLookup struct {
 	Key           domain.APIKey
 	AccountActive bool
@@ -104,8 +182,11 @@ func (a *Authenticator) lookupKey(ctx context.Context, prefix string) (keyLookup
 	if err != nil {
 		return keyLookup{}, err
 	}
+	if err := a.sync(ctx, m); err != nil {
+		return keyLookup{}, fmt.Errorf("key changes: %w", err)
+	}
 	epoch := m.Epoch
-	if l, ok := a.heldKey(prefix); ok && l.epoch == epoch {
+	if l, ok := a.heldKey(prefix); ok && l.epoch >= epoch {
 		c.hits.Add(1)
 		return l, nil
 	}
@@ -133,7 +214,7 @@ func (a *Authenticator) heldKey(prefix string) (keyLookup, bool) {
 	c := a.cache
 	c.mu.RLock()
 	e, ok := c.entries[prefix]
-	epoch := c.epoch
+	epoch := c.synced
 	c.mu.RUnlock()
 	if !ok {
 		return keyLookup{}, false

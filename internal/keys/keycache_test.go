@@ -320,3 +320,44 @@ func TestHeldKeyNeedsNoStore(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyChangeRereadsOnlyItsAccount: two instances hold keys of accounts
+// A and B; a revocation in A (made through the other instance) makes the
+// first re-read A's key, refused on its very next lookup, while B's key is
+// still answered from memory: no database read for it.
+func TestKeyChangeRereadsOnlyItsAccount(t *testing.T) {
+	for _, e := range storetest.Engines() {
+		t.Run(e, func(t *testing.T) { keyChangeRereadsOnlyItsAccount(t, e) })
+	}
+}
+
+func keyChangeRereadsOnlyItsAccount(t *testing.T, engine string) {
+	ctx := context.Background()
+	s1, s2 := twoStores(t, engine)
+	a, b := storetest.Account(t, s1), storetest.Account(t, s1)
+	ka, kb := storetest.Key(t, s1, a.ID), storetest.Key(t, s1, b.ID)
+	for _, k := range []domain.APIKey{ka, kb} {
+		if _, _, err := s1.KeyByPrefix(ctx, k.Prefix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s2.RevokeKey(ctx, a.ID, ka.ID, "usr_1", t0, storetest.Event(a.ID, ka.ID, "revoked", t0)); err != nil {
+		t.Fatal(err)
+	}
+	before := s1.KeyCacheStats()
+	got, _, err := s1.KeyByPrefix(ctx, ka.Prefix)
+	if err != nil || got.RevokedAt == nil {
+		t.Fatalf("A's key after its revocation elsewhere: revoked %v, %v", got.RevokedAt, err)
+	}
+	if r := s1.KeyCacheStats().Reads - before.Reads; r != 1 {
+		t.Fatalf("A's key: %d reads, want 1", r)
+	}
+	mid := s1.KeyCacheStats()
+	if _, _, err := s1.KeyByPrefix(ctx, kb.Prefix); err != nil {
+		t.Fatal(err)
+	}
+	d := s1.KeyCacheStats()
+	if d.Reads != mid.Reads || d.Hits != mid.Hits+1 {
+		t.Fatalf("B's key after a change in A: %d reads, %d hits; want 0 and 1", d.Reads-mid.Reads, d.Hits-mid.Hits)
+	}
+}

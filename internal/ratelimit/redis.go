@@ -373,6 +373,9 @@ type Redis struct {
 	testNowMS func() int64
 
 	mirrorKey string // UseMirror
+	// cluster: client is a Redis Cluster's (NewRedis); a batch is split
+	// by hash slot (decide).
+	cluster bool
 
 	fallbacks     atomic.Int64
 	refusals      refusals
@@ -417,6 +420,7 @@ func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) 
 	r := &Redis{client: client, fallback: fallback, log: cmp.Or(log, slog.New(slog.DiscardHandler)),
 		timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
+	_, r.cluster = client.(*redis.ClusterClient)
 	for range batchWorkers {
 		r.workers.Add(1)
 		go r.work()
@@ -648,9 +652,76 @@ func (r *Redis) drain() {
 }
 
 // decide answers a batch with one script call, setting each call's vals
-// or err; keys and args are scratch space, returned for reuse.
+// or err; keys and args are scratch space, returned for reuse. On a Redis
+// Cluster the batch is split by hash slot (decideCluster).
 func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string, []any) {
-	keys, args = append(keys[:0], r.mirrorKey), append(args[:0], windowMS)
+	if r.cluster {
+		r.decideCluster(batch)
+		return keys, args
+	}
+	keys, args = scriptArgs(batch, keys, args, r.mirrorKey)
+	vals, err := r.run(allowScript, r.timeout, keys, args)
+	if err != nil {
+		r.markDown(err)
+	}
+	answer(batch, vals, err)
+	clear(args) // drop the boxed values
+	return keys, args
+}
+
+// decideCluster answers a batch on a Redis Cluster: one script call per
+// hash slot (a script's keys must share one), the calls of one slot in the
+// batch's order, all sent in one pipeline, which the cluster client sends
+// to each primary in one round trip, the primaries at once. A call that
+// fails sends only its decisions to the fallback: the accounts of a
+// primary that is away fall back, the others do not notice.
+func (r *Redis) decideCluster(batch []*allowCall) {
+	groups := slotGroups(batch)
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(groups))
+	sent := make([][2]any, len(groups))
+	for i, g := range groups {
+		// The slot's own key stands in for the mirror, which a cluster
+		// does not use (docs/production.md, Redis Cluster).
+		keys, args := scriptArgs(g, nil, nil, g[0].keys[1])
+		cmds[i], sent[i] = allowScript.EvalSha(ctx, pipe, keys, args...), [2]any{keys, args}
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, g := range groups {
+		vals, err := cmds[i].Int64Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// A primary that does not know the script yet (new, restarted
+			// or flushed): sent again by its source.
+			vals, err = r.run(allowScript, r.timeout, sent[i][0].([]string), sent[i][1].([]any))
+		}
+		answer(g, vals, err)
+	}
+}
+
+// slotGroups splits batch by the hash slot of each call's window, keeping
+// the batch's order within each group.
+func slotGroups(batch []*allowCall) [][]*allowCall {
+	var groups [][]*allowCall
+	index := map[uint16]int{}
+	for _, c := range batch {
+		s := keySlot(c.keys[1])
+		i, ok := index[s]
+		if !ok {
+			i = len(groups)
+			index[s] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
+// scriptArgs appends allowScript's keys and arguments for batch, first
+// being KEYS[1], to keys[:0] and args[:0].
+func scriptArgs(batch []*allowCall, keys []string, args []any, first string) ([]string, []any) {
+	keys, args = append(keys[:0], first), append(args[:0], windowMS)
 	for _, c := range batch {
 		// Without a watch, the meta key stands in for the watch key: not read.
 		watch, read := c.keys[1], 0
@@ -660,12 +731,13 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 		keys = append(keys, c.keys[0], c.keys[1], watch)
 		args = append(args, c.limit, c.nowMS, c.epoch, read)
 	}
-	vals, err := r.run(allowScript, r.timeout, keys, args)
+	return keys, args
+}
+
+// answer sets each call's vals or err from the script's values for batch.
+func answer(batch []*allowCall, vals []int64, err error) {
 	if err == nil && len(vals) != decisionValues*len(batch) {
 		err = fmt.Errorf("rate-limit script returned %d values for %d decisions", len(vals), len(batch))
-	}
-	if err != nil {
-		r.markDown(err)
 	}
 	for i, c := range batch {
 		switch {
@@ -678,8 +750,6 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 			c.vals = vals[j : j+decisionValues : j+decisionValues]
 		}
 	}
-	clear(args) // drop the boxed values
-	return keys, args
 }
 
 // decisionValues is how many integers allowScript returns per decision.
@@ -804,7 +874,11 @@ func (r *Redis) pingUntilUp() bool {
 	t := time.NewTicker(r.pause)
 	defer t.Stop()
 	runs, meta := windowKeys(probeKey)
-	keys, args := []string{r.mirrorKey, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
+	first := r.mirrorKey
+	if r.cluster {
+		first = meta // one slot: the probe's own
+	}
+	keys, args := []string{first, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
 	for {
 		select {
 		case <-r.quit:

@@ -72,6 +72,11 @@ type Mark struct {
 	Epoch    int64
 	Change   ChangeToken
 	ChangeOK bool
+	// Legacy is the highest key epoch raised by a writer that records no
+	// account (an instance of 1.2 during a rolling upgrade): a holder that
+	// read the account changes only up to below it must drop every key it
+	// holds (KeyChangesSince).
+	Legacy int64
 }
 
 // ChangeToken is a SQLite data_version together with the number of the
@@ -155,11 +160,11 @@ func (s *Store) check(ctx context.Context) (Mark, error) {
 	if s.engine == EnginePostgres {
 		ctx, cancel := s.authRead(ctx)
 		defer cancel()
-		var epoch int64
-		if err := s.epochStmt.QueryRowContext(ctx).Scan(&epoch); err != nil {
+		var m Mark
+		if err := s.epochStmt.QueryRowContext(ctx).Scan(&m.Epoch, &m.Legacy); err != nil {
 			return Mark{}, fmt.Errorf("read key epoch: %w", hung(ctx, err))
 		}
-		return Mark{Epoch: epoch}, nil
+		return m, nil
 	}
 	return s.watch.check(ctx)
 }
@@ -196,22 +201,71 @@ func hung(ctx context.Context, err error) error {
 	return err
 }
 
+// The key epoch numbers the changes; each is recorded against its account
+// (migration 0020). keyEpochSQL's second column is Mark.Legacy: the epoch
+// itself when the last change was made by a writer that records no
+// account, else the last such change.
 const (
-	keyEpochSQL     = `SELECT epoch FROM key_epoch WHERE id = 1`
-	bumpKeyEpochSQL = `UPDATE key_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch`
+	keyEpochSQL = `SELECT epoch, CASE WHEN per_account = epoch THEN legacy ELSE epoch END
+		FROM key_epoch WHERE id = 1`
+	bumpKeyEpochSQL = `UPDATE key_epoch SET epoch = epoch + 1,
+		legacy = CASE WHEN per_account = epoch THEN legacy ELSE epoch END,
+		per_account = epoch + 1
+		WHERE id = 1 RETURNING epoch`
+	accountKeyEpochSQL = `INSERT INTO account_key_epochs (account_id, epoch) VALUES ($1, $2)
+		ON CONFLICT (account_id) DO UPDATE SET epoch = excluded.epoch`
+	keyChangesSQL = `SELECT account_id, epoch FROM account_key_epochs WHERE epoch > $1`
 )
 
-// bumpKeyEpoch makes every instance drop the keys it holds; it runs in the
-// transaction of each write that can change what a held key says: a key's
-// revocation or rate limit, an account's active flag. Any new write of that
-// kind must call it. The transaction must be run by inTx, which tells
-// the EpochNotifier the new epoch once it commits.
-func bumpKeyEpoch(ctx context.Context, tx *Tx) error {
+// bumpKeyEpoch makes every instance drop the keys it holds of accountID;
+// it runs in the transaction of each write that can change what a held key
+// says: a key's revocation or rate limit, an account's active flag. Any
+// new write of that kind must call it. The transaction must be run by
+// inTx, which tells the EpochNotifier the new epoch once it commits.
+//
+// The database's key epoch moves too: it numbers the changes, and an
+// instance of 1.2 (a rolling upgrade) drops every key it holds when it
+// moves, as it always did (docs/production.md, Key epochs).
+func bumpKeyEpoch(ctx context.Context, tx *Tx, accountID string) error {
 	if err := tx.QueryRowContext(ctx, bumpKeyEpochSQL).Scan(&tx.epoch); err != nil {
 		return fmt.Errorf("bump key epoch: %w", err)
 	}
+	if _, err := tx.ExecContext(ctx, accountKeyEpochSQL, accountID, tx.epoch); err != nil {
+		return fmt.Errorf("bump account key epoch: %w", err)
+	}
 	tx.bumped = true
 	return nil
+}
+
+// KeyChanges is what KeyChangesSince read: the accounts whose keys changed
+// after its since, each with the key epoch of its last change.
+type KeyChanges map[string]int64
+
+// KeyChangesSince reads the accounts whose keys changed at a key epoch
+// above since. A caller that checked (Check) and found Mark.Epoch above
+// since then knows every account that changed up to Mark.Epoch, unless
+// Mark.Legacy is above since: a change then names no account.
+func (s *Store) KeyChangesSince(ctx context.Context, since int64) (KeyChanges, error) {
+	ctx, cancel := s.authRead(ctx)
+	defer cancel()
+	rows, err := s.r.QueryContext(ctx, keyChangesSQL, since)
+	if err != nil {
+		return nil, fmt.Errorf("read key changes: %w", hung(ctx, err))
+	}
+	defer rows.Close()
+	ch := KeyChanges{}
+	for rows.Next() {
+		var acct string
+		var epoch int64
+		if err := rows.Scan(&acct, &epoch); err != nil {
+			return nil, fmt.Errorf("read key changes: %w", err)
+		}
+		ch[acct] = epoch
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read key changes: %w", hung(ctx, err))
+	}
+	return ch, nil
 }
 
 // sqliteWatch is the SQLite epoch check: one dedicated read-only connection
@@ -231,8 +285,10 @@ type sqliteWatch struct {
 	dvStmt      driver.StmtQueryContext
 	epochStmt   driver.StmtQueryContext
 	row         []driver.Value
+	second      int64 // readInt's second column
 	dataVersion int64
 	epochNow    int64
+	legacyNow   int64
 	known       bool // dataVersion and epochNow were read on conn
 }
 
@@ -246,7 +302,7 @@ func (w *sqliteWatch) check(ctx context.Context) (Mark, error) {
 		}
 	}
 	err := w.conn.Raw(func(any) error {
-		dv, err := w.readInt(w.dvStmt)
+		dv, err := w.readInt(w.dvStmt, w.row[:1])
 		if err != nil {
 			return fmt.Errorf("read data_version: %w", err)
 		}
@@ -255,39 +311,45 @@ func (w *sqliteWatch) check(ctx context.Context) (Mark, error) {
 		}
 		// Read after data_version: a commit between the two reads moves
 		// data_version again, so the next check reads the epoch again.
-		epoch, err := w.readInt(w.epochStmt)
+		epoch, err := w.readInt(w.epochStmt, w.row)
 		if err != nil {
 			return fmt.Errorf("read key epoch: %w", err)
 		}
-		w.dataVersion, w.epochNow, w.known = dv, epoch, true
+		w.dataVersion, w.epochNow, w.legacyNow, w.known = dv, epoch, w.second, true
 		return nil
 	})
 	if err != nil {
 		w.reset()
 		return Mark{}, err
 	}
-	return Mark{Epoch: w.epochNow, Change: ChangeToken{Conn: w.connNo, DataVersion: w.dataVersion}, ChangeOK: true}, nil
+	return Mark{Epoch: w.epochNow, Legacy: w.legacyNow, Change: ChangeToken{Conn: w.connNo, DataVersion: w.dataVersion}, ChangeOK: true}, nil
 }
 
-// readInt runs a statement returning one integer. It passes no cancellable
+// readInt runs a statement returning one row of integers, the first of
+// which it returns; a second, when there is one, is left in second. It passes no cancellable
 // context on purpose: with one, the driver starts a goroutine per statement
 // to watch it, which would cost more than the statement. Neither statement
 // waits on anything but busy_timeout.
-func (w *sqliteWatch) readInt(st driver.StmtQueryContext) (int64, error) {
+func (w *sqliteWatch) readInt(st driver.StmtQueryContext, row []driver.Value) (int64, error) {
 	rows, err := st.QueryContext(context.Background(), nil)
 	if err != nil {
 		return 0, err
 	}
-	err = rows.Next(w.row)
+	err = rows.Next(row)
 	if cerr := rows.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return 0, err
 	}
-	v, ok := w.row[0].(int64)
+	v, ok := row[0].(int64)
 	if !ok {
-		return 0, fmt.Errorf("not an integer: %T", w.row[0])
+		return 0, fmt.Errorf("not an integer: %T", row[0])
+	}
+	if len(row) > 1 {
+		if w.second, ok = row[1].(int64); !ok {
+			return 0, fmt.Errorf("not an integer: %T", row[1])
+		}
 	}
 	return v, nil
 }
@@ -330,7 +392,7 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 	}
 	w.conn, w.dvStmt, w.epochStmt, w.known = conn, dv, ep, false
 	w.connNo++
-	w.row = make([]driver.Value, 1)
+	w.row = make([]driver.Value, 2)
 	return nil
 }
 
