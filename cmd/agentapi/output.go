@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -195,14 +196,58 @@ func cellText(s string) string {
 }
 
 // printJSON writes v as one line of JSON. '&', '<' and '>' stay as they
-// are: the output is read by people and programs, never put in HTML.
+// are: the output is read by people and programs, never put in HTML. That
+// holds inside what the API sent as it was (an event's data, kept raw),
+// whose encoder wrote them as \u0026, \u003c and \u003e.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
+	if _, err := w.Write(unescapeHTML(buf.Bytes())); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
 	return nil
+}
+
+// unescapeHTML turns the escapes \u0026, \u003c and \u003e of encoded
+// JSON back into '&', '<' and '>', the same strings; an escaped backslash
+// is stepped over whole, so "\\u0026" (a backslash, then "u0026") stays.
+func unescapeHTML(b []byte) []byte {
+	out := b[:0:0]
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 == len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if c, ok := htmlEscape(b[i+1:]); ok {
+			out = append(out, c)
+			i += 5
+			continue
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
+}
+
+// htmlEscape reports the character of an escape "u0026", "u003c" or
+// "u003e" (either case) at the start of b.
+func htmlEscape(b []byte) (byte, bool) {
+	if len(b) < 5 || b[0] != 'u' || string(b[1:3]) != "00" {
+		return 0, false
+	}
+	switch strings.ToLower(string(b[3:5])) {
+	case "26":
+		return '&', true
+	case "3c":
+		return '<', true
+	case "3e":
+		return '>', true
+	}
+	return 0, false
 }
 
 // Cell helpers shared by the tables.

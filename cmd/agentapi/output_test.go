@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -330,5 +331,31 @@ func TestTableCells(t *testing.T) {
 	}
 	if want := "A  LONGER  OPT\n1  p q     -\n-  r       -\n"; b.String() != want {
 		t.Fatalf("printList:\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// TestPrintJSONRawUnescaped: what the API sent raw (an event's data) keeps
+// '&', '<' and '>' as they are, as the rest of a line does, and the
+// unescaping leaves an escaped backslash and other escapes alone, so the
+// line decodes to the same value.
+func TestPrintJSONRawUnescaped(t *testing.T) {
+	raw := json.RawMessage(`{"name":"R\u0026D \u003cbot\u003e","path":"C:\\u0026x","tab":"a\tb\u00e9"}`)
+	var b bytes.Buffer
+	if err := printJSON(&b, map[string]any{"data": raw, "note": "x & y"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"data":{"name":"R&D <bot>","path":"C:\\u0026x","tab":"a\tb\u00e9"},"note":"x & y"}` + "\n"
+	if b.String() != want {
+		t.Fatalf("printJSON:\n%s\nwant\n%s", b.String(), want)
+	}
+	var got, orig map[string]any
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &orig); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got["data"], orig) {
+		t.Fatalf("decoded %v, want %v", got["data"], orig)
 	}
 }
