@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -108,26 +107,11 @@ type Page struct {
 // ListAgents fetches one page (GET /ai-agents; aiagents:read). Most callers
 // want Agents, which follows the pages.
 func (c *Client) ListAgents(ctx context.Context, opts ListOptions) (Page, error) {
-	r, err := c.do(ctx, call{method: http.MethodGet, path: "/ai-agents", query: opts.query()})
+	p, err := listCall[Agent](ctx, c, call{method: http.MethodGet, path: "/ai-agents", query: opts.query()})
 	if err != nil {
 		return Page{}, err
 	}
-	var env struct {
-		Data *[]Agent `json:"data"`
-		Meta *struct {
-			Limit   int    `json:"limit"`
-			Next    string `json:"next"` // null leaves it empty
-			HasMore bool   `json:"has_more"`
-		} `json:"meta"`
-	}
-	if err := json.Unmarshal(r.body, &env); err != nil || env.Data == nil || env.Meta == nil {
-		return Page{}, fmt.Errorf("client: GET /ai-agents: response is not a collection envelope")
-	}
-	p := Page{Agents: *env.Data, Limit: env.Meta.Limit, Next: env.Meta.Next, HasMore: env.Meta.HasMore, RateLimit: r.rateLimit}
-	if p.HasMore && p.Next == "" {
-		return Page{}, errors.New("client: GET /ai-agents: has_more is true but next is null")
-	}
-	return p, nil
+	return Page{Agents: p.Items, Limit: p.Limit, Next: p.Next, HasMore: p.HasMore, RateLimit: p.RateLimit}, nil
 }
 
 // Agents iterates over every agent the options select, oldest first,

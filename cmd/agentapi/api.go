@@ -368,22 +368,6 @@ func apiAgentsUpdate(ctx context.Context, e env, args []string) error {
 	}, agentColumns)
 }
 
-// agentOne is an `api agents` command that takes one agent id and prints
-// what get returns, in its wire shape.
-func agentOne[T, W any](name string, get func(*client.Client, context.Context, string) (T, error), shape func(T) W, cols []column[W]) command {
-	return command{name: name, run: func(ctx context.Context, e env, args []string) error {
-		a := e.apiCommand("agents " + name)
-		pos, err := a.parse(args, "ID")
-		if err != nil {
-			return err
-		}
-		return callPrint(a, func(c *client.Client) (W, error) {
-			v, err := get(c, ctx, pos[0])
-			return shape(v), err
-		}, cols)
-	}}
-}
-
 func apiAsk(ctx context.Context, e env, args []string) error {
 	a := e.apiCommand("ask")
 	conv := a.fs.String("conversation", "", "continue this conversation (conversation_id of an earlier answer)")
