@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
@@ -26,28 +25,26 @@ func mirroredInstance(t *testing.T, dsn, redisURL string) func(token string) err
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	opts, err := ratelimit.ClientOptions(redisURL)
+	rc, err := ratelimit.NewClient(redisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := redis.NewClient(opts)
 	t.Cleanup(func() { rc.Close() })
-	m, _, err := useMirror(ctx, st, rc, nil)
+	tr, err := fresh.Open(ctx, st, rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lim := ratelimit.NewRedis(rc, ratelimit.NewMemory(nil), nil)
-	lim.UseMirror(m)
 	t.Cleanup(lim.Close)
-	a, err := keys.NewAuthenticator(st, nil, nil, nil)
+	a, err := keys.NewAuthenticator(keys.AuthConfig{Store: st, Fresh: tr, Limiter: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	go m.Repair(rctx, st.CurrentKeyEpoch)
+	go tr.Repair(rctx)
 	return func(token string) error {
-		_, _, _, err := a.AdmitWatching(ctx, token, time.Now(), lim, nil, nil)
+		_, err := a.Admit(ctx, keys.Request{Token: token, Now: time.Now()})
 		return err
 	}
 }
@@ -119,11 +116,11 @@ func raisesMirrorRefused(t *testing.T, instances []func(string) error, trial int
 	}
 }
 
-// raisesMirrorAwaitRepair waits, up to 10 times ratelimit.StaleBound in
+// raisesMirrorAwaitRepair waits, up to 10 times fresh.StaleBound in
 // all, for every instance to refuse cred.
 func raisesMirrorAwaitRepair(t *testing.T, instances []func(string) error, cred string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * ratelimit.StaleBound)
+	deadline := time.Now().Add(10 * fresh.StaleBound)
 	for _, admit := range instances {
 		for {
 			var r *keys.Refused

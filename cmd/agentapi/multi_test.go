@@ -25,13 +25,14 @@ func TestManyInstances(t *testing.T) {
 }
 
 // TestManyInstancesOnCluster is TestManyInstances on a 3-primary Redis
-// Cluster (--redis redis+cluster://…). A cluster decides limits only, so
-// operator commands need no --redis (docs/production.md, Redis Cluster).
+// Cluster (--redis redis+cluster://…), the operator commands given it as
+// well (docs/production.md, Redis Cluster).
 func TestManyInstancesOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three servers and a cluster")
 	}
-	manyInstances(t, testenv.RedisCluster(t).URL())
+	url := testenv.RedisCluster(t).URL()
+	manyInstances(t, url, "--redis", url)
 }
 
 // manyInstances is TestManyInstances on redisURL; cliArgs are what the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -14,13 +15,13 @@ import (
 // operator is what an operator command sets up beyond its own flags: the
 // Redis of --redis (AGENTAPI_REDIS_URL) and the key epoch's mirror there,
 // which every write that bumps the epoch raises after its commit
-// (store.EpochNotifier), so that instances see a revocation on their very
-// next request (docs/operator-cli.md).
+// (fresh.Tracker), so that instances see a revocation on their very next
+// request (docs/operator-cli.md).
 type operator struct {
 	redisURL *string
 	noRedis  *bool
-	client   *redis.Client
-	mirror   *ratelimit.Mirror
+	client   redis.UniversalClient
+	fresh    *fresh.Tracker
 }
 
 // openForKeys opens the database of a command that changes what a key
@@ -44,11 +45,11 @@ func (e env) openForKeys(ctx context.Context, dsn string) (*store.Store, error) 
 	case !mirrored:
 		return st, nil
 	case *o.noRedis:
-		fmt.Fprintf(e.stderr, "agentapi: --no-redis: the instances may accept the key as it was for up to %v\n", ratelimit.StaleBound)
+		fmt.Fprintf(e.stderr, "agentapi: --no-redis: the instances may accept the key as it was for up to %v\n", fresh.StaleBound)
 		return st, nil
 	}
 	st.Close()
-	return nil, fmt.Errorf("%w: this database's instances run with --redis and keep keys until its key epoch mirror moves: give --redis URL (or AGENTAPI_REDIS_URL), or --no-redis to accept that they may accept the key as it was for up to %v", errUsage, ratelimit.StaleBound)
+	return nil, fmt.Errorf("%w: this database's instances run with --redis and keep keys until its key epoch mirror moves: give --redis URL (or AGENTAPI_REDIS_URL), or --no-redis to accept that they may accept the key as it was for up to %v", errUsage, fresh.StaleBound)
 }
 
 // attach makes st raise the mirror when the command was given --redis.
@@ -56,17 +57,12 @@ func (o *operator) attach(ctx context.Context, st *store.Store) error {
 	if o == nil || o.redisURL == nil || *o.redisURL == "" {
 		return nil
 	}
-	if ratelimit.IsClusterURL(*o.redisURL) {
-		// Instances on a Redis Cluster keep no mirror: they check keys
-		// against the store (docs/production.md, Redis Cluster).
-		return nil
-	}
-	opts, err := ratelimit.ClientOptions(*o.redisURL)
+	client, err := ratelimit.NewClient(*o.redisURL)
 	if err != nil {
-		return fmt.Errorf("%w: --redis is not a redis:// URL", errUsage)
+		return fmt.Errorf("%w: --redis is not a redis:// or redis+cluster:// URL", errUsage)
 	}
-	o.client = redis.NewClient(opts)
-	o.mirror, _, err = useMirror(ctx, st, o.client, nil)
+	o.client = client
+	o.fresh, err = fresh.Open(ctx, st, client, nil)
 	return err
 }
 
@@ -77,9 +73,9 @@ func (o *operator) finish(err error) error {
 		return err
 	}
 	o.client.Close()
-	if o.mirror.Failures() > 0 {
+	if o.fresh.RaiseFailures() > 0 {
 		return errors.Join(err, fmt.Errorf("the change is saved, but the key epoch mirror in Redis could not be raised within %v: instances may accept the key as it was for up to %v, until their repair raises it",
-			ratelimit.RaiseTimeout, ratelimit.StaleBound))
+			fresh.RaiseTimeout, fresh.StaleBound))
 	}
 	return err
 }

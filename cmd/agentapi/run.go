@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
-	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -152,7 +152,7 @@ func (e env) flags(name string) (*flag.FlagSet, *string) {
 	if name != "serve" && e.op != nil {
 		e.op.redisURL = fs.String("redis", e.getenv("AGENTAPI_REDIS_URL"),
 			"redis:// URL of the Redis the instances share; writes raise the key epoch's mirror there (env AGENTAPI_REDIS_URL)")
-		e.op.noRedis = fs.Bool("no-redis", false, "change keys of a database whose instances run with --redis without raising the mirror: they may accept a key as it was for up to "+ratelimit.StaleBound.String())
+		e.op.noRedis = fs.Bool("no-redis", false, "change keys of a database whose instances run with --redis without raising the mirror: they may accept a key as it was for up to "+fresh.StaleBound.String())
 	}
 	return fs, db
 }

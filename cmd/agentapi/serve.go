@@ -31,6 +31,7 @@ import (
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/console"
 	"github.com/agentapi/agentapi/internal/egress"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/metrics"
@@ -228,10 +229,11 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	defer st.Close()
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
-	versions, err := shareKeyEpoch(ctx, loopCtx, st, limiter, log)
+	tracker, err := openTracker(ctx, loopCtx, st, limiter, log)
 	if err != nil {
 		return err
 	}
+	defer tracker.Close()
 	if c.redisURL == "" && st.Engine() == store.EnginePostgres { // instances share a database, not Redis
 		log.Warn("rate limits are per instance: serve on PostgreSQL without --redis lets each instance admit a key's full ceiling; set --redis (AGENTAPI_REDIS_URL) to share them")
 	}
@@ -289,7 +291,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 	cons := console.New(console.Config{Store: st, Keys: keys.New(st, nil), Limiter: limiter, Log: log, ClientAddr: c.clients,
 		Bodies: bodies, Webhooks: hooks, MailEnabled: c.mail != nil})
 	var background sync.WaitGroup // writes requests leave behind (api.Config.Background)
-	authn, err := keys.NewAuthenticator(st, log, m, &background)
+	authn, err := keys.NewAuthenticator(keys.AuthConfig{Store: st, Fresh: tracker, Limiter: limiter, Log: log, Metrics: m, Background: &background})
 	if err != nil {
 		return err
 	}
@@ -303,7 +305,7 @@ func runServer(ctx context.Context, e env, c serveConfig) error {
 		Store: st, Limiter: limiter, UnauthLimiter: limiter, UnauthRateLimit: c.unauthLimit,
 		Toucher: toucher, Log: log, CursorKey: cursorKey, LLM: c.model, Metrics: m, Console: cons,
 		Background: &background, ClientAddr: c.clients,
-		SecretScanningKeys: scanKeys, Usage: usageRec, ListVersions: versions, Authenticator: authn, ListCache: lists,
+		SecretScanningKeys: scanKeys, Usage: usageRec, Fresh: tracker, Authenticator: authn, ListCache: lists,
 		MaxModelCalls: c.maxModelCalls, MaxModelCallsPerAccount: c.maxModelCallsPerAccount, Bodies: bodies,
 		Webhooks: hooks,
 	})
@@ -368,24 +370,18 @@ func openLimiter(c serveConfig, log *slog.Logger, m *metrics.Metrics) (limiter r
 	}, nil
 }
 
-// shareKeyEpoch gives a Redis limiter the key epoch's mirror: every write
-// of this process raises it after its commit, and the limiter's script
-// checks held keys against it (docs/production.md), and the store
-// records that its instances do so; the mirror's repair runs until loops
-// ends. It returns the agent-list versions the writes of this process
-// set. Nil without Redis.
-func shareKeyEpoch(ctx, loops context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*ratelimit.Versions, error) {
+// openTracker is the tracker that keeps what this instance holds fresh
+// (internal/fresh). With a Redis limiter its mirror and list versions
+// live on the limiter's Redis (one server or a cluster): every write of
+// this process raises them after its commit, each request's decision
+// checks held keys against them (docs/production.md), and the store
+// records that its instances do so. Its repair runs until loops ends.
+func openTracker(ctx, loops context.Context, st *store.Store, limiter ratelimit.Limiter, log *slog.Logger) (*fresh.Tracker, error) {
 	rl, ok := limiter.(*ratelimit.Redis)
 	if !ok {
-		return nil, nil
+		return fresh.New(st, fresh.Options{Log: log}), nil
 	}
-	if _, cluster := rl.Client().(*redis.ClusterClient); cluster {
-		// A cluster decides limits only: keys are checked against the
-		// store on every request, as without Redis (docs/production.md,
-		// Redis Cluster).
-		return nil, nil
-	}
-	mirror, versions, err := useMirror(ctx, st, rl.Client(), log)
+	t, err := fresh.Open(ctx, st, rl.Client(), log)
 	if err != nil {
 		return nil, err
 	}
@@ -393,9 +389,8 @@ func shareKeyEpoch(ctx, loops context.Context, st *store.Store, limiter ratelimi
 	if err := st.MarkKeyEpochMirrored(ctx); err != nil {
 		return nil, err
 	}
-	rl.UseMirror(mirror)
-	go mirror.Repair(loops, st.CurrentKeyEpoch)
-	return versions, nil
+	go t.Repair(loops)
+	return t, nil
 }
 
 // startAdmin serves operators only, on --admin-addr (nil when none is
@@ -572,22 +567,6 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 // drainGrace bounds how long a stop keeps answering requests on the
 // connections already open, after it stopped accepting new ones.
 const drainGrace = time.Second
-
-// useMirror makes st raise the key epoch's mirror in Redis (client) after
-// every commit that bumps the epoch, and set the account's agent-list
-// version after every commit that changes agents; it returns both. Serve
-// and the operator commands given --redis share them.
-func useMirror(ctx context.Context, st *store.Store, client redis.UniversalClient, log *slog.Logger) (*ratelimit.Mirror, *ratelimit.Versions, error) {
-	id, err := st.Secret(ctx, ratelimit.MirrorSecret)
-	if err != nil {
-		return nil, nil, fmt.Errorf("key epoch mirror: %w", err)
-	}
-	m := ratelimit.NewMirror(client, ratelimit.MirrorKey(id), log)
-	st.SetEpochNotifier(m)
-	v := ratelimit.NewVersions(client, id, log)
-	st.SetListNotifier(v)
-	return m, v, nil
-}
 
 // parsePrefixes reads a comma-separated list of CIDR prefixes and single
 // addresses (a /32 or /128).

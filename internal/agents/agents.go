@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -23,6 +24,7 @@ type Service struct {
 	store *store.Store
 	now   func() time.Time
 	lists *ListCache // nil: pages are read from the store
+	fresh *fresh.Tracker
 }
 
 // New returns a Service; now is the clock (time.Now when nil).
@@ -33,9 +35,10 @@ func New(st *store.Store, now func() time.Time) *Service {
 	return &Service{store: st, now: now}
 }
 
-// WithListCache makes List answer pages from c where it may (ListCache).
-func (s *Service) WithListCache(c *ListCache) *Service {
-	s.lists = c
+// WithListCache makes List answer pages from c where t's tokens say it
+// may (ListCache).
+func (s *Service) WithListCache(c *ListCache, t *fresh.Tracker) *Service {
+	s.lists, s.fresh = c, t
 	return s
 }
 
@@ -191,7 +194,7 @@ type Page struct {
 	AfterCreatedAt time.Time
 	AfterID        string
 	// Version is the account's list version read with the request's rate
-	// limit decision (keys.AdmitWatching): a page read under the same
+	// limit decision (keys.Admit): a page read under the same
 	// version may be answered from memory (ListCache).
 	Version ListVersion
 }

@@ -6,31 +6,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 // ListCache keeps pages of GET /v1/ai-agents in memory, keyed by their
-// query, each with the token it was read under, and serves a page only
-// under that same token. The token is what says that nothing the page
-// shows can have changed since it was read:
-//
-//   - With a list version (PostgreSQL or SQLite, with Redis): the account's
-//     version as the request read it before asking for the page (the API
-//     reads it in the rate-limit decision, so it costs no round trip), and
-//     the count of agent writes committed through this store to the
-//     account's share of accounts (store.AgentWrites). A writer sets a new,
-//     random version after its commit and before it answers, so a change
-//     committed after the page's read, by any instance, moves the token
-//     before its writer answers.
-//     Only when a writer could not set the version (Redis away), or Redis
-//     went back to an older copy, can a page be served stale: for at most
-//     ListStaleBound after it was read, the bound docs/production.md states.
-//   - On SQLite without one: the store's change token (store.Check), a
-//     data_version that moves with every commit by any connection of any
-//     process. No write path has to remember to invalidate anything.
-//
-// PostgreSQL without Redis has no token short of a round trip, which costs
-// what the page does: there pages are read every time.
+// query, each with the token it was read under (fresh.ListToken), and
+// serves a page only under that same token: the token is what says that
+// nothing the page shows can have changed since it was read. No write path
+// has to remember to invalidate anything: the store tells the tracker of
+// every commit that changed an account's agents.
 //
 // A list page of 100 costs serve CPU 70 vs 208 µs on SQLite, 104 vs 296 µs
 // serve+PostgreSQL+Redis without the cache (bench/RESULTS.md).
@@ -49,25 +34,8 @@ type ListCache struct {
 // pages of the largest size, or hundreds of small ones.
 const listCacheMaxItems = 20_000
 
-// ListStaleBound is the age past which a page read under a list version is
-// read again whatever its version (the bound on a stale page when a
-// version could not be set).
-const ListStaleBound = time.Second
-
-// ListVersion is an account's agent-list version as the caller read it
-// before asking for the page; OK is false when none was read.
-type ListVersion struct {
-	Value int64 // -1: Redis holds none
-	OK    bool
-}
-
-// listToken is what a page was read under (see ListCache).
-type listToken struct {
-	change    store.ChangeToken // SQLite without a version
-	version   int64
-	writes    uint64
-	versioned bool // version and writes; the page expires after ListStaleBound
-}
+// ListVersion is an account's agent-list version as the request read it.
+type ListVersion = fresh.ListVersion
 
 // listKey is a store.AgentQuery as a comparable value.
 type listKey struct {
@@ -79,7 +47,7 @@ type listKey struct {
 
 type heldPage struct {
 	items  []store.AgentItem
-	tok    listToken
+	tok    fresh.ListToken
 	readAt time.Time // before the read began; set only when versioned
 }
 
@@ -101,11 +69,11 @@ func keyOf(q store.AgentQuery) listKey {
 	return k
 }
 
-func (c *ListCache) get(tok listToken, k listKey, now time.Time) ([]store.AgentItem, bool) {
+func (c *ListCache) get(tok fresh.ListToken, k listKey, now time.Time) ([]store.AgentItem, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	p, ok := c.pages[k]
-	if !ok || p.tok != tok || (tok.versioned && now.Sub(p.readAt) >= ListStaleBound) {
+	if !ok || p.tok != tok || (tok.Expires && now.Sub(p.readAt) >= fresh.ListStaleBound) {
 		return nil, false
 	}
 	return p.items, true
@@ -114,7 +82,7 @@ func (c *ListCache) get(tok listToken, k listKey, now time.Time) ([]store.AgentI
 // put holds items, read from readAt on under tok, in place of the query's
 // page held before (a page read under an older token at worst costs a
 // read: it is served under no other token).
-func (c *ListCache) put(tok listToken, k listKey, items []store.AgentItem, readAt time.Time) {
+func (c *ListCache) put(tok fresh.ListToken, k listKey, items []store.AgentItem, readAt time.Time) {
 	if len(items) > c.maxItems/4 {
 		return
 	}
@@ -147,23 +115,6 @@ func (c *ListCache) Stats() ListCacheStats {
 	return ListCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load()}
 }
 
-// token is what a page asked for with v would be read under; ok is false
-// where there is none (the page is then read from the store).
-func (s *Service) token(ctx context.Context, accountID string, v ListVersion) (listToken, bool) {
-	if writes, announced := s.store.AgentWrites(accountID); v.OK && announced {
-		return listToken{version: v.Value, writes: writes, versioned: true}, true
-	}
-	if s.store.Engine() != store.EngineSQLite {
-		return listToken{}, false
-	}
-	m, err := s.store.Check(ctx)
-	if err != nil || !m.ChangeOK {
-		// The check failing says nothing about the page: read it.
-		return listToken{}, false
-	}
-	return listToken{change: m.Change}, true
-}
-
 // listItems answers from the list cache or reads the page and keeps it.
 // The items returned are shared: callers must not modify them (the
 // slice's capacity is its length, so append copies).
@@ -172,12 +123,12 @@ func (s *Service) listItems(ctx context.Context, q store.AgentQuery, v ListVersi
 	if c == nil {
 		return s.store.ListAgentItems(ctx, q)
 	}
-	tok, ok := s.token(ctx, q.AccountID, v)
+	tok, ok := s.fresh.ListToken(ctx, q.AccountID, v)
 	if !ok {
 		return s.store.ListAgentItems(ctx, q)
 	}
 	var now time.Time
-	if tok.versioned {
+	if tok.Expires {
 		now = c.now()
 	}
 	k := keyOf(q)

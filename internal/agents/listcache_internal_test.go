@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -17,12 +18,12 @@ func items(n int) []store.AgentItem {
 }
 
 // change is a token of SQLite's data_version dv.
-func change(dv int64) listToken {
-	return listToken{change: store.ChangeToken{Conn: 1, DataVersion: dv}}
+func change(dv int64) fresh.ListToken {
+	return fresh.ListToken{Change: fresh.ChangeToken{Conn: 1, DataVersion: dv}}
 }
 
 // version is a token of the account's list version v.
-func version(v int64) listToken { return listToken{version: v, versioned: true} }
+func version(v int64) fresh.ListToken { return fresh.ListToken{Version: v, Expires: true} }
 
 func TestListCacheTokensAndBounds(t *testing.T) {
 	c := newListCache(100)
@@ -89,7 +90,7 @@ func TestListCacheServesAVersionOnlyWithinTheBound(t *testing.T) {
 	if _, ok := c.get(version(-1), k, now); ok {
 		t.Fatal("a page read under version 7 is served with no version in Redis")
 	}
-	if _, ok := c.get(listToken{version: 7, writes: 1, versioned: true}, k, now); ok {
+	if _, ok := c.get(fresh.ListToken{Version: 7, Writes: 1, Expires: true}, k, now); ok {
 		t.Fatal("a page read before an agent write here is served after it")
 	}
 	if _, ok := c.get(version(7), listKey{account: "other", limit: 31}, now); ok {
@@ -98,10 +99,10 @@ func TestListCacheServesAVersionOnlyWithinTheBound(t *testing.T) {
 	if _, ok := c.get(version(7), listKey{account: "acct", limit: 11}, now); ok {
 		t.Fatal("another query's page is served")
 	}
-	if _, ok := c.get(version(7), k, now.Add(ListStaleBound-time.Millisecond)); !ok {
+	if _, ok := c.get(version(7), k, now.Add(fresh.ListStaleBound-time.Millisecond)); !ok {
 		t.Fatal("a page younger than the bound is not served")
 	}
-	if _, ok := c.get(version(7), k, now.Add(ListStaleBound)); ok {
+	if _, ok := c.get(version(7), k, now.Add(fresh.ListStaleBound)); ok {
 		t.Fatal("a page as old as the bound is served")
 	}
 	// A page put under another version replaces the query's page.

@@ -2,6 +2,7 @@ package agents_test
 
 import (
 	"context"
+	"crypto/rand"
 	"slices"
 	"strconv"
 	"sync"
@@ -9,10 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // listStore is a store whose agent lists are read through a Service with
@@ -27,7 +32,21 @@ type listStore struct {
 
 func newListStore(s *store.Store) *listStore {
 	c := agents.NewListCache()
-	return &listStore{Store: s, svc: agents.New(s, nil).WithListCache(c), lists: c}
+	return &listStore{Store: s, svc: agents.New(s, nil).WithListCache(c, fresh.New(s, fresh.Options{})), lists: c}
+}
+
+// versioned makes s read pages under list versions kept in Redis, as an
+// instance with --redis does.
+func (s *listStore) versioned(t *testing.T) {
+	t.Helper()
+	opts, err := redis.ParseURL(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opts)
+	t.Cleanup(func() { rc.Close() })
+	tr := fresh.New(s.Store, fresh.Options{Redis: rc, StoreID: []byte(rand.Text())})
+	s.svc = agents.New(s.Store, nil).WithListCache(s.lists, tr)
 }
 
 func (s *listStore) ListAgentItems(ctx context.Context, q store.AgentQuery) ([]store.AgentItem, error) {
@@ -271,11 +290,10 @@ type listRecorder struct {
 	accounts []string
 }
 
-func (n *listRecorder) AgentsChanged(_ context.Context, account string) error {
+func (n *listRecorder) Committed(_ context.Context, c store.Commit) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.accounts = append(n.accounts, account)
-	return nil
+	n.accounts = append(n.accounts, c.AgentAccounts...)
 }
 
 func (n *listRecorder) took() []string {
@@ -296,7 +314,8 @@ func TestListNotifierHearsEveryChangeOfAgents(t *testing.T) {
 		ctx := context.Background()
 		st, _ := twoStores(t, engine)
 		n := &listRecorder{}
-		st.SetListNotifier(n)
+		st.Observe(n)
+		st.versioned(t)
 		acct, other := storetest.Account(t, st), storetest.Account(t, st)
 		want := func(step string, accounts ...string) {
 			t.Helper()
@@ -360,7 +379,8 @@ func TestKeyAccessEditChangesTheRestrictedList(t *testing.T) {
 		ctx := context.Background()
 		st, _ := twoStores(t, engine)
 		n := &listRecorder{}
-		st.SetListNotifier(n)
+		st.Observe(n)
+		st.versioned(t)
 		acct := storetest.Account(t, st)
 		first := storetest.Agent(t, st, acct.ID, "first", t0)
 		second := storetest.Agent(t, st, acct.ID, "second", t0.Add(time.Second))

@@ -18,13 +18,9 @@ type auth struct {
 	key domain.APIKey
 	now time.Time
 	// listVersion is the account's agent-list version, read with the rate
-	// limit decision of a GET /v1/ai-agents (watchList).
+	// limit decision of a GET /v1/ai-agents (keys.Request.List).
 	listVersion agents.ListVersion
 }
-
-// errAddressNotAllowed refuses a valid key used from outside its IP
-// allowlist (decisions.md, "Keys beyond the anchors").
-var errAddressNotAllowed = domain.Errorf(domain.CodeAccessDenied, "This API key may not be used from this address.")
 
 // authFrom is the key serveV1 admitted for the request of ctx.
 func authFrom(ctx context.Context) auth {
@@ -43,16 +39,6 @@ func (s *Server) refuseQueryCredential(w http.ResponseWriter, r *http.Request) b
 			"API keys are accepted only in the Authorization header, never in the query string; this request was refused and the key should be considered exposed."))
 	}
 	return true
-}
-
-// watchList is, for a request for the agent list when the store can
-// answer pages from memory (Config.ListVersions), what the rate-limit
-// decision reads along: the account's list version. Nil otherwise.
-func (s *Server) watchList(r *http.Request) func(domain.APIKey) string {
-	if s.listVersions == nil || r.Method != http.MethodGet || r.URL.Path != "/v1/ai-agents" {
-		return nil
-	}
-	return func(k domain.APIKey) string { return s.listVersions.Key(k.AccountID) }
 }
 
 // serveV1 runs the order of checks (docs/api.md) up to routing.
@@ -79,22 +65,16 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 			"The Authorization header is missing or malformed; send Authorization: Bearer <API key>."))
 		return
 	}
-	// 3. The key itself and 4. its rate limit (refused requests are not
-	// counted), in one step: with Redis on PostgreSQL a key held in memory
-	// is checked and limited in one Redis round trip (keys.AdmitWatching).
+	// 3. The key itself, its IP allowlist (against the address
+	// --trusted-proxies yields) and 4. its rate limit (refused requests
+	// are not counted), in one step: with Redis on PostgreSQL a key held
+	// in memory is checked and limited in one Redis round trip
+	// (keys.Authenticator.Admit).
 	now := s.now().UTC()
-	addr := rec.client
-	var gated domain.APIKey
-	key, res, watched, err := s.authn.AdmitWatching(ctx, token, now, s.limiter, func(k domain.APIKey) error {
-		// 3, continued: the key's IP allowlist, against the address
-		// --trusted-proxies yields. A refusal counts against that
-		// address's limiter, never against the key's limit.
-		if gated = k; !k.AllowedIPs.AllowsAddr(addr) {
-			return errAddressNotAllowed
-		}
-		return nil
-	}, s.watchList(r))
+	ad, err := s.authn.Admit(ctx, keys.Request{Token: token, Addr: rec.client, Now: now,
+		List: r.Method == http.MethodGet && r.URL.Path == "/v1/ai-agents"})
 	var refused *keys.Refused
+	var outside *keys.AddressRefused
 	var limitFailed *keys.LimitFailed
 	switch {
 	case errors.As(err, &refused):
@@ -104,15 +84,17 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 		s.metrics.AuthFailure(refused.Reason)
 		s.refuseAnonymous(w, r, err)
 		return
-	case errors.Is(err, errAddressNotAllowed):
-		rec.keyPfx = gated.Prefix
-		rec.keyID, rec.acctID = gated.ID, gated.AccountID
+	case errors.As(err, &outside):
+		// A refusal counts against the address's limiter, never against
+		// the key's limit.
+		rec.keyPfx = outside.Key.Prefix
+		rec.keyID, rec.acctID = outside.Key.ID, outside.Key.AccountID
 		s.metrics.AuthFailure("address_not_allowed")
-		s.refuseAnonymous(w, r, errAddressNotAllowed)
+		s.refuseAnonymous(w, r, err)
 		return
 	case errors.As(err, &limitFailed):
-		rec.keyPfx = key.Prefix
-		rec.keyID, rec.acctID = key.ID, key.AccountID
+		rec.keyPfx = limitFailed.Key.Prefix
+		rec.keyID, rec.acctID = limitFailed.Key.ID, limitFailed.Key.AccountID
 		writeError(w, r, s.log, err)
 		return
 	case err != nil:
@@ -124,6 +106,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	key, res := ad.Key, ad.Limit
 	rec.keyPfx = key.Prefix
 	rec.keyID, rec.acctID = key.ID, key.AccountID
 	setRateHeaders(w.Header(), res, now, "per-key")
@@ -143,7 +126,7 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key reaches the handlers through the request's recorder, which
 	// its context already holds (authFrom): no second copy of the request.
-	rec.auth = auth{key: key, now: now, listVersion: agents.ListVersion{Value: watched.Value, OK: watched.OK}}
+	rec.auth = auth{key: key, now: now, listVersion: ad.List}
 	s.mux.ServeHTTP(w, r)
 	rec.route = r.Pattern
 }

@@ -27,11 +27,15 @@ func sharedStores(t *testing.T, engine string) (served, other *store.Store) {
 // counts its work.
 func newCountedFixture(t *testing.T, engine string) (*fixture, *keys.Authenticator) {
 	st := storetest.Open(t, engine)
-	authn, err := keys.NewAuthenticator(st, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newFixtureOn(t, st, func(c *Config) { c.Authenticator = authn }), authn
+	var authn *keys.Authenticator
+	f := newFixtureOn(t, st, func(c *Config) {
+		var err error
+		if authn, err = keys.NewAuthenticator(keys.AuthConfig{Store: st, Limiter: c.Limiter}); err != nil {
+			t.Fatal(err)
+		}
+		c.Authenticator = authn
+	})
+	return f, authn
 }
 
 // TestKeysAreNotReadPerRequest fails if the request path stops using the

@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentapi/agentapi/internal/agents"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
-	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
 	"github.com/agentapi/agentapi/internal/testenv"
@@ -21,19 +21,19 @@ import (
 // Redis, wired as serve wires it: the key epoch's mirror, the agent-list
 // versions, the Redis limiter.
 type listInstance struct {
-	f        *fixture
-	st       *store.Store
-	versions *ratelimit.Versions
-	lists    *agents.ListCache
+	f     *fixture
+	st    *store.Store
+	fresh *fresh.Tracker
+	lists *agents.ListCache
 }
 
 func newListInstance(t *testing.T, dsn string, redisOpts *redis.Options) *listInstance {
 	t.Helper()
 	m := storetest.OpenMirrored(t, dsn, redisOpts)
-	in := &listInstance{st: m.Store, versions: m.Versions, lists: agents.NewListCache()}
+	in := &listInstance{st: m.Store, fresh: m.Fresh, lists: agents.NewListCache()}
 	in.f = newFixtureOn(t, m.Store, func(c *Config) {
 		c.Limiter = m.Limiter
-		c.ListVersions = m.Versions
+		c.Fresh = m.Fresh
 		c.ListCache = in.lists
 	})
 	return in
@@ -115,7 +115,7 @@ func TestAgentListFromMemoryAcrossInstances(t *testing.T) {
 			t.Fatalf("instance %d answered %d pages from memory (%d read): the cache is not used", i, s.Hits, s.Misses)
 		}
 	}
-	if f := a.versions.Failures() + b.versions.Failures() + side.versions.Failures(); f != 0 {
+	if f := a.fresh.ListFailures() + b.fresh.ListFailures() + side.fresh.ListFailures(); f != 0 {
 		t.Fatalf("%d versions not set", f)
 	}
 }
@@ -141,7 +141,7 @@ func wantListedOnEach(t *testing.T, step, key string, want map[string]listedAgen
 
 // TestAgentListStaleAtMostABoundWhenTheVersionCannotBeSet: a writer that
 // cannot reach Redis keeps its change (and counts the failure); another
-// instance may serve the page it holds for at most agents.ListStaleBound,
+// instance may serve the page it holds for at most fresh.ListStaleBound,
 // then reads the change.
 func TestAgentListStaleAtMostABoundWhenTheVersionCannotBeSet(t *testing.T) {
 	dsn := storetest.PostgresURL(t)
@@ -167,11 +167,11 @@ func TestAgentListStaleAtMostABoundWhenTheVersionCannotBeSet(t *testing.T) {
 		t.Fatalf("the change must be kept when Redis is away: %v", err)
 	}
 	changed := time.Now()
-	if writer.versions.Failures() != 1 {
-		t.Fatalf("%d failures counted, want 1", writer.versions.Failures())
+	if writer.fresh.ListFailures() != 1 {
+		t.Fatalf("%d failures counted, want 1", writer.fresh.ListFailures())
 	}
 	for a.names(t, key)[id] != "after/true" {
-		if time.Since(changed) > agents.ListStaleBound+500*time.Millisecond {
+		if time.Since(changed) > fresh.ListStaleBound+500*time.Millisecond {
 			t.Fatalf("the page was still stale %v after the change", time.Since(changed))
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -14,7 +14,7 @@ import (
 // else under /v1 is 404 not_found, after authentication and rate limiting.
 func (s *Server) routes(mux *http.ServeMux, cfg Config) {
 	read, write, query := domain.ScopeAgentsRead, domain.ScopeAgentsWrite, domain.ScopeAgentsQuery
-	agentSvc := agents.New(s.store, s.now).WithListCache(cmp.Or(cfg.ListCache, agents.NewListCache()))
+	agentSvc := agents.New(s.store, s.now).WithListCache(cmp.Or(cfg.ListCache, agents.NewListCache()), s.fresh)
 	var model questions.Model // a nil *llm.Client must stay a nil Model: no model configured
 	if cfg.LLM != nil {
 		model = cfg.LLM

@@ -21,6 +21,7 @@ import (
 	"github.com/agentapi/agentapi/internal/bodybudget"
 	"github.com/agentapi/agentapi/internal/clientaddr"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/llm"
 	"github.com/agentapi/agentapi/internal/metrics"
@@ -69,11 +70,10 @@ type Config struct {
 	// Usage records the requests that identified a key (internal/usage);
 	// nil: not recorded.
 	Usage UsageRecorder
-	// ListVersions names each account's agent-list version in Redis, read
-	// with the rate-limit decision of GET /v1/ai-agents so that the list
-	// cache may answer the page from memory (store.SetListNotifier, which
-	// must be given the same Versions); nil: pages are held only on SQLite.
-	ListVersions *ratelimit.Versions
+	// Fresh keeps the keys and agent-list pages held in memory fresh
+	// (internal/fresh); nil: a tracker of Store without Redis. Serve gives
+	// the one whose mirror lives on the Limiter's Redis.
+	Fresh *fresh.Tracker
 	// Authenticator and ListCache hold keys and agent-list pages in memory
 	// (their counters are serve's metrics); nil: new ones.
 	Authenticator *keys.Authenticator
@@ -97,21 +97,21 @@ const DefaultMaxBodyMemory = bodybudget.DefaultTotal
 
 // Server is the /v1 API.
 type Server struct {
-	store        *store.Store
-	listVersions *ratelimit.Versions
-	limiter      ratelimit.Limiter
-	unauth       ratelimit.Limiter
-	clients      *clientaddr.Resolver
-	unauthLimit  int
-	toucher      *keys.Toucher
-	log          *slog.Logger
-	now          func() time.Time
-	metrics      *metrics.Metrics
-	authn        *keys.Authenticator
-	usage        UsageRecorder
-	models       *modelCalls
-	bodies       *bodybudget.Budget // Config.Bodies
-	mux          *http.ServeMux
+	store       *store.Store
+	fresh       *fresh.Tracker
+	limiter     ratelimit.Limiter
+	unauth      ratelimit.Limiter
+	clients     *clientaddr.Resolver
+	unauthLimit int
+	toucher     *keys.Toucher
+	log         *slog.Logger
+	now         func() time.Time
+	metrics     *metrics.Metrics
+	authn       *keys.Authenticator
+	usage       UsageRecorder
+	models      *modelCalls
+	bodies      *bodybudget.Budget // Config.Bodies
+	mux         *http.ServeMux
 }
 
 // New returns the whole HTTP handler: /v1, /healthz, /readyz and the console.
@@ -155,17 +155,23 @@ func (cfg *Config) check() error {
 // newServer wires the /v1 API from cfg, its optional settings defaulted,
 // with its routes.
 func newServer(cfg Config) (*Server, error) {
+	tracker := cfg.Fresh
+	if tracker == nil {
+		tracker = fresh.New(cfg.Store, fresh.Options{})
+	}
 	authn := cfg.Authenticator
 	if authn == nil {
 		var err error
-		if authn, err = keys.NewAuthenticator(cfg.Store, cfg.Log, cfg.Metrics, cfg.Background); err != nil {
+		authn, err = keys.NewAuthenticator(keys.AuthConfig{Store: cfg.Store, Fresh: tracker, Limiter: cfg.Limiter,
+			Log: cfg.Log, Metrics: cfg.Metrics, Background: cfg.Background})
+		if err != nil {
 			return nil, fmt.Errorf("api: %w", err)
 		}
 	}
 	s := &Server{
 		store: cfg.Store, limiter: cfg.Limiter, unauth: cfg.UnauthLimiter, clients: cfg.ClientAddr,
 		unauthLimit: cfg.UnauthRateLimit, toucher: cfg.Toucher, log: cmp.Or(cfg.Log, slog.New(slog.DiscardHandler)),
-		now: cfg.Now, metrics: cfg.Metrics, authn: authn, usage: cfg.Usage, listVersions: cfg.ListVersions,
+		now: cfg.Now, metrics: cfg.Metrics, authn: authn, usage: cfg.Usage, fresh: tracker,
 		models: newModelCalls(cfg.MaxModelCalls, cfg.MaxModelCallsPerAccount),
 		bodies: cfg.Bodies, mux: http.NewServeMux(),
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
 )
@@ -663,7 +664,7 @@ func (c *Console) handleRotateKey(w http.ResponseWriter, r *http.Request, s *ses
 	} else if choice != "manual" {
 		return fieldError("old_expires", "Choose when the old key stops working.")
 	}
-	ctx, rep := store.WithEpochReport(r.Context())
+	ctx, rep := fresh.WithReport(r.Context())
 	created, err := c.Keys.Rotate(ctx, keys.Actor{User: &s.user}, s.user.AccountID, id, in)
 	if err != nil {
 		return err
@@ -787,7 +788,7 @@ func (c *Console) handleEditKey(w http.ResponseWriter, r *http.Request, s *sessi
 			return err
 		}
 	}
-	ctx, rep := store.WithEpochReport(r.Context())
+	ctx, rep := fresh.WithReport(r.Context())
 	if _, err := c.Keys.Edit(ctx, actor, s.user.AccountID, k.ID, edit); err != nil {
 		return f.fieldOf(err)
 	}
@@ -844,7 +845,7 @@ func (c *Console) handleRevokeForm(w http.ResponseWriter, r *http.Request, s *se
 
 func (c *Console) handleRevokeKey(w http.ResponseWriter, r *http.Request, s *session) error {
 	id := r.PathValue("id")
-	ctx, rep := store.WithEpochReport(r.Context())
+	ctx, rep := fresh.WithReport(r.Context())
 	if err := c.Keys.Revoke(ctx, keys.Actor{User: &s.user}, s.user.AccountID, id); err != nil {
 		return err
 	}

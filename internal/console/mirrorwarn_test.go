@@ -2,26 +2,18 @@ package console_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentapi/agentapi/internal/fresh"
+	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
-
-// failingMirror is an EpochNotifier whose Redis never takes the raise.
-type failingMirror struct{ calls atomic.Int64 }
-
-func (m *failingMirror) RaiseEpoch(context.Context, int64) error {
-	m.calls.Add(1)
-	return errors.New("redis: i/o timeout")
-}
-
-// okMirror takes every raise.
-type okMirror struct{}
-
-func (okMirror) RaiseEpoch(context.Context, int64) error { return nil }
 
 const mirrorWarningText = "other instances may accept the old key for up to 1 second"
 
@@ -76,12 +68,18 @@ func TestConsoleWarnsWhenTheMirrorWasNotRaised(t *testing.T) {
 		}
 	}
 
-	fail := &failingMirror{}
-	f.st.SetEpochNotifier(fail)
-	check(false)
-	if fail.calls.Load() < 3 {
-		t.Fatalf("%d raises tried; want one per change", fail.calls.Load())
-	}
-	f.st.SetEpochNotifier(okMirror{})
 	check(true)
+	// From now on the store's commits are told to a tracker whose Redis
+	// never answers.
+	opts, err := ratelimit.ClientOptions("redis://" + testenv.SilentListener(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := redis.NewClient(opts)
+	t.Cleanup(func() { dead.Close() })
+	fail := fresh.New(f.st, fresh.Options{Redis: dead, StoreID: []byte("console"), RaiseTimeout: 200 * time.Millisecond})
+	check(false)
+	if n := fail.RaiseFailures(); n < 3 {
+		t.Fatalf("%d raises failed; want one per change", n)
+	}
 }

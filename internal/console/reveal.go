@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
-	"github.com/agentapi/agentapi/internal/store"
 )
 
 // A new credential is shown once, on a page of its own: creating or
@@ -70,7 +70,7 @@ func (c *Console) revealAEAD(ctx context.Context) (cipher.AEAD, error) {
 // reveal seals created's credential into the reveal cookie and sends the
 // browser to the page that shows it (with mirrorWarning when the write rep
 // watched could not raise the mirror).
-func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created, rep *store.EpochReport) error {
+func (c *Console) reveal(w http.ResponseWriter, r *http.Request, s *session, created keys.Created, rep *fresh.Report) error {
 	if err := c.sealReveal(w, r, s, created.Key.ID, revealPath(created.Key.ID), created.Credential); err != nil {
 		// The key exists; its credential cannot be shown. Say so rather
 		// than pretend nothing happened: the user revokes it and tries again.

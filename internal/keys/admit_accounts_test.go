@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // TestAdmitChangeRereadsOnlyItsAccount: with the mirror (PostgreSQL and
@@ -15,7 +16,7 @@ import (
 // with no store read of any key: a change in A makes no instance re-read
 // B's keys.
 func TestAdmitChangeRereadsOnlyItsAccount(t *testing.T) {
-	w := newMirroredWorld(t)
+	w := newMirroredWorld(t, testenv.RedisURL(t))
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	other := domain.Account{ID: domain.NewID(domain.PrefixAccount, now), Name: "Other", Active: true, CreatedAt: now}

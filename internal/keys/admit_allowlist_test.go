@@ -8,29 +8,15 @@ import (
 
 	"github.com/agentapi/agentapi/internal/domain"
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
-
-// errOutside is what the gate below returns for an address outside a key's
-// allowlist (the API's 403 access_denied).
-var errOutside = errors.New("address outside the key's allowlist")
-
-// gateFrom is the IP allowlist check the API runs in Admit, for a request
-// from addr.
-func gateFrom(addr string) func(domain.APIKey) error {
-	return func(k domain.APIKey) error {
-		if !k.AllowedIPs.AllowsAddr(addr) {
-			return errOutside
-		}
-		return nil
-	}
-}
 
 // TestAdmitAllowlistEditThroughTheMirror: with PostgreSQL and Redis, an
 // edit of a key's IP allowlist by another writer applies on the very next
 // request on every instance holding the key (one Redis round trip, no
 // store check while nothing changes), like a revocation, both ways.
 func TestAdmitAllowlistEditThroughTheMirror(t *testing.T) {
-	w := newMirroredWorld(t)
+	w := newMirroredWorld(t, testenv.RedisURL(t))
 	svc := keys.New(w.writer.st, nil)
 	owner := keys.Actor{User: &w.owner}
 	office, err := domain.ParseAllowList("192.0.2.0/24, 2001:db8::/32")
@@ -51,7 +37,7 @@ func admitAllowlistTrial(t *testing.T, w *mirroredWorld, svc *keys.Service, owne
 	ctx := context.Background()
 	c := w.newKey(t)
 	for i, in := range w.instances { // held everywhere, any address
-		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); err != nil {
+		if _, _, err := in.authn.AdmitFrom(ctx, c.Credential, time.Now(), "198.51.100.9"); err != nil {
 			t.Fatalf("trial %d, instance %d before the edit: %v", trial, i, err)
 		}
 	}
@@ -59,10 +45,10 @@ func admitAllowlistTrial(t *testing.T, w *mirroredWorld, svc *keys.Service, owne
 		t.Fatal(err)
 	}
 	for i, in := range w.instances {
-		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); !errors.Is(err, errOutside) {
+		if _, _, err := in.authn.AdmitFrom(ctx, c.Credential, time.Now(), "198.51.100.9"); !errors.As(err, new(*keys.AddressRefused)) {
 			t.Fatalf("trial %d, instance %d: the next request from outside after the edit: %v, want refused", trial, i, err)
 		}
-		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("192.0.2.44")); err != nil {
+		if _, _, err := in.authn.AdmitFrom(ctx, c.Credential, time.Now(), "192.0.2.44"); err != nil {
 			t.Fatalf("trial %d, instance %d: a request from inside after the edit: %v", trial, i, err)
 		}
 	}
@@ -70,7 +56,7 @@ func admitAllowlistTrial(t *testing.T, w *mirroredWorld, svc *keys.Service, owne
 		t.Fatal(err)
 	}
 	for i, in := range w.instances {
-		if _, _, err := in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, gateFrom("198.51.100.9")); err != nil {
+		if _, _, err := in.authn.AdmitFrom(ctx, c.Credential, time.Now(), "198.51.100.9"); err != nil {
 			t.Fatalf("trial %d, instance %d: the next request after the list was emptied: %v", trial, i, err)
 		}
 	}

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
-	"github.com/agentapi/agentapi/internal/ratelimit"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // TestAdmitFloodRefusedLocallyThenRevoked: a key flooding past its limit
@@ -15,7 +16,7 @@ import (
 // "A key floods"); once it is revoked, no instance ever accepts it, and
 // each refuses it as revoked once its repair has read the store's epoch.
 func TestAdmitFloodRefusedLocallyThenRevoked(t *testing.T) {
-	w := newMirroredWorld(t)
+	w := newMirroredWorld(t, testenv.RedisURL(t))
 	ctx := context.Background()
 	c := w.newKey(t)
 	svc := keys.New(w.writer.st, nil)
@@ -24,7 +25,7 @@ func TestAdmitFloodRefusedLocallyThenRevoked(t *testing.T) {
 	}
 	for _, in := range w.instances {
 		for range 10 {
-			_, _, _ = in.authn.Admit(ctx, c.Credential, time.Now(), in.lim, nil)
+			_, _, _ = in.authn.AdmitFrom(ctx, c.Credential, time.Now(), "")
 		}
 		if in.lim.LocalRefusals() < 5 {
 			t.Fatalf("%d of the flood refused in process, want most", in.lim.LocalRefusals())
@@ -33,7 +34,7 @@ func TestAdmitFloodRefusedLocallyThenRevoked(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	for _, in := range w.instances {
-		go in.mirror.Repair(rctx, in.st.CurrentKeyEpoch)
+		go in.fresh.Repair(rctx)
 	}
 	if err := svc.Revoke(ctx, keys.Actor{User: &w.owner}, w.account.ID, c.Key.ID); err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func TestAdmitFloodRefusedLocallyThenRevoked(t *testing.T) {
 // the test.
 func floodRequestRevoked(t *testing.T, i int, in *instance, token string) bool {
 	t.Helper()
-	_, res, err := in.authn.Admit(context.Background(), token, time.Now(), in.lim, nil)
+	_, res, err := in.authn.AdmitFrom(context.Background(), token, time.Now(), "")
 	var refused *keys.Refused
 	switch {
 	case errors.As(err, &refused):
@@ -58,6 +59,6 @@ func floodRequestRevoked(t *testing.T, i int, in *instance, token string) bool {
 	case res.Allowed:
 		t.Fatalf("instance %d admitted the revoked key", i)
 	}
-	time.Sleep(ratelimit.RepairEvery / 10)
+	time.Sleep(fresh.RepairEvery / 10)
 	return false
 }

@@ -11,16 +11,20 @@ import (
 
 	"github.com/agentapi/agentapi/internal/credential"
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/metrics"
 	"github.com/agentapi/agentapi/internal/ratelimit"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
 // Authenticator decides whether a presented credential names a usable key:
-// its checksum, its secret, its environment, its account, its status. The
-// API asks it once per request.
+// its checksum, its secret, its environment, its account, its status, its
+// IP allowlist, and then its rate limit. The API asks it once per request
+// (Admit).
 type Authenticator struct {
 	store   *store.Store
+	fresh   *fresh.Tracker
+	lim     ratelimit.Decider
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	// background counts the audit writes started and not waited for.
@@ -30,18 +34,55 @@ type Authenticator struct {
 	cache   *keyCache
 }
 
-// NewAuthenticator returns an Authenticator reading keys from st. log
-// receives failed audit writes (nil: discarded); m receives the lookup's
-// duration (nil is fine); background counts the audit writes a request
-// starts and does not wait for, so that a graceful stop can (nil: not
-// counted).
-func NewAuthenticator(st *store.Store, log *slog.Logger, m *metrics.Metrics, background *sync.WaitGroup) (*Authenticator, error) {
-	if st == nil {
+// AuthConfig is what an Authenticator works with.
+type AuthConfig struct {
+	Store *store.Store
+	// Fresh keeps the keys held in memory fresh; nil: a tracker of Store
+	// without Redis (fresh.New).
+	Fresh *fresh.Tracker
+	// Limiter decides each admitted key's rate limit; nil: an in-process
+	// limiter of this Authenticator's own.
+	Limiter ratelimit.Limiter
+	// Log receives failed audit writes (nil: discarded); Metrics the
+	// lookup's duration (nil is fine); Background counts the audit writes
+	// a request starts and does not wait for, so that a graceful stop can
+	// (nil: not counted).
+	Log        *slog.Logger
+	Metrics    *metrics.Metrics
+	Background *sync.WaitGroup
+}
+
+// NewAuthenticator returns an Authenticator reading keys from c.Store.
+func NewAuthenticator(c AuthConfig) (*Authenticator, error) {
+	if c.Store == nil {
 		return nil, errors.New("authenticator: no store")
 	}
-	return &Authenticator{store: st, log: cmp.Or(log, slog.New(slog.DiscardHandler)), metrics: m,
-		background: cmp.Or(background, &sync.WaitGroup{}), cache: newKeyCache(keyCacheMax)}, nil
+	a := &Authenticator{store: c.Store, fresh: c.Fresh, log: cmp.Or(c.Log, slog.New(slog.DiscardHandler)), metrics: c.Metrics,
+		background: cmp.Or(c.Background, &sync.WaitGroup{}), cache: newKeyCache(keyCacheMax)}
+	if a.fresh == nil {
+		a.fresh = fresh.New(c.Store, fresh.Options{})
+	}
+	switch l := c.Limiter.(type) {
+	case nil:
+		a.lim = ratelimit.NewMemory(nil)
+	case ratelimit.Decider:
+		a.lim = l
+	default:
+		a.lim = plainLimiter{l}
+	}
+	a.fresh.Hold(a.cache)
+	return a, nil
 }
+
+// plainLimiter is a Limiter that decides no Ask beyond its key and limit.
+type plainLimiter struct{ ratelimit.Limiter }
+
+func (p plainLimiter) Decide(ctx context.Context, a ratelimit.Ask) (ratelimit.Result, ratelimit.Verdict, error) {
+	res, err := p.Allow(ctx, a.Key, a.Limit)
+	return res, ratelimit.Verdict{}, err
+}
+
+func (plainLimiter) Shared() bool { return false }
 
 // Refused is the refusal of a credential. Every refusal gets the same
 // answer, the invalid_credentials error it unwraps to; Reason (malformed,
@@ -108,138 +149,147 @@ func (a *Authenticator) expiredInUse(ctx context.Context, k domain.APIKey, now t
 	}()
 }
 
+// AddressRefused is the refusal of a valid key used from outside its IP
+// allowlist (docs/api.md, "IP allowlists"); Key is the key, so that the
+// request is recorded for its account. Such a refusal counts against the
+// address's limiter, never against the key's limit.
+type AddressRefused struct{ Key domain.APIKey }
+
+func (e *AddressRefused) Error() string { return "API key used from outside its IP allowlist" }
+
+// Unwrap is the error the client gets.
+func (e *AddressRefused) Unwrap() error {
+	return domain.Errorf(domain.CodeAccessDenied, "This API key may not be used from this address.")
+}
+
 // LimitFailed is a rate-limit decision that failed for a key that was
-// identified (AdmitWatching): the answer is a 500, not a refusal.
-type LimitFailed struct{ Err error }
+// identified (Key): the answer is a 500, not a refusal.
+type LimitFailed struct {
+	Key domain.APIKey
+	Err error
+}
 
 func (e *LimitFailed) Error() string { return "rate limit: " + e.Err.Error() }
 func (e *LimitFailed) Unwrap() error { return e.Err }
 
-// staleRetries bounds how often AdmitWatching re-reads the store when the
-// mirror disagrees with it; past it the decision is made without the
-// comparison, for the key the store has just vouched for.
+// Request is a credential presented for admission.
+type Request struct {
+	Token string
+	// Addr is the client's address (text; what is not an address matches
+	// no allowlist entry), checked against the key's allowlist.
+	Addr string
+	Now  time.Time
+	// List asks for the account's agent-list version, read with the
+	// decision (a request for the agent list).
+	List bool
+}
+
+// Admission is an admitted credential: its key and rate-limit decision
+// (Limit.Allowed false: refused for its limit), and, when Request.List
+// asked and the decision was made in Redis on a Mirrored store, the
+// account's agent-list version.
+type Admission struct {
+	Key   domain.APIKey
+	Limit ratelimit.Result
+	List  fresh.ListVersion
+}
+
+// staleRetries bounds how often Admit re-reads the store when the mirror
+// disagrees with it; past it the decision is made without the guard, for
+// the key the store has just vouched for.
 const staleRetries = 2
 
-// AdmitWatching authenticates the credential (Authenticate), checks gate
-// of the key and decides its rate limit in lim. On a Mirrored store with a
-// limiter that compares epochs (a *ratelimit.Redis), a key held in
-// memory is used without asking the store, for as long as the mirror in
-// Redis vouches for the epoch it is held under (admission.decide): while
-// nothing changes a request costs one Redis round trip and no store round
-// trip. A refusal from memory is given only once the store confirms it
-// (admission.identify); a key held under an epoch below the highest this
-// instance has learned of is read again whatever the mirror says
-// (admission.epoch); a mirror that disagrees with the store is raised when
-// behind (admission.decide, syncMirror). Without a Mirrored store or such
-// a limiter the store is read per request (admitFromStore); so it is while
-// Redis is away (ratelimit.Redis.Down), when a held key is not used.
+// Admit authenticates the credential (Authenticate's rules), checks the
+// key's IP allowlist against Request.Addr and decides its rate limit. On a
+// Mirrored store (fresh.Tracker.Mirrored) with a limiter that shares its
+// decisions, a key held in memory is used without asking the store, for
+// as long as the mirror in Redis vouches for what it is held under (the
+// decision's guard): while nothing changes a request costs one Redis
+// round trip and no store round trip. A refusal from memory is given only
+// once the store confirms it; a key the tracker knows is stale is read
+// again whatever the mirror says; a mirror found behind the store is
+// raised. Elsewhere, and while Redis is away, the key is looked up for
+// each request (lookupKey: from memory while the store's check says
+// nothing changed).
 //
-// gate (nil: none) is what the caller checks of an authenticated key
-// before the limit is decided (the IP allowlist); its error is returned as
-// it is, once the store confirms a key held in memory.
-//
-// It also reads, in the rate-limit decision's round trip, the Redis key
-// watch names for the admitted key ("" or a nil watch: none), as
-// ratelimit.Versions needs. The value read is OK only when the decision
-// was made in Redis on a Mirrored store.
-func (a *Authenticator) AdmitWatching(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error, watch func(domain.APIKey) string) (domain.APIKey, ratelimit.Result, ratelimit.Watched, error) {
-	if gate == nil {
-		gate = func(domain.APIKey) error { return nil }
-	}
-	el, ok := lim.(*ratelimit.Redis)
-	if !ok || !a.store.Mirrored() {
-		k, res, err := a.admitFromStore(ctx, token, now, lim, gate)
-		return k, res, ratelimit.Watched{}, err
-	}
-	cred, err := credential.Parse(token)
+// Errors: *Refused and *AddressRefused are refusals; *LimitFailed a
+// decision that failed for an identified key; any other, the store failed
+// before a key was identified.
+func (a *Authenticator) Admit(ctx context.Context, req Request) (Admission, error) {
+	cred, err := credential.Parse(req.Token)
 	if err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, &Refused{Reason: "malformed"}
+		return Admission{}, &Refused{Reason: "malformed"}
 	}
-	r := &admission{a: a, token: token, cred: cred, now: now, lim: el, gate: gate, watch: watch}
-	r.l, r.held = a.heldKey(cred.Prefix)
-	if r.held {
-		a.cache.hits.Add(1)
-	}
-	if r.held && el.Down() {
-		// Redis away: nothing can vouch for the held key, so the store is
+	r := &admission{a: a, req: req, cred: cred, mirrored: a.fresh.Mirrored()}
+	if r.mirrored && a.lim.Shared() {
+		// With Redis away nothing can vouch for a held key: the store is
 		// asked, as without a mirror.
-		r.held = false
+		if r.l, r.held = a.heldKey(cred.Prefix); r.held {
+			a.cache.hits.Add(1)
+		}
 	}
 	return r.run(ctx)
 }
 
-// admitFromStore is AdmitWatching without a mirror to compare with: the
-// store is read for every request (Authenticate), then gate, then lim
-// decides.
-func (a *Authenticator) admitFromStore(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
-	k, err := a.Authenticate(ctx, token, now)
-	if err == nil {
-		err = gate(k)
-	}
-	if err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, err
-	}
-	res, err := lim.Allow(ctx, k.ID, k.RateLimitPerMinute)
-	if err != nil {
-		return k, ratelimit.Result{}, &LimitFailed{Err: err}
-	}
-	return k, res, nil
-}
-
-// admission is one AdmitWatching on a Mirrored store with a Redis limiter.
+// admission is one Admit.
 type admission struct {
-	a     *Authenticator
-	token string
-	cred  credential.Credential
-	now   time.Time
-	lim   *ratelimit.Redis
-	gate  func(domain.APIKey) error
-	// watch names the Redis key read with the decision (nil: none).
-	watch func(domain.APIKey) string
+	a        *Authenticator
+	req      Request
+	cred     credential.Credential
+	mirrored bool
 	// l is the key as last read; held: from memory, not yet read from the
 	// store during this request. An attempt with held false reads it.
 	l    keyLookup
 	held bool
+	// behind is the mirror as a decision found it when it did not vouch
+	// for the key (-2: not found so); the next read raises it if behind.
+	behind int64
 	// attempt counts the passes through run; past staleRetries the
-	// decision is made without comparing epochs.
+	// decision is not guarded.
 	attempt int
 }
 
 // run identifies the key and decides its limit, reading the store again
 // (next attempt) whenever memory or the mirror cannot vouch for the key.
-func (r *admission) run(ctx context.Context) (domain.APIKey, ratelimit.Result, ratelimit.Watched, error) {
+func (r *admission) run(ctx context.Context) (Admission, error) {
+	r.behind = -2
 	for ; ; r.attempt++ {
 		k, ok, err := r.identify(ctx)
 		if err != nil {
-			return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, err
+			return Admission{}, err
 		}
 		if !ok {
 			continue
 		}
-		epoch, ok := r.epoch()
-		if !ok {
-			continue
-		}
-		k, res, w, ok, err := r.decide(ctx, k, epoch)
+		ad, ok, err := r.decide(ctx, k)
 		if ok || err != nil {
-			return k, res, w, err
+			return ad, err
 		}
 	}
 }
 
-// identify applies Authenticate's rules (check) and gate to the key, read
-// from the store (lookup) unless held. A refusal from memory
-// (errFromMemory, or gate refusing a held key) is not given: the store
-// confirms it, so ok is false and the next attempt reads the key.
+// identify applies Authenticate's rules (check) and the allowlist to the
+// key, read from the store (lookup) unless held. A refusal from memory is
+// not given: the store confirms it, so ok is false and the next attempt
+// reads the key. So is a held key the tracker knows to be stale.
 func (r *admission) identify(ctx context.Context) (k domain.APIKey, ok bool, err error) {
+	a := r.a
+	if r.held && r.attempt <= staleRetries && a.fresh.Stale(r.l.held()) {
+		r.held = false
+		return domain.APIKey{}, false, nil
+	}
 	if !r.held {
-		if r.l, err = r.a.lookup(ctx, r.cred.Prefix, r.token); err != nil {
+		if r.l, err = a.lookup(ctx, r.cred.Prefix, r.req.Token); err != nil {
 			return domain.APIKey{}, false, err
 		}
+		if r.behind > -2 {
+			a.fresh.Behind(ctx, r.l.Key.AccountID, r.behind, r.l.held())
+			r.behind = -2
+		}
 	}
-	k, err = r.a.check(ctx, r.l, r.token, r.cred, r.now, r.held)
-	if err == nil {
-		err = r.gate(k)
+	k, err = a.check(ctx, r.l, r.req.Token, r.cred, r.req.Now, r.held)
+	if err == nil && !k.AllowedIPs.AllowsAddr(r.req.Addr) {
+		err = &AddressRefused{Key: k}
 	}
 	if err != nil && r.held {
 		r.held = false
@@ -248,61 +298,43 @@ func (r *admission) identify(ctx context.Context) (k domain.APIKey, ok bool, err
 	return k, err == nil, err
 }
 
-// epoch is the key epoch the decision compares with the mirror: the
-// epoch the key is held under, or -1 (no comparison) past staleRetries.
-// A key whose epoch is below the highest this instance has learned of
-// (store.SeenKeyEpoch) cannot be vouched for by the mirror, even if Redis
-// went back to exactly that epoch: ok is false and the next attempt reads
-// the key again.
-func (r *admission) epoch() (epoch int64, ok bool) {
-	epoch = r.l.epoch
-	if epoch < r.a.store.SeenKeyEpoch() && r.attempt <= staleRetries {
-		r.held = false
-		return 0, false
+// decide asks the limiter to decide for k; ok says the decision stands.
+// The limiter records nothing when the mirror does not vouch for a held
+// key: the next attempt reads the key again, and raises the mirror if it
+// was behind. A decision made in process (Redis away) stands once the
+// store vouches for a held key.
+func (r *admission) decide(ctx context.Context, k domain.APIKey) (Admission, bool, error) {
+	a := r.a
+	var g ratelimit.Guard
+	if r.mirrored && r.attempt <= staleRetries {
+		h := r.l.held()
+		g = a.fresh.Guard(k.AccountID, &h)
 	}
-	if r.attempt > staleRetries {
-		epoch = -1
+	if r.req.List && r.mirrored {
+		g.Read = a.fresh.ListKey(k.AccountID)
 	}
-	return epoch, true
-}
-
-// decide asks the limiter to decide for k under epoch; ok says the
-// decision stands. The limiter records nothing when the mirror differs
-// from epoch (stale): the store's epoch is read, the mirror raised if
-// Redis had lost it or went back (syncMirror), and ok is false so that the
-// next attempt reads the key again. A decision Redis did not check (it
-// went away during the call) stands, once the store vouches for a held key.
-func (r *admission) decide(ctx context.Context, k domain.APIKey, epoch int64) (domain.APIKey, ratelimit.Result, ratelimit.Watched, bool, error) {
-	watch := ""
-	if r.watch != nil {
-		watch = r.watch(k)
-	}
-	res, v, err := r.lim.AllowAt(ctx, k.ID, k.RateLimitPerMinute, epoch, watch)
+	res, v, err := a.lim.Decide(ctx, ratelimit.Ask{Key: k.ID, Group: k.AccountID, Limit: k.RateLimitPerMinute, Guard: g})
+	ad := Admission{Key: k, Limit: res, List: fresh.ListVersion{Value: v.Read.Value, OK: v.Read.OK}}
 	switch {
 	case err != nil:
-		return k, ratelimit.Result{}, ratelimit.Watched{}, true, &LimitFailed{Err: err}
-	case v.Current:
-		return k, res, v.Watched, true, nil
-	case !v.Checked && !r.held:
-		return k, res, ratelimit.Watched{}, true, nil // read from the store for this request
-	case !v.Checked:
+		return Admission{}, true, &LimitFailed{Key: k, Err: err}
+	case v.Held || !r.held && !v.Shared:
+		return ad, true, nil
+	case !v.Shared:
 		// The decision made in process stands if the store vouches for
 		// the held key: it is read again.
 		r.held = false
 		if k, _, err = r.identify(ctx); err != nil {
-			return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, true, err
+			return Admission{}, true, err
 		}
-		return k, res, ratelimit.Watched{}, true, nil
+		return Admission{Key: k, Limit: res}, true, nil
 	}
-	if err := r.a.syncMirror(ctx, v.Mirror); err != nil {
-		return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, true, err
-	}
-	r.held = false
-	return domain.APIKey{}, ratelimit.Result{}, ratelimit.Watched{}, false, nil
+	r.behind, r.held = v.Found, false
+	return Admission{}, false, nil
 }
 
 // errFromMemory marks a refusal decided on a key held in memory, which
-// AdmitWatching confirms against the store before giving it.
+// Admit confirms against the store before giving it.
 var errFromMemory = errors.New("refused from memory")
 
 // lookup reads the key (lookupKey), refusing an unknown prefix as
@@ -362,20 +394,4 @@ func refusal(k domain.APIKey, accountActive bool, token string, cred credential.
 		return "expired"
 	}
 	return ""
-}
-
-// syncMirror reads the store's epoch after the mirror was found to
-// differ, and raises the mirror when it is behind (Redis lost it, or went
-// back to an older copy). The next lookup shares this read.
-func (a *Authenticator) syncMirror(ctx context.Context, mirror int64) error {
-	epoch, err := a.store.CurrentKeyEpoch(ctx)
-	if err != nil {
-		return fmt.Errorf("look up key: %w", err)
-	}
-	if mirror < epoch {
-		if err := a.store.RaiseMirror(ctx, epoch); err != nil {
-			a.log.Warn("key epoch mirror behind the store and not raised", "err", err)
-		}
-	}
-	return nil
 }

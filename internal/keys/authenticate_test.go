@@ -56,7 +56,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 
 	var background sync.WaitGroup
-	a, err := keys.NewAuthenticator(w.st, nil, nil, &background)
+	a, err := keys.NewAuthenticator(keys.AuthConfig{Store: w.st, Background: &background})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestAuthenticateRefusalCostsAnUnknownPrefixRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := keys.NewAuthenticator(w.st, nil, nil, nil)
+	a, err := keys.NewAuthenticator(keys.AuthConfig{Store: w.st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestAuthenticateRefusalCostsAnUnknownPrefixRead(t *testing.T) {
 }
 
 func TestNewAuthenticatorNeedsAStore(t *testing.T) {
-	if _, err := keys.NewAuthenticator(nil, nil, nil, nil); err == nil {
+	if _, err := keys.NewAuthenticator(keys.AuthConfig{}); err == nil {
 		t.Error("NewAuthenticator(nil store) succeeded")
 	}
 }

@@ -32,7 +32,7 @@ func TestSetAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	var background sync.WaitGroup
-	a, err := keys.NewAuthenticator(w.st, nil, nil, &background)
+	a, err := keys.NewAuthenticator(keys.AuthConfig{Store: w.st, Background: &background})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ func (a *Authenticator) KeyByPrefix(ctx context.Context, prefix string) (domain.
 	return l.Key, l.AccountActive, err
 }
 
-// Admit is AdmitWatching without a watch.
-func (a *Authenticator) Admit(ctx context.Context, token string, now time.Time, lim ratelimit.Limiter, gate func(domain.APIKey) error) (domain.APIKey, ratelimit.Result, error) {
-	k, res, _, err := a.AdmitWatching(ctx, token, now, lim, gate, nil)
-	return k, res, err
+// AdmitFrom is Admit of token from addr at now.
+func (a *Authenticator) AdmitFrom(ctx context.Context, token string, now time.Time, addr string) (domain.APIKey, ratelimit.Result, error) {
+	ad, err := a.Admit(ctx, Request{Token: token, Now: now, Addr: addr})
+	return ad.Key, ad.Limit, err
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentapi/agentapi/internal/keys"
+	"github.com/agentapi/agentapi/internal/testenv"
 )
 
 // TestRedisBackToTheHeldEpoch: Redis goes back to exactly the epoch under
@@ -15,11 +16,11 @@ import (
 // the key on its very next request; one that has not accepts it until its
 // repair reads the store (docs/production.md: the remaining bound).
 func TestRedisBackToTheHeldEpoch(t *testing.T) {
-	w := newMirroredWorld(t)
+	w := newMirroredWorld(t, testenv.RedisURL(t))
 	ctx := context.Background()
 	back := func(in *instance, epoch int64) {
 		t.Helper()
-		if err := in.rc.Set(ctx, in.mirror.Key(), epoch, 0).Err(); err != nil {
+		if err := in.rc.Set(ctx, w.mirrorKey(), epoch, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +54,7 @@ func TestRedisBackToTheHeldEpoch(t *testing.T) {
 		if err := keys.New(w.writer.st, nil).Revoke(ctx, keys.Actor{User: &w.owner}, w.account.ID, k.Key.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.instances[1].st.CurrentKeyEpoch(ctx); err != nil { // what Mirror.Repair reads
+		if _, err := w.instances[1].fresh.Check(ctx); err != nil { // what Mirror.Repair reads
 			t.Fatal(err)
 		}
 		back(w.writer, l.Epoch())
@@ -63,7 +64,7 @@ func TestRedisBackToTheHeldEpoch(t *testing.T) {
 				t.Fatalf("instance 2 (no read since the change): %v; the test's premise is that it cannot know", err)
 			}
 		}
-		if _, err := w.instances[2].st.CurrentKeyEpoch(ctx); err != nil {
+		if _, err := w.instances[2].fresh.Check(ctx); err != nil {
 			t.Fatal(err)
 		}
 		refused("instance 2 after its repair's read", w.instances[2].admit(k.Credential))

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/store"
 )
 
@@ -19,18 +20,15 @@ import (
 // next request, whichever process or instance made them.
 //
 // How: every write that can make a held key wrong raises the store's key
-// epoch in its own transaction and records it against the key's account
-// (store.KeyChangesSince). Each lookup first learns the current epoch
-// through a check that started after the call began (store.Check, shared
-// by concurrent callers); when it moved since the cache last looked, the
-// cache reads which accounts changed and drops their keys only: a change
-// in one account costs the others nothing. Every key held is thus the key
-// as it stood when the epoch was synced.
+// epoch in its own transaction and records it against the key's account.
+// Each lookup first learns the current epoch through a check that started
+// after the call began (fresh.Tracker.Check, shared by concurrent
+// callers); when it moved since the cache last looked, the tracker reads
+// which accounts changed and the cache drops their keys only (Forget): a
+// change in one account costs the others nothing. Every key held is thus
+// the key as it stood when the epoch was synced.
 type keyCache struct {
 	max int
-
-	// syncMu admits one read of the changes at a time.
-	syncMu sync.Mutex
 
 	mu sync.RWMutex
 	// synced is the key epoch up to which every change is applied: each
@@ -45,6 +43,7 @@ type keyCache struct {
 type cachedKey struct {
 	key           domain.APIKey
 	accountActive bool
+	accountEpoch  int64
 }
 
 // keyCacheMax bounds the memory the cache holds (about 520 bytes a key,
@@ -105,35 +104,9 @@ func (c *keyCache) dropAccount(acct string) {
 	delete(c.byAccount, acct)
 }
 
-// epoch is the key epoch the cache is synced to.
-func (c *keyCache) epoch() int64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.synced
-}
-
-// sync brings the cache to the check m: the keys of every account changed
-// since the cache last synced are dropped, or every key when a change
-// names no account (a 1.2 writer during a rolling upgrade, Mark.Legacy).
-func (a *Authenticator) sync(ctx context.Context, m store.Mark) error {
-	c := a.cache
-	if m.Epoch <= c.epoch() {
-		return nil
-	}
-	c.syncMu.Lock()
-	defer c.syncMu.Unlock()
-	from := c.epoch()
-	if m.Epoch <= from {
-		return nil // synced while this call waited
-	}
-	var changed store.KeyChanges
-	all := from < 0 || m.Legacy > from
-	if !all {
-		var err error
-		if changed, err = a.store.KeyChangesSince(ctx, from); err != nil {
-			return err
-		}
-	}
+// Forget drops the keys of the accounts in changed, or every key when
+// all; the cache is synced to synced from then on (fresh.Holder).
+func (c *keyCache) Forget(changed store.KeyChanges, all bool, synced int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if all {
@@ -143,8 +116,7 @@ func (a *Authenticator) sync(ctx context.Context, m store.Mark) error {
 	for acct := range changed {
 		c.dropAccount(acct)
 	}
-	c.synced = m.Epoch
-	return nil
+	c.synced = synced
 }
 
 // CacheStats counts the key cache's work since the Authenticator was made.
@@ -159,18 +131,23 @@ type CacheStats struct {
 // that must fail if the cache is bypassed).
 func (a *Authenticator) CacheStats() CacheStats {
 	c := a.cache
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Checks: a.store.Checks(), Reads: c.reads.Load()}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Checks: a.fresh.Checks(), Reads: c.reads.Load()}
 }
 
 // keyLookup is what lookupKey found: the key and whether its account is
-// active, whether it came from memory, and the key epoch as of which it is
-// current (the cache's synced epoch, or the check it was read after).
+// active, whether it came from memory, the key epoch as of which it is
+// current (the cache's synced epoch, or the check it was read after), and
+// its account's key epoch when it was read.
 type keyLookup struct {
 	Key           domain.APIKey
 	AccountActive bool
 	fromMemory    bool
 	epoch         int64
+	accountEpoch  int64
 }
+
+// held is what the key was read under, for the tracker.
+func (l keyLookup) held() fresh.Held { return fresh.Held{Synced: l.epoch, Account: l.accountEpoch} }
 
 // lookupKey is the key with that prefix and whether its account is active,
 // as they stand at some moment after the call began; a key it returns that
@@ -178,12 +155,12 @@ type keyLookup struct {
 // has the prefix.
 func (a *Authenticator) lookupKey(ctx context.Context, prefix string) (keyLookup, error) {
 	c := a.cache
-	m, err := a.store.Check(ctx)
+	m, err := a.fresh.Check(ctx)
 	if err != nil {
 		return keyLookup{}, err
 	}
-	if err := a.sync(ctx, m); err != nil {
-		return keyLookup{}, fmt.Errorf("key changes: %w", err)
+	if err := a.fresh.Sync(ctx, m); err != nil {
+		return keyLookup{}, err
 	}
 	epoch := m.Epoch
 	if l, ok := a.heldKey(prefix); ok && l.epoch >= epoch {
@@ -191,25 +168,25 @@ func (a *Authenticator) lookupKey(ctx context.Context, prefix string) (keyLookup
 		return l, nil
 	}
 	c.misses.Add(1)
-	k, active, err := a.readKey(ctx, prefix)
+	h, err := a.readKey(ctx, prefix)
 	if err != nil {
 		return keyLookup{}, err
 	}
 	// Keyed by the stored prefix, not the caller's string, which may be a
 	// slice of a whole request header.
-	c.put(epoch, k.Prefix, cachedKey{key: k, accountActive: active})
-	return keyLookup{Key: k, AccountActive: active, epoch: epoch}, nil
+	c.put(epoch, h.Key.Prefix, cachedKey{key: h.Key, accountActive: h.AccountActive, accountEpoch: h.AccountEpoch})
+	return keyLookup{Key: h.Key, AccountActive: h.AccountActive, epoch: epoch, accountEpoch: h.AccountEpoch}, nil
 }
 
-func (a *Authenticator) readKey(ctx context.Context, prefix string) (domain.APIKey, bool, error) {
+func (a *Authenticator) readKey(ctx context.Context, prefix string) (store.HeldKey, error) {
 	a.cache.reads.Add(1)
-	return a.store.ReadKeyByPrefix(ctx, prefix)
+	return a.store.ReadHeldKey(ctx, prefix)
 }
 
 // heldKey returns the key with that prefix if it is held in memory, with
 // the epoch it is held under, without asking the store: only a caller that
 // finds that epoch current (lookupKey), or current in the mirror
-// (store.Mirrored), may use it; the caller counts the hit.
+// (fresh.Tracker.Mirrored), may use it; the caller counts the hit.
 func (a *Authenticator) heldKey(prefix string) (keyLookup, bool) {
 	c := a.cache
 	c.mu.RLock()
@@ -219,7 +196,7 @@ func (a *Authenticator) heldKey(prefix string) (keyLookup, bool) {
 	if !ok {
 		return keyLookup{}, false
 	}
-	return keyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch}, true
+	return keyLookup{Key: e.key, AccountActive: e.accountActive, fromMemory: true, epoch: epoch, accountEpoch: e.accountEpoch}, true
 }
 
 // equaliseRefusal gives the refusal of a key found by lookupKey the cost of
@@ -233,7 +210,7 @@ func (a *Authenticator) equaliseRefusal(ctx context.Context, l keyLookup) error 
 	if !l.fromMemory {
 		return nil // it read the database already
 	}
-	if _, _, err := a.readKey(ctx, absentPrefix); err != nil && !errors.Is(err, domain.ErrNotFound) {
+	if _, err := a.readKey(ctx, absentPrefix); err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return fmt.Errorf("read absent key: %w", err)
 	}
 	return nil

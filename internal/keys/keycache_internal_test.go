@@ -1,7 +1,6 @@
 package keys
 
 import (
-	"context"
 	"testing"
 
 	"github.com/agentapi/agentapi/internal/domain"
@@ -63,18 +62,20 @@ func (c *keyCache) get(epoch int64, prefix string) (cachedKey, bool) {
 	return e, ok && c.synced >= epoch
 }
 
-// TestKeyCacheLegacyChangeDropsAll: a change by a 1.2 writer (a rolling
-// upgrade) names no account, so every held key is dropped.
-func TestKeyCacheLegacyChangeDropsAll(t *testing.T) {
-	a := &Authenticator{cache: newKeyCache(10)}
-	c := a.cache
+// TestKeyCacheForgetsWhatChanged: the tracker's Sync drops the keys of
+// the accounts that changed only, or every key when told all (a change
+// by a 1.2 writer during a rolling upgrade names no account).
+func TestKeyCacheForgetsWhatChanged(t *testing.T) {
+	c := newKeyCache(10)
 	c.synced = 4
 	c.put(4, "a", cachedKey{key: domain.APIKey{ID: "a", AccountID: "acct_a"}})
 	c.put(4, "b", cachedKey{key: domain.APIKey{ID: "b", AccountID: "acct_b"}})
-	if err := a.sync(context.Background(), store.Mark{Epoch: 5, Legacy: 5}); err != nil {
-		t.Fatal(err)
+	c.Forget(store.KeyChanges{"acct_a": 5}, false, 5)
+	if _, ok := c.entries["a"]; ok || len(c.entries) != 1 || c.synced != 5 {
+		t.Fatalf("after acct_a changed: %d entries, synced %d", len(c.entries), c.synced)
 	}
-	if len(c.entries) != 0 || len(c.byAccount) != 0 || c.synced != 5 {
+	c.Forget(nil, true, 6)
+	if len(c.entries) != 0 || len(c.byAccount) != 0 || c.synced != 6 {
 		t.Fatalf("after a legacy change: %d entries, %d accounts, synced %d", len(c.entries), len(c.byAccount), c.synced)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/fresh"
 	"github.com/agentapi/agentapi/internal/keys"
 	"github.com/agentapi/agentapi/internal/store"
 	"github.com/agentapi/agentapi/internal/store/storetest"
@@ -21,7 +22,7 @@ type cachedStore struct {
 }
 
 func newCachedStore(t testing.TB, s *store.Store) cachedStore {
-	a, err := keys.NewAuthenticator(s, nil, nil, nil)
+	a, err := keys.NewAuthenticator(keys.AuthConfig{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,9 +236,10 @@ func benchKeyAuthPathOn(b *testing.B, e string) {
 			}
 		}
 	})
+	tr := fresh.New(s.Store, fresh.Options{})
 	b.Run("epoch check", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := s.CurrentKeyEpoch(ctx); err != nil {
+			if _, err := tr.Check(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -306,7 +308,7 @@ func TestHeldKeyNeedsNoStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		l, _ := s.a.HeldKey(k.Prefix)
-		epoch, err := s.CurrentKeyEpoch(ctx)
+		epoch, _, err := s.ReadKeyEpoch(ctx)
 		if err != nil || l.Epoch() != epoch {
 			t.Fatalf("lookup under %d, store at %d (%v)", l.Epoch(), epoch, err)
 		}

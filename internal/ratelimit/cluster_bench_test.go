@@ -79,7 +79,7 @@ func clusterKeys(b *testing.B, cl *testenv.Cluster, n int) (names []string, owne
 	names, owner = make([]string, n), make([]int, n)
 	for i := range names {
 		names[i] = uniqueKey()
-		_, win := windowKeys(names[i])
+		_, win := (&Redis{cluster: true}).windowKeys(names[i], "")
 		node, err := cc.MasterForKey(context.Background(), win)
 		if err != nil {
 			b.Fatal(err)

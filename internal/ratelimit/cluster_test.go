@@ -35,7 +35,7 @@ func keysByPrimary(t *testing.T, cl *testenv.Cluster, n int) map[string][]string
 	out := map[string][]string{}
 	for full := 0; full < len(cl.Addrs); {
 		k := uniqueKey()
-		_, win := windowKeys(k)
+		_, win := (&Redis{cluster: true}).windowKeys(k, "")
 		node, err := cc.MasterForKey(context.Background(), win)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +169,7 @@ func uniqueKeyOn(t *testing.T, cl *testenv.Cluster, addr string) string {
 	cc := cl.Client()
 	for {
 		k := uniqueKey()
-		_, win := windowKeys(k)
+		_, win := (&Redis{cluster: true}).windowKeys(k, "")
 		node, err := cc.MasterForKey(context.Background(), win)
 		if err != nil {
 			t.Fatal(err)

@@ -34,10 +34,7 @@ func redisCPU(b *testing.B, l *Redis) time.Duration {
 // past limit; it reports Redis's CPU per decision. Run it on a Redis of
 // its own (AGENTAPI_TEST_REDIS_URL): INFO counts every client's work.
 func benchDecisions(b *testing.B, conc, keys, limit int) {
-	l, m := newMirroredB(b)
-	if err := m.RaiseEpoch(context.Background(), 1); err != nil {
-		b.Fatal(err)
-	}
+	l, guard := newGuardedB(b)
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = uniqueKey()
@@ -55,7 +52,7 @@ func benchDecisions(b *testing.B, conc, keys, limit int) {
 				if i > int64(b.N) {
 					return
 				}
-				if _, _, err := l.AllowAt(context.Background(), names[int(i)%keys], limit, 1, ""); err != nil {
+				if _, _, err := l.Decide(context.Background(), Ask{Key: names[int(i)%keys], Limit: limit, Guard: guard}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -67,13 +64,17 @@ func benchDecisions(b *testing.B, conc, keys, limit int) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-µs/decision")
 }
 
-func newMirroredB(b *testing.B) (*Redis, *Mirror) {
+// newGuardedB is a limiter and the guard a request's decision carries
+// (a key epoch mirror that holds 1).
+func newGuardedB(b *testing.B) (*Redis, Guard) {
 	c := redisClient(b)
 	l := NewRedis(c, NewMemory(nil), nil)
 	b.Cleanup(l.Close)
-	m := NewMirror(c, "agentapi:key-epoch:"+uniqueKey(), nil)
-	l.UseMirror(m)
-	return l, m
+	g := Guard{Key: "agentapi:guard:" + uniqueKey(), Want: 1}
+	if err := c.Set(context.Background(), g.Key, 1, time.Hour).Err(); err != nil {
+		b.Fatal(err)
+	}
+	return l, g
 }
 
 func BenchmarkRedisCPUAdmitted(b *testing.B) { benchDecisions(b, 16, 100, 1<<30) }
@@ -86,10 +87,7 @@ func BenchmarkRedisCPUHotKey(b *testing.B) { benchDecisions(b, 16, 1, 1<<30) }
 // the script: Redis's cost per decision with the round trip's shared size
 // ways, what the script itself costs.
 func benchScript(b *testing.B, keys, size int) {
-	l, m := newMirroredB(b)
-	if err := m.RaiseEpoch(context.Background(), 1); err != nil {
-		b.Fatal(err)
-	}
+	l, guard := newGuardedB(b)
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = uniqueKey()
@@ -101,8 +99,8 @@ func benchScript(b *testing.B, keys, size int) {
 	var args []any
 	for i := 0; i < b.N; i += len(batch) {
 		for j := range batch {
-			log, win := windowKeys(names[(i+j)%keys])
-			batch[j] = &allowCall{keys: []string{log, win}, limit: 1 << 30, epoch: 1}
+			log, win := l.windowKeys(names[(i+j)%keys], "")
+			batch[j] = &allowCall{keys: []string{log, win}, limit: 1 << 30, guard: guard}
 		}
 		ks, args = l.decide(batch, ks, args)
 		if batch[0].err != nil {

@@ -212,3 +212,13 @@ func (m *Memory) sweep() {
 		s.mu.Unlock()
 	}
 }
+
+// Decide is Allow for an Ask: in process, with no guard to compare (the
+// verdict is not Shared) and nothing read.
+func (m *Memory) Decide(ctx context.Context, a Ask) (Result, Verdict, error) {
+	res, err := m.Allow(ctx, a.Key, a.Limit)
+	return res, Verdict{}, err
+}
+
+// Shared is false: a Memory limiter's decisions are this process's own.
+func (m *Memory) Shared() bool { return false }

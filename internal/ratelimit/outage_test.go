@@ -43,7 +43,7 @@ func TestRedisReturnAddsFallbackAdmissions(t *testing.T) {
 	const ceiling, instances = 50, 3
 	ls := redisReturnInstances(t, real, proxy, clock, instances)
 	key := uniqueKey()
-	runsKey, metaKey := windowKeys(key)
+	runsKey, metaKey := (&Redis{}).windowKeys(key, "")
 	rg := &redisReturnRig{t: t, ctx: ctx, real: real, clock: clock, ls: ls, key: key, metaKey: metaKey, ceiling: ceiling}
 
 	// Exactly the ceiling, so that no instance holds a refusal from Redis

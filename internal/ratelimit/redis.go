@@ -31,24 +31,25 @@ import (
 // most (a section fills and goes to the list, or the oldest section has
 // left the window and the next comes from the list).
 //
-// KEYS[1] is the key epoch's mirror (Mirror). For the i-th decision (from 1):
-// KEYS[3i-1] log: list of chunks, each chunkRuns runs "ms/count," oldest
-// first. KEYS[3i] win: "total:tail:tailCount:chunks:tailRuns|head|tailSec",
-// where tail is the newest run's millisecond (-1 when none), chunks the
-// length of the log, head the oldest runs (a chunk taken from the log, or
-// what tailSec was when the log was empty), tailSec the runs after the
-// log's, tailRuns of them, and the newest run is not in either section.
-// KEYS[3i+1] a key to watch (Versions), read only when ARGV[4i+1] is 1.
-// ARGV[1] window ms; ARGV[4i-2] limit; ARGV[4i-1] now in ms, 0 for Redis's
-// clock (tests set it); ARGV[4i] the key epoch under which the caller
-// holds the key, -1 for none (a decision that depends on no key).
+// For the i-th decision (from 1): KEYS[4i-3] log: list of chunks, each
+// chunkRuns runs "ms/count," oldest first. KEYS[4i-2] win:
+// "total:tail:tailCount:chunks:tailRuns|head|tailSec", where tail is the
+// newest run's millisecond (-1 when none), chunks the length of the log,
+// head the oldest runs (a chunk taken from the log, or what tailSec was
+// when the log was empty), tailSec the runs after the log's, tailRuns of
+// them, and the newest run is not in either section. KEYS[4i-1] the
+// decision's guard (Guard.Key) and KEYS[4i] the key it reads along
+// (Guard.Read), each used only when its bit of ARGV[4i+1] is set (1: the
+// guard, 2: the read). ARGV[1] window ms; ARGV[4i-2] limit; ARGV[4i-1] now
+// in ms, 0 for Redis's clock (tests set it); ARGV[4i] the value the guard
+// must hold (Guard.Want). A guard is read once per call, however many
+// decisions name it.
 // Returns six integers per decision, in order: allowed, total, oldest ms or
-// -1, free-at ms, now ms, and the watched key's value (-1 when absent, not
+// -1, free-at ms, now ms, and the read key's value (-1 when absent, not
 // asked for, or the decision not made); allowed is -1 when that decision
 // failed (its keys hold something else), which fails that call alone. When
-// the epoch given differs from the mirror (greater, smaller, or no mirror),
-// nothing is recorded: allowed is -2 and total is the mirror (-1 when
-// absent).
+// the guard holds something else than ARGV[4i] (absent reads as -1),
+// nothing is recorded: allowed is -2 and total is what the guard holds.
 //
 // Both keys expire when idle; a log that outlived its win string is stale
 // and is dropped, and one that expired first held only runs that had left
@@ -58,12 +59,14 @@ local window = tonumber(ARGV[1])
 local chunkRuns = 16
 local winForm = '^(%d+):(%-?%d+):(%d+):(%d+):(%d+)|([^|]*)|([^|]*)$'
 local clock
-local mirror
-local function currentMirror()
-  if mirror == nil then
-    mirror = tonumber(redis.call('GET', KEYS[1]) or '-1') or -1
+local guards = {}
+local function guard(key)
+  local v = guards[key]
+  if v == nil then
+    v = tonumber(redis.call('GET', key) or '-1') or -1
+    guards[key] = v
   end
-  return mirror
+  return v
 end
 local function sum(sec)
   local n = 0
@@ -198,21 +201,21 @@ local function flush()
   end
 end
 local out = {}
-for i = 1, (#KEYS - 1) / 3 do
-  local epoch = tonumber(ARGV[4 * i])
+for i = 1, #KEYS / 4 do
+  local flags = tonumber(ARGV[4 * i + 1])
   local ok, allowed, total, oldest, free, now
-  local watched = -1
-  if epoch >= 0 and currentMirror() ~= epoch then
-    ok, allowed, total, oldest, free, now = true, -2, currentMirror(), 0, 0, 0
+  local read = -1
+  local want = tonumber(ARGV[4 * i])
+  if flags % 2 == 1 and guard(KEYS[4 * i - 1]) ~= want then
+    ok, allowed, total, oldest, free, now = true, -2, guard(KEYS[4 * i - 1]), 0, 0, 0
   else
-    ok, allowed, total, oldest, free, now = pcall(decide, KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]))
+    ok, allowed, total, oldest, free, now = pcall(decide, KEYS[4 * i - 3], KEYS[4 * i - 2], tonumber(ARGV[4 * i - 2]), tonumber(ARGV[4 * i - 1]))
     if not ok then
-      local w = windows[KEYS[3 * i]]
-      if w then w.bad = true else windows[KEYS[3 * i]] = {bad = true} end
+      local w = windows[KEYS[4 * i - 2]]
+      if w then w.bad = true else windows[KEYS[4 * i - 2]] = {bad = true} end
     end
-    if ok and ARGV[4 * i + 1] == '1' then
-      local w = redis.call('GET', KEYS[3 * i + 1])
-      watched = tonumber(w or '-1') or -1
+    if ok and flags >= 2 then
+      read = tonumber(redis.call('GET', KEYS[4 * i]) or '-1') or -1
     end
   end
   if not ok then
@@ -222,7 +225,7 @@ for i = 1, (#KEYS - 1) / 3 do
     allowed, total, oldest, free, now = -1, 0, 0, 0, 0
   end
   local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, total, oldest, free, now, watched
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6] = allowed, total, oldest, free, now, read
 end
 flush()
 return out
@@ -353,8 +356,9 @@ return res
 // the reply; bench/RESULTS.md, "Redis CPU per decision"), so fewer, fuller
 // batches cost it less per decision.
 //
-// The batch's keys hash to different slots: the limiter needs one Redis
-// server (with replicas if wanted), not a Redis Cluster.
+// On a Redis Cluster a batch is split by hash slot (decideCluster): an
+// Ask's Group places its windows in its group's slot, where its guard must
+// be too.
 type Redis struct {
 	client   redis.UniversalClient
 	fallback *Memory
@@ -372,7 +376,6 @@ type Redis struct {
 	// testNowMS, set by tests only, replaces Redis's clock.
 	testNowMS func() int64
 
-	mirrorKey string // UseMirror
 	// cluster: client is a Redis Cluster's (NewRedis); a batch is split
 	// by hash slot (decide).
 	cluster bool
@@ -391,11 +394,15 @@ const (
 )
 
 // windowKeys names a key's window in Redis: the log of older runs and the
-// win string (allowScript). One hash tag keeps both in one slot. (Release
-// 1.2's form used ":runs" and ":meta": the two forms never read each
-// other's windows.)
-func windowKeys(key string) (log, win string) {
+// win string (allowScript). One hash tag keeps both in one slot: on a
+// cluster the group's, when there is one (Ask.Group), else the key's own.
+// (Release 1.2's form used ":runs" and ":meta": the two forms never read
+// each other's windows.)
+func (r *Redis) windowKeys(key, group string) (log, win string) {
 	tag := "{agentapi:rl:" + key + "}"
+	if r.cluster && group != "" {
+		tag = "agentapi:rl:{" + group + "}:" + key
+	}
 	return tag + ":log", tag + ":win"
 }
 
@@ -404,9 +411,8 @@ func windowKeys(key string) (log, win string) {
 type allowCall struct {
 	keys  []string
 	limit int
-	nowMS int64  // 0: Redis's clock
-	epoch int64  // AllowAt's: -1 for none
-	watch string // AllowAt's: "" for none
+	nowMS int64 // 0: Redis's clock
+	guard Guard
 	vals  []int64
 	err   error
 	done  chan struct{}
@@ -418,7 +424,7 @@ var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string
 // stops its workers.
 func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) *Redis {
 	r := &Redis{client: client, fallback: fallback, log: cmp.Or(log, slog.New(slog.DiscardHandler)),
-		timeout: 250 * time.Millisecond, pause: time.Second, mirrorKey: noMirror,
+		timeout: 250 * time.Millisecond, pause: time.Second,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	_, r.cluster = client.(*redis.ClusterClient)
 	for range batchWorkers {
@@ -456,38 +462,60 @@ var errDown = errors.New("redis unavailable")
 // Fallbacks counts the decisions made in process because Redis failed.
 func (r *Redis) Fallbacks() int64 { return r.fallbacks.Load() }
 
-// noMirror is the mirror key of a limiter given none (UseMirror): no
-// writer raises it, so every held epoch compared with it is stale.
-const noMirror = "agentapi:key-epoch:none"
-
-// UseMirror makes AllowAt compare held epochs with m. Call it before the
-// limiter is used.
-func (r *Redis) UseMirror(m *Mirror) { r.mirrorKey = m.Key() }
-
-// Verdict says what AllowAt learned of the epoch it was given.
-type Verdict struct {
-	// Checked: Redis compared the epoch with the mirror. False when the
-	// decision was made in the fallback (Redis away): nothing vouches for
-	// the held key then.
-	Checked bool
-	// Current: the mirror equals the epoch, and the decision was made;
-	// or a refusal Redis gave under this epoch and ceiling still holds
-	// (refusals), decided in process. Checked and not Current: nothing
-	// was recorded, and Mirror is what Redis holds (-1 for none).
-	Current bool
-	Mirror  int64
-	// Watched is the value of the key AllowAt was asked to watch, read in
-	// the decision's script call.
-	Watched Watched
+// Guard makes a decision conditional on what another Redis key holds, in
+// the decision's own script call: the decision is made, and recorded, only
+// when Key holds Want (an absent key reads as -1). Read names a key whose
+// value comes back with the decision. Either may be "" (none). On a Redis
+// Cluster both must hash to the slot of the Ask's Group.
+type Guard struct {
+	Key  string
+	Want int64
+	Read string
 }
 
-// Watched is a watched key's value as the decision's script call read it
-// (Versions): OK only when it was read (the decision was made in Redis);
-// Value is then -1 when the key is absent.
-type Watched struct {
+// Ask is one decision: Limit for Key, its windows kept with Group's (on a
+// Redis Cluster, one slot per group; "" for the key's own), under Guard.
+type Ask struct {
+	Key, Group string
+	Limit      int
+	Guard      Guard
+}
+
+// Verdict says what Decide learned beside the decision.
+type Verdict struct {
+	// Shared: Redis made the decision, or compared the guard. False when
+	// the decision was made in process (Redis away, or a Memory limiter).
+	Shared bool
+	// Held: the guard held (or there was none) and the decision was made;
+	// or a refusal Redis gave under this ceiling and guard still holds
+	// (refusals), decided in process. Shared and not Held: nothing was
+	// recorded, and Found is what the guard's key holds (-1 for none).
+	Held  bool
+	Found int64
+	// Read is the value of Guard.Read, read in the decision's script call.
+	Read Read
+}
+
+// Read is a key's value as the decision's script call read it: OK only
+// when it was read (the decision was made in Redis); Value is then -1 when
+// the key is absent.
+type Read struct {
 	Value int64
 	OK    bool
 }
+
+// Decider is a Limiter that decides an Ask (Redis, and Memory, which
+// shares nothing and compares no guard).
+type Decider interface {
+	Limiter
+	Decide(ctx context.Context, a Ask) (Result, Verdict, error)
+	// Shared reports that decisions go to a store every instance shares
+	// (false while Redis is away): only then can a guard be compared.
+	Shared() bool
+}
+
+// Shared reports that decisions go to Redis (Redis is not marked down).
+func (r *Redis) Shared() bool { return !r.Down() }
 
 // Down reports that Redis is marked unavailable and decisions go to the
 // fallback until the probe sees it again.
@@ -499,28 +527,27 @@ func (r *Redis) Down() bool {
 
 // Allow decides in Redis, or in the fallback while Redis is unavailable.
 func (r *Redis) Allow(ctx context.Context, key string, limit int) (Result, error) {
-	res, _, err := r.AllowAt(ctx, key, limit, -1, "")
+	res, _, err := r.Decide(ctx, Ask{Key: key, Limit: limit})
 	return res, err
 }
 
-// AllowAt is Allow for a key held under epoch (≥ 0; -1 for none): in the
-// same script call, Redis compares epoch with the mirror and decides only
-// when they are equal (Verdict), and, when watch is not "", reads the
-// value of the Redis key watch names (Verdict.Watched). It waits for its batch, which is bounded
-// by the limiter's timeout, not by ctx: the call is pooled, and only its
-// one answer from the worker frees it for reuse, so the caller stays for
-// that answer; ctx is consulted once it arrives.
+// Decide is Allow for an Ask: in the same script call Redis compares the
+// guard and decides only when it holds (Verdict), and reads Guard.Read.
+// It waits for its batch, which is bounded by the limiter's timeout, not
+// by ctx: the call is pooled, and only its one answer from the worker
+// frees it for reuse, so the caller stays for that answer; ctx is
+// consulted once it arrives.
 //
-// A key Redis refused for its limit under the same ceiling and epoch is
+// A key Redis refused for its limit under the same ceiling and guard is
 // refused here, without asking Redis, until the moment Redis said a slot
-// frees (refusals); the verdict is then Current, as Redis's was.
-func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64, watch string) (Result, Verdict, error) {
+// frees (refusals); the verdict is then Held, as Redis's was.
+func (r *Redis) Decide(ctx context.Context, a Ask) (Result, Verdict, error) {
 	sent := r.localNow()
-	if res, ok := r.refusals.refused(key, limit, epoch, sent); ok {
+	if res, ok := r.refusals.refused(a.Key, a.Limit, a.Guard, sent); ok {
 		r.localRefusals.Add(1)
-		return res, Verdict{Checked: true, Current: true, Mirror: epoch}, nil
+		return res, Verdict{Shared: true, Held: true, Found: a.Guard.Want}, nil
 	}
-	vals, err := r.ask(key, limit, epoch, watch)
+	vals, err := r.ask(a)
 	if err != nil {
 		// The worker marked Redis down when it failed (errClosed,
 		// errDown: it was not asked; errWindow: Redis answered, only this
@@ -530,18 +557,18 @@ func (r *Redis) AllowAt(ctx context.Context, key string, limit int, epoch int64,
 			return Result{}, Verdict{}, ctx.Err() // the caller went away
 		}
 		r.fallbacks.Add(1)
-		res, err := r.fallback.Allow(ctx, key, limit)
+		res, err := r.fallback.Allow(ctx, fallbackKey(a.Key, a.Group), a.Limit)
 		return res, Verdict{}, err
 	}
 	if vals[0] == -2 {
-		return Result{}, Verdict{Checked: true, Mirror: vals[1]}, nil
+		return Result{}, Verdict{Shared: true, Found: vals[1]}, nil
 	}
-	v := Verdict{Checked: true, Current: true, Mirror: epoch}
-	if watch != "" {
-		v.Watched = Watched{Value: vals[5], OK: true}
+	v := Verdict{Shared: true, Held: true, Found: a.Guard.Want}
+	if a.Guard.Read != "" {
+		v.Read = Read{Value: vals[5], OK: true}
 	}
-	res := scriptResult(vals, limit)
-	r.refusals.note(key, limit, epoch, res, sent, time.Duration(vals[3]-vals[4])*time.Millisecond)
+	res := scriptResult(vals, a.Limit)
+	r.refusals.note(a.Key, a.Limit, a.Guard, res, sent, time.Duration(vals[3]-vals[4])*time.Millisecond)
 	return res, v, nil
 }
 
@@ -561,13 +588,13 @@ func (r *Redis) LocalRefusals() int64 { return r.localRefusals.Load() }
 // ask has a worker decide in Redis and returns the script's values;
 // errDown or errClosed, without asking, while Redis is marked down or the
 // limiter closed.
-func (r *Redis) ask(key string, limit int, epoch int64, watch string) ([]int64, error) {
+func (r *Redis) ask(a Ask) ([]int64, error) {
 	if r.Down() {
 		return nil, errDown
 	}
 	c := callPool.Get().(*allowCall)
-	c.keys[0], c.keys[1] = windowKeys(key)
-	c.limit, c.nowMS, c.epoch, c.watch = limit, 0, epoch, watch
+	c.keys[0], c.keys[1] = r.windowKeys(a.Key, a.Group)
+	c.limit, c.nowMS, c.guard = a.Limit, 0, a.Guard
 	if r.testNowMS != nil {
 		c.nowMS = r.testNowMS()
 	}
@@ -597,7 +624,7 @@ func scriptResult(vals []int64, limit int) Result {
 func (r *Redis) work() {
 	defer r.workers.Done()
 	batch := make([]*allowCall, 0, maxBatch)
-	keys := make([]string, 0, 1+3*maxBatch)
+	keys := make([]string, 0, 4*maxBatch)
 	args := make([]any, 0, 1+4*maxBatch)
 	for {
 		select {
@@ -659,7 +686,7 @@ func (r *Redis) decide(batch []*allowCall, keys []string, args []any) ([]string,
 		r.decideCluster(batch)
 		return keys, args
 	}
-	keys, args = scriptArgs(batch, keys, args, r.mirrorKey)
+	keys, args = scriptArgs(batch, keys, args)
 	vals, err := r.run(allowScript, r.timeout, keys, args)
 	if err != nil {
 		r.markDown(err)
@@ -683,9 +710,7 @@ func (r *Redis) decideCluster(batch []*allowCall) {
 	cmds := make([]*redis.Cmd, len(groups))
 	sent := make([][2]any, len(groups))
 	for i, g := range groups {
-		// The slot's own key stands in for the mirror, which a cluster
-		// does not use (docs/production.md, Redis Cluster).
-		keys, args := scriptArgs(g, nil, nil, g[0].keys[1])
+		keys, args := scriptArgs(g, nil, nil)
 		cmds[i], sent[i] = allowScript.EvalSha(ctx, pipe, keys, args...), [2]any{keys, args}
 	}
 	_, _ = pipe.Exec(ctx)
@@ -718,18 +743,22 @@ func slotGroups(batch []*allowCall) [][]*allowCall {
 	return groups
 }
 
-// scriptArgs appends allowScript's keys and arguments for batch, first
-// being KEYS[1], to keys[:0] and args[:0].
-func scriptArgs(batch []*allowCall, keys []string, args []any, first string) ([]string, []any) {
-	keys, args = append(keys[:0], first), append(args[:0], windowMS)
+// scriptArgs appends allowScript's keys and arguments for batch to
+// keys[:0] and args[:0].
+func scriptArgs(batch []*allowCall, keys []string, args []any) ([]string, []any) {
+	keys, args = keys[:0], append(args[:0], windowMS)
 	for _, c := range batch {
-		// Without a watch, the meta key stands in for the watch key: not read.
-		watch, read := c.keys[1], 0
-		if c.watch != "" {
-			watch, read = c.watch, 1
+		// A guard or read that is not asked for: the win key stands in
+		// (the script does not read it for them).
+		guard, read, flags := c.keys[1], c.keys[1], 0
+		if c.guard.Key != "" {
+			guard, flags = c.guard.Key, 1
 		}
-		keys = append(keys, c.keys[0], c.keys[1], watch)
-		args = append(args, c.limit, c.nowMS, c.epoch, read)
+		if c.guard.Read != "" {
+			read, flags = c.guard.Read, flags|2
+		}
+		keys = append(keys, c.keys[0], c.keys[1], guard, read)
+		args = append(args, c.limit, c.nowMS, c.guard.Want, flags)
 	}
 	return keys, args
 }
@@ -787,7 +816,8 @@ func (r *Redis) syncFallback() error {
 		end, runs := start, 0
 		for end < len(pending) && end-start < mergeKeys && (end == start || runs+len(pending[end].runs) <= mergeRuns) {
 			p := pending[end]
-			runsKey, metaKey := windowKeys(p.key)
+			key, group := splitFallbackKey(p.key)
+			runsKey, metaKey := r.windowKeys(key, group)
 			keys = append(keys, runsKey, metaKey)
 			args = append(args, mergeRunsArg(nowMS, p.runs))
 			runs += len(p.runs)
@@ -808,6 +838,23 @@ func (r *Redis) syncFallback() error {
 		start = end
 	}
 	return nil
+}
+
+// fallbackKey is the fallback's key for a decision of key in group: the
+// group travels with it, so that the admissions go back to the windows
+// they belong to (syncFallback).
+func fallbackKey(key, group string) string {
+	if group == "" {
+		return key
+	}
+	return group + "\x00" + key
+}
+
+func splitFallbackKey(k string) (key, group string) {
+	if g, key, ok := strings.Cut(k, "\x00"); ok {
+		return key, g
+	}
+	return k, ""
 }
 
 // mergeRunsArg is runs as mergeScript reads them: "age:count" each, ages
@@ -873,12 +920,8 @@ func (r *Redis) probe() {
 func (r *Redis) pingUntilUp() bool {
 	t := time.NewTicker(r.pause)
 	defer t.Stop()
-	runs, meta := windowKeys(probeKey)
-	first := r.mirrorKey
-	if r.cluster {
-		first = meta // one slot: the probe's own
-	}
-	keys, args := []string{first, runs, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
+	runs, meta := r.windowKeys(probeKey, "")
+	keys, args := []string{runs, meta, meta, meta}, []any{windowMS, maxProbeLimit, 0, -1, 0}
 	for {
 		select {
 		case <-r.quit:
@@ -909,5 +952,5 @@ const (
 	maxProbeLimit = 1 << 30
 )
 
-// Client is the Redis client the limiter decides with (for the mirror).
+// Client is the Redis client the limiter decides with.
 func (r *Redis) Client() redis.UniversalClient { return r.client }

@@ -345,8 +345,8 @@ func TestRedisMatchesMemory(t *testing.T) {
 		if rng.IntN(500) == 0 { // a support change of the ceiling
 			limits[k] = 1 + rng.IntN(80)
 		}
-		runs, meta := windowKeys(k)
-		rg.batch = append(rg.batch, redisMatchesDecision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load(), epoch: -1}})
+		runs, meta := (&Redis{}).windowKeys(k, "")
+		rg.batch = append(rg.batch, redisMatchesDecision{k, limits[k], &allowCall{keys: []string{runs, meta}, limit: limits[k], nowMS: nowMS.Load()}})
 		if len(rg.batch) >= size {
 			rg.flush()
 			size = 1 + rng.IntN(8)
@@ -490,7 +490,7 @@ func TestRedisBadWindowFailsOnlyItsCall(t *testing.T) {
 	c := redisClient(t)
 	l := newRedis(t, c, NewMemory(nil), nil)
 	good1, bad, good2 := uniqueKey(), uniqueKey(), uniqueKey()
-	badRuns, badMeta := windowKeys(bad)
+	badRuns, badMeta := (&Redis{}).windowKeys(bad, "")
 	// A win string saying one chunk of old runs is in the log, and a
 	// string where the log should be: the script's LPOP fails with
 	// WRONGTYPE.
@@ -502,8 +502,8 @@ func TestRedisBadWindowFailsOnlyItsCall(t *testing.T) {
 	}
 	var calls []*allowCall
 	for _, k := range []string{good1, bad, good2} {
-		runs, meta := windowKeys(k)
-		calls = append(calls, &allowCall{keys: []string{runs, meta}, limit: 5, epoch: -1})
+		runs, meta := (&Redis{}).windowKeys(k, "")
+		calls = append(calls, &allowCall{keys: []string{runs, meta}, limit: 5})
 	}
 	l.decide(calls, nil, nil)
 	for i, call := range calls {

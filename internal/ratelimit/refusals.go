@@ -14,20 +14,21 @@ import (
 // sent, before Redis read its clock, so the local refusal ends no later
 // than Redis's would.
 //
-// A refusal holds only for the ceiling and key epoch it was given under:
-// a key read again from the store (revoked, expired, its account
-// deactivated, its ceiling changed) is asked of Redis again.
+// A refusal holds only for the ceiling and guard it was given under (Ask):
+// a decision under another guard (the caller read the key again: revoked,
+// expired, its account deactivated, its ceiling changed) is asked of Redis
+// again.
 type refusals struct {
 	mu   sync.Mutex
 	keys map[string]refusal
 }
 
-// refusal is one key's: Redis refused it under limit and epoch, and a
+// refusal is one key's: Redis refused it under limit and guard, and a
 // slot frees at until (the local clock); reset is the refusal's
 // X-RateLimit-Reset.
 type refusal struct {
 	limit int
-	epoch int64
+	guard Guard
 	until time.Time
 	reset time.Time
 }
@@ -37,9 +38,9 @@ type refusal struct {
 // map is still full (that key is asked of Redis, as before).
 const maxRefusals = 100_000
 
-// refused returns the local refusal of key under limit and epoch at now,
+// refused returns the local refusal of key under limit and guard at now,
 // if one holds.
-func (f *refusals) refused(key string, limit int, epoch int64, now time.Time) (Result, bool) {
+func (f *refusals) refused(key string, limit int, guard Guard, now time.Time) (Result, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	x, ok := f.keys[key]
@@ -50,16 +51,16 @@ func (f *refusals) refused(key string, limit int, epoch int64, now time.Time) (R
 		delete(f.keys, key)
 		return Result{}, false
 	}
-	if x.limit != limit || x.epoch != epoch {
+	if x.limit != limit || x.guard.Key != guard.Key || x.guard.Want != guard.Want {
 		return Result{}, false
 	}
 	wait := x.until.Sub(now)
 	return Result{Limit: limit, Reset: x.reset, RetryAfter: time.Duration(ceilDiv(int64(wait), int64(time.Second))) * time.Second}, true
 }
 
-// note remembers Redis's refusal of key (res) under limit and epoch: a
+// note remembers Redis's refusal of key (res) under limit and guard: a
 // slot frees wait after sent, when the request left for Redis.
-func (f *refusals) note(key string, limit int, epoch int64, res Result, sent time.Time, wait time.Duration) {
+func (f *refusals) note(key string, limit int, guard Guard, res Result, sent time.Time, wait time.Duration) {
 	if res.Allowed || wait <= 0 {
 		return
 	}
@@ -78,5 +79,5 @@ func (f *refusals) note(key string, limit int, epoch int64, res Result, sent tim
 			return
 		}
 	}
-	f.keys[key] = refusal{limit: limit, epoch: epoch, until: sent.Add(wait), reset: res.Reset}
+	f.keys[key] = refusal{limit: limit, guard: guard, until: sent.Add(wait), reset: res.Reset}
 }

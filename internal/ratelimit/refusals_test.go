@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // floodRig is TestFloodStaysLocal's two instances a and b, sharing one
@@ -13,7 +15,8 @@ type floodRig struct {
 	t     *testing.T
 	ctx   context.Context
 	nowMS *atomic.Int64
-	m     *Mirror
+	c     redis.UniversalClient
+	guard string // the Redis key the decisions are guarded by
 	a, b  *Redis
 }
 
@@ -22,14 +25,14 @@ func newFloodRig(t *testing.T) *floodRig {
 	f := &floodRig{t: t, ctx: ctx, nowMS: &atomic.Int64{}}
 	f.nowMS.Store(1_800_000_000_000)
 	c := redisClient(t)
-	f.m = NewMirror(c, "agentapi:key-epoch:"+uniqueKey(), nil)
-	if err := f.m.RaiseEpoch(ctx, 7); err != nil {
+	f.c = c
+	f.guard = "agentapi:guard:" + uniqueKey()
+	if err := c.Set(ctx, f.guard, 7, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	f.a, f.b = newRedis(t, c, NewMemory(nil), nil), newRedis(t, c, NewMemory(nil), nil)
 	for _, l := range []*Redis{f.a, f.b} {
 		l.testNowMS = f.nowMS.Load
-		l.UseMirror(f.m)
 	}
 	return f
 }
@@ -37,8 +40,8 @@ func newFloodRig(t *testing.T) *floodRig {
 // allowAt decides in l, failing the test unless the decision stood.
 func (f *floodRig) allowAt(l *Redis, key string, limit int, epoch int64) Result {
 	f.t.Helper()
-	r, v, err := l.AllowAt(f.ctx, key, limit, epoch, "")
-	if err != nil || !v.Current {
+	r, v, err := l.Decide(f.ctx, Ask{Key: key, Limit: limit, Guard: Guard{Key: f.guard, Want: epoch}})
+	if err != nil || !v.Held {
 		f.t.Fatalf("%s: %+v %v", key, v, err)
 	}
 	return r
@@ -62,7 +65,7 @@ func (f *floodRig) flood(key, other string, limit int, wantRetry time.Duration) 
 
 // TestFloodStaysLocal: once Redis refused a key for its limit, each
 // instance refuses it on its own until the moment Redis said a slot
-// frees, and not a moment longer; a changed ceiling or key epoch asks
+// frees, and not a moment longer; a changed ceiling or guard asks
 // Redis again; other keys are decided in Redis as before.
 func TestFloodStaysLocal(t *testing.T) {
 	f := newFloodRig(t)
@@ -80,11 +83,11 @@ func TestFloodStaysLocal(t *testing.T) {
 	if got := f.a.LocalRefusals() + f.b.LocalRefusals(); got != 198 {
 		t.Fatalf("%d flood requests refused in process, want 198 (one refusal from Redis per instance)", got)
 	}
-	// A new ceiling, or the key read again under a new epoch: Redis decides.
+	// A new ceiling, or the key read again under a new guard: Redis decides.
 	if r := f.allowAt(f.a, key, limit+1, 7); !r.Allowed {
 		t.Fatalf("raised ceiling: %+v", r)
 	}
-	if err := f.m.RaiseEpoch(f.ctx, 8); err != nil {
+	if err := f.c.Set(f.ctx, f.guard, 8, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	before := f.b.LocalRefusals()

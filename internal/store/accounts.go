@@ -80,7 +80,7 @@ func (s *Store) SetAccountActive(ctx context.Context, id string, active bool) er
 			}
 		}
 		// Every key of the account changes with it.
-		return bumpKeyEpoch(ctx, tx, id)
+		return tx.keysChanged(ctx, id)
 	})
 }
 

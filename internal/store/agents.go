@@ -41,7 +41,7 @@ func (s *Store) CreateAgent(ctx context.Context, a domain.Agent) error {
 		if err != nil {
 			return fmt.Errorf("insert agent: %w", err)
 		}
-		tx.changedAgents(a.AccountID)
+		tx.agentsChanged(a.AccountID)
 		a.CreatedAt, a.UpdatedAt = msTime(a.CreatedAt), msTime(a.UpdatedAt)
 		return tx.recordAgent(ctx, a, domain.EventAgentCreated, nil)
 	})
@@ -169,7 +169,7 @@ func (s *Store) UpdateAgent(ctx context.Context, accountID, id string, fn func(*
 		if err != nil {
 			return fmt.Errorf("update agent: %w", err)
 		}
-		tx.changedAgents(accountID)
+		tx.agentsChanged(accountID)
 		out = a
 		typ, prev, err := agentEventType(before, a)
 		if err != nil || typ == domain.EventAgentUpdated && prev == nil {
@@ -293,7 +293,7 @@ func (s *Store) ImportAgents(ctx context.Context, agents []domain.Agent) error {
 		}
 		err := s.inTx(ctx, func(tx *Tx) error {
 			for _, a := range chunk {
-				tx.changedAgents(a.AccountID)
+				tx.agentsChanged(a.AccountID)
 			}
 			_, err := tx.ExecContext(ctx, b.String(), args...)
 			return err

@@ -67,7 +67,7 @@ func (tx *Tx) changeKey(ctx context.Context, d dialect, accountID, id string, ke
 	if !changed {
 		return nil
 	}
-	if err := bumpKeyEpoch(ctx, tx, accountID); err != nil {
+	if err := tx.keysChanged(ctx, accountID); err != nil {
 		return err
 	}
 	if ke.typ != domain.EventKeyUpdated {

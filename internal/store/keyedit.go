@@ -54,7 +54,7 @@ func setKeyAccess(ctx context.Context, tx *Tx, accountID, id string, a KeyAccess
 		return fmt.Errorf("clear key agents: %w", err)
 	}
 	// A restricted key's agent list is its restriction.
-	tx.changedAgents(accountID)
+	tx.agentsChanged(accountID)
 	return insertKeyAgents(ctx, tx, id, a.AgentIDs)
 }
 

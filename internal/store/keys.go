@@ -20,9 +20,10 @@ const keyColumns = `k.id, k.account_id, k.name, k.description, k.prefix, k.env, 
 	(SELECT string_agg(r.agent_id, ' ' ORDER BY r.pos) FROM api_key_agents r WHERE r.key_id = k.id)`
 
 // keyByPrefixSQL is the authentication hot path: one indexed lookup by the
-// unique prefix, the account's active flag by its primary key, and the
-// restriction by the primary key of api_key_agents.
-const keyByPrefixSQL = `SELECT ` + keyColumns + `, a.active
+// unique prefix, the account's active flag and key epoch by their primary
+// keys, and the restriction by the primary key of api_key_agents.
+const keyByPrefixSQL = `SELECT ` + keyColumns + `, a.active,
+	COALESCE((SELECT e.epoch FROM account_key_epochs e WHERE e.account_id = k.account_id), 0)
 	FROM api_keys k JOIN accounts a ON a.id = k.account_id
 	WHERE k.prefix = $1`
 
@@ -133,16 +134,33 @@ func insertKeyAgents(ctx context.Context, tx *Tx, keyID string, agentIDs []strin
 // prefix and whether its account is active, from the database (keys'
 // key cache holds what it returns). ErrNotFound when no key has the prefix.
 func (s *Store) ReadKeyByPrefix(ctx context.Context, prefix string) (k domain.APIKey, accountActive bool, err error) {
+	h, err := s.ReadHeldKey(ctx, prefix)
+	return h.Key, h.AccountActive, err
+}
+
+// HeldKey is a key as authentication holds it: with its account's active
+// flag and the key epoch of its account's last key change (0: none),
+// read in one statement.
+type HeldKey struct {
+	Key           domain.APIKey
+	AccountActive bool
+	AccountEpoch  int64
+}
+
+// ReadHeldKey is ReadKeyByPrefix with the account's key epoch.
+func (s *Store) ReadHeldKey(ctx context.Context, prefix string) (HeldKey, error) {
 	if !storable(prefix) {
-		return domain.APIKey{}, false, domain.ErrNotFound
+		return HeldKey{}, domain.ErrNotFound
 	}
 	ctx, cancel := s.authRead(ctx)
 	defer cancel()
-	k, err = scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &accountActive)
+	var h HeldKey
+	k, err := scanKey(s.keyByPrefix.QueryRowContext(ctx, prefix), &h.AccountActive, &h.AccountEpoch)
 	if err != nil {
-		return domain.APIKey{}, false, rowErr("key by prefix", hung(ctx, err))
+		return HeldKey{}, rowErr("key by prefix", hung(ctx, err))
 	}
-	return k, accountActive, nil
+	h.Key = k
+	return h, nil
 }
 
 // GetKey returns ErrNotFound unless the key exists in accountID.

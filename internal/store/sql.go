@@ -36,14 +36,11 @@ var (
 	postgresDialect = dialect{forUpdate: " FOR NO KEY UPDATE", skipLocked: " FOR UPDATE SKIP LOCKED"}
 )
 
-// Tx is a transaction on the writer, with what the store must act on once
-// it commits: the key epoch it set, when it bumped it (bumpKeyEpoch), and
-// the accounts whose agent lists it changed (changedAgents).
+// Tx is a transaction on the writer, with what its Observers are told once
+// it commits: the keys and agent lists it changed (epoch.go).
 type Tx struct {
 	*sql.Tx
-	epoch  int64
-	bumped bool
-	agents []string
+	change Commit
 	// events are what the transaction records, written just before it
 	// commits (events.go).
 	events []domain.Event
@@ -51,11 +48,11 @@ type Tx struct {
 	mail, mailed bool
 }
 
-// changedAgents notes that tx changes what the account's agent list shows:
-// once it commits, the store counts it and tells the ListNotifier (epoch.go).
-func (tx *Tx) changedAgents(accountID string) {
-	if !slices.Contains(tx.agents, accountID) {
-		tx.agents = append(tx.agents, accountID)
+// agentsChanged notes that tx changes what the account's agent list
+// shows: once it commits, the Observers are told (epoch.go).
+func (tx *Tx) agentsChanged(accountID string) {
+	if !slices.Contains(tx.change.AgentAccounts, accountID) {
+		tx.change.AgentAccounts = append(tx.change.AgentAccounts, accountID)
 	}
 }
 
@@ -86,11 +83,10 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if tx.mailed {
 		s.mailDue()
 	}
-	if tx.bumped {
-		s.afterBump(ctx, tx.epoch)
-	}
-	for _, acct := range tx.agents {
-		s.agentsChanged(ctx, acct)
+	if tx.change.KeyEpoch != 0 || len(tx.change.AgentAccounts) > 0 {
+		for _, o := range s.observers {
+			o.Committed(ctx, tx.change)
+		}
 	}
 	return nil
 }

@@ -47,11 +47,14 @@ type Store struct {
 	w, r *sql.DB
 	// keyByPrefix is the authentication hot path's statement, prepared once.
 	keyByPrefix *sql.Stmt
-	// checker runs the checks of the key epoch, through watch (SQLite) or
-	// epochStmt (PostgreSQL), and the hooks told of commits (epoch.go).
-	checker   checker
-	watch     *sqliteWatch
+	// epochStmt reads the key epoch (PostgreSQL); watchDB is SQLite's pool
+	// of one connection for PRAGMA data_version (WatchConn).
 	epochStmt *sql.Stmt
+	watchDB   *sql.DB
+	// observers are told what each commit changed (epoch.go).
+	observers []Observer
+	// closed is set by Close (Closed).
+	closed atomic.Bool
 	// stmts holds prepared reads by query text (queryRead).
 	stmtsMu sync.Mutex
 	stmts   map[string]*sql.Stmt
@@ -133,7 +136,7 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db, checker: checker{sem: make(chan struct{}, 1)}}
+	s := &Store{engine: EnginePostgres, d: postgresDialect, w: db, r: db}
 	if err := s.prepare(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -186,8 +189,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
-	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r,
-		checker: checker{sem: make(chan struct{}, 1)}, watch: &sqliteWatch{db: wdb}}
+	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r, watchDB: wdb}
 	if err := s.prepare(ctx); err != nil {
 		wdb.Close()
 		r.Close()
@@ -241,7 +243,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		return fmt.Errorf("prepare key by prefix: %w", err)
 	}
 	if s.engine == EnginePostgres {
-		if s.epochStmt, err = s.r.PrepareContext(ctx, keyEpochSQL); err != nil {
+		if s.epochStmt, err = s.r.PrepareContext(ctx, KeyEpochQuery); err != nil {
 			return fmt.Errorf("prepare key epoch: %w", err)
 		}
 	}
@@ -296,8 +298,16 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	return nil
 }
 
+// ErrClosed is the error of a use of a store after Close.
+var ErrClosed = errors.New("store closed")
+
+// Closed reports that Close was called: a holder of a connection of its
+// own (the SQLite watch, WatchConn) stops using it.
+func (s *Store) Closed() bool { return s.closed.Load() }
+
 // Close flushes nothing (callers flush first) and closes the pools.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	var errs []error
 	s.stmtsMu.Lock()
 	for _, st := range s.stmts {
@@ -311,15 +321,8 @@ func (s *Store) Close() error {
 	if s.epochStmt != nil {
 		errs = append(errs, s.epochStmt.Close())
 	}
-	if s.watch != nil {
-		// Wait (briefly) for a running check to leave the watch's connection.
-		select {
-		case s.checker.sem <- struct{}{}:
-			errs = append(errs, s.watch.close())
-			<-s.checker.sem // later checks fail on the closed pool
-		case <-time.After(5 * time.Second):
-			errs = append(errs, s.watch.db.Close())
-		}
+	if s.watchDB != nil {
+		errs = append(errs, s.watchDB.Close())
 	}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())

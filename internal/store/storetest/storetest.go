@@ -39,7 +39,7 @@ func Engines() []string { return []string{store.EngineSQLite, store.EnginePostgr
 // "postgres"), closed when the test ends.
 func Open(t testing.TB, engine string) *store.Store {
 	t.Helper()
-	return openDSN(t, engine, freshDSN(t, engine))
+	return OpenDSN(t, engine, freshDSN(t, engine))
 }
 
 // OpenTwo returns two stores on one fresh database of engine: two
@@ -47,7 +47,7 @@ func Open(t testing.TB, engine string) *store.Store {
 func OpenTwo(t testing.TB, engine string) (*store.Store, *store.Store) {
 	t.Helper()
 	dsn := freshDSN(t, engine)
-	return openDSN(t, engine, dsn), openDSN(t, engine, dsn)
+	return OpenDSN(t, engine, dsn), OpenDSN(t, engine, dsn)
 }
 
 func freshDSN(t testing.TB, engine string) string {
@@ -62,7 +62,9 @@ func freshDSN(t testing.TB, engine string) string {
 	return ""
 }
 
-func openDSN(t testing.TB, engine, dsn string) *store.Store {
+// OpenDSN opens a store of engine on dsn (another process's view of a
+// database a test already opened), closed when the test ends.
+func OpenDSN(t testing.TB, engine, dsn string) *store.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

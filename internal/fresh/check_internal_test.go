@@ -1,8 +1,9 @@
-package store
+package fresh
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -10,14 +11,25 @@ import (
 	"time"
 
 	"github.com/agentapi/agentapi/internal/domain"
+	"github.com/agentapi/agentapi/internal/store"
 )
+
+// checkOnly is a tracker whose checks run f (no store).
+func checkOnly(f func(context.Context) (int64, error)) *Tracker {
+	t := &Tracker{synced: -1}
+	t.checks.sem = make(chan struct{}, 1)
+	t.read = func(ctx context.Context) (Mark, error) {
+		e, err := f(ctx)
+		return Mark{Epoch: e}, err
+	}
+	return t
+}
 
 // TestChecksShareOnlyLaterChecks: concurrent callers share checks, but
 // each gets the result of a check that started after it arrived.
 func TestChecksShareOnlyLaterChecks(t *testing.T) {
-	c := &checker{sem: make(chan struct{}, 1)}
 	var started atomic.Int64
-	check := epochCheck(func(context.Context) (int64, error) {
+	tr := checkOnly(func(context.Context) (int64, error) {
 		n := started.Add(1)
 		time.Sleep(2 * time.Millisecond)
 		return n, nil // the epoch returned is the check's number
@@ -30,14 +42,13 @@ func TestChecksShareOnlyLaterChecks(t *testing.T) {
 			defer wg.Done()
 			for range 5 {
 				before := started.Load()
-				m, err := c.current(context.Background(), check)
-				got := m.Epoch
+				m, err := tr.Check(context.Background())
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if got <= before {
-					t.Errorf("got the result of check %d, which started before this call (%d had started)", got, before)
+				if m.Epoch <= before {
+					t.Errorf("got the result of check %d, which started before this call (%d had started)", m.Epoch, before)
 				}
 			}
 		}()
@@ -48,50 +59,56 @@ func TestChecksShareOnlyLaterChecks(t *testing.T) {
 	}
 }
 
-// epochCheck makes a check of one returning only an epoch.
-func epochCheck(f func(context.Context) (int64, error)) func(context.Context) (Mark, error) {
-	return func(ctx context.Context) (Mark, error) {
-		e, err := f(ctx)
-		return Mark{Epoch: e}, err
-	}
-}
-
 // TestFailedCheckIsNotShared: a failed check (say, its caller's
 // context ended) is not handed to others; the next caller checks again.
 func TestFailedCheckIsNotShared(t *testing.T) {
-	c := &checker{sem: make(chan struct{}, 1)}
 	boom := errors.New("boom")
-	if _, err := c.current(context.Background(), epochCheck(func(context.Context) (int64, error) { return 0, boom })); !errors.Is(err, boom) {
+	results := []func() (int64, error){func() (int64, error) { return 0, boom }, func() (int64, error) { return 7, nil }}
+	var i atomic.Int64
+	tr := checkOnly(func(context.Context) (int64, error) { return results[min(int(i.Add(1))-1, 1)]() })
+	if _, err := tr.Check(context.Background()); !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
 	}
-	got, err := c.current(context.Background(), epochCheck(func(context.Context) (int64, error) { return 7, nil }))
+	got, err := tr.Check(context.Background())
 	if err != nil || got.Epoch != 7 {
 		t.Fatalf("after a failure: %d %v", got.Epoch, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c.sem <- struct{}{} // a check in progress
-	if _, err := c.current(ctx, epochCheck(func(context.Context) (int64, error) { return 8, nil })); !errors.Is(err, context.Canceled) {
+	tr.checks.sem <- struct{}{} // a check in progress
+	if _, err := tr.Check(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("waiting with an ended context: %v", err)
 	}
-	<-c.sem
+	<-tr.checks.sem
 }
 
 // twoSQLiteStores opens two stores on one SQLite file, as two processes
-// would; both close when the test ends.
-func twoSQLiteStores(t *testing.T) (*Store, *Store) {
+// would, and a tracker of the first; all close when the test ends.
+func twoSQLiteStores(t *testing.T) (*Tracker, *store.Store) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "shared.db")
-	var out [2]*Store
+	var out [2]*store.Store
 	for i := range out {
-		s, err := Open(context.Background(), path)
+		s, err := store.Open(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		out[i] = s
 	}
-	return out[0], out[1]
+	tr := New(out[0], Options{})
+	t.Cleanup(tr.Close)
+	return tr, out[1]
+}
+
+// epochOf runs one check of tr, not shared with other callers.
+func epochOf(t *testing.T, tr *Tracker) int64 {
+	t.Helper()
+	m, err := tr.readEpoch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Epoch
 }
 
 // TestSQLiteWatchSeesOtherConnections: with nothing committed, epoch
@@ -100,18 +117,10 @@ func twoSQLiteStores(t *testing.T) (*Store, *Store) {
 // check.
 func TestSQLiteWatchSeesOtherConnections(t *testing.T) {
 	ctx := context.Background()
-	s, other := twoSQLiteStores(t)
-	check := func() int64 {
-		t.Helper()
-		e, err := s.keyEpoch(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	e0 := check()
+	tr, other := twoSQLiteStores(t)
+	e0 := epochOf(t, tr)
 	for range 10 {
-		if e := check(); e != e0 {
+		if e := epochOf(t, tr); e != e0 {
 			t.Fatalf("epoch moved from %d to %d with nothing committed", e0, e)
 		}
 	}
@@ -119,13 +128,13 @@ func TestSQLiteWatchSeesOtherConnections(t *testing.T) {
 	if err := other.CreateAccount(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if e := check(); e != e0 {
+	if e := epochOf(t, tr); e != e0 {
 		t.Fatalf("an unrelated commit moved the epoch: %d → %d", e0, e)
 	}
 	if err := other.SetAccountActive(ctx, a.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	if e := check(); e != e0+1 {
+	if e := epochOf(t, tr); e != e0+1 {
 		t.Fatalf("after a deactivation by another connection: epoch %d, want %d", e, e0+1)
 	}
 }
@@ -135,7 +144,7 @@ func TestSQLiteWatchSeesOtherConnections(t *testing.T) {
 // WAL is seen by the next check (keys' cache then reads the key again).
 func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	s, other := twoSQLiteStores(t)
+	tr, other := twoSQLiteStores(t)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	a := domain.Account{ID: "acct_ckpt", Name: "x", Active: true, CreatedAt: now}
 	if err := other.CreateAccount(ctx, a); err != nil {
@@ -150,30 +159,43 @@ func TestSQLiteWatchAcrossCheckpoints(t *testing.T) {
 		if err := other.CreateKey(ctx, k, ev("created")); err != nil {
 			t.Fatal(err)
 		}
-		epoch := func() int64 {
-			t.Helper()
-			e, err := s.keyEpoch(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
-		}
-		e0 := epoch()
+		e0 := epochOf(t, tr)
 		for range 3 {
-			if e := epoch(); e != e0 {
+			if e := epochOf(t, tr); e != e0 {
 				t.Fatalf("round %d: epoch moved from %d to %d with nothing committed", round, e0, e)
 			}
 		}
-		var busy, logged, done int
-		if err := other.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
+		if err := other.Checkpoint(ctx); err != nil {
 			t.Fatal(err)
 		}
-		epoch()
+		epochOf(t, tr)
 		if err := other.RevokeKey(ctx, a.ID, k.ID, "usr_1", now, ev("revoked")); err != nil {
 			t.Fatal(err)
 		}
-		if e := epoch(); e != e0+1 {
+		if e := epochOf(t, tr); e != e0+1 {
 			t.Fatalf("round %d: after a checkpoint and a revocation: epoch %d, want %d", round, e, e0+1)
 		}
+	}
+}
+
+// An account's agent write moves the count its own list pages are held
+// under, and not the count of an account in another share: one busy writer
+// must not make every account's held pages be read again.
+func TestAgentWritesCountByShare(t *testing.T) {
+	tr := &Tracker{}
+	a := "acc_writer"
+	var b string
+	for i := 0; b == ""; i++ {
+		if c := fmt.Sprintf("acc_other_%d", i); agentWriteShare(c) != agentWriteShare(a) {
+			b = c
+		}
+	}
+	wa, wb := tr.AgentWrites(a), tr.AgentWrites(b)
+	tr.Committed(context.Background(), store.Commit{AgentAccounts: []string{a}})
+	if n := tr.AgentWrites(a); n != wa+1 {
+		t.Errorf("the writer's count is %d after one write, want %d", n, wa+1)
+	}
+	if n := tr.AgentWrites(b); n != wb {
+		t.Errorf("another share's count moved from %d to %d on the writer's write", wb, n)
 	}
 }
