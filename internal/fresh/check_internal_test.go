@@ -16,7 +16,8 @@ import (
 
 // checkOnly is a tracker whose checks run f (no store).
 func checkOnly(f func(context.Context) (int64, error)) *Tracker {
-	t := &Tracker{synced: -1}
+	t := &Tracker{}
+	t.synced.Store(-1)
 	t.checks.sem = make(chan struct{}, 1)
 	t.read = func(ctx context.Context) (Mark, error) {
 		e, err := f(ctx)

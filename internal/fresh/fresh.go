@@ -41,10 +41,10 @@ type Tracker struct {
 	// its checks and its own commits.
 	seen atomic.Int64
 
-	// syncMu admits one Sync at a time; synced (under it) is the epoch up
-	// to which every holder has dropped what changed.
+	// syncMu admits one Sync at a time; synced (written under it) is the
+	// epoch up to which every holder has dropped what changed.
 	syncMu  sync.Mutex
-	synced  int64
+	synced  atomic.Int64
 	holders []Holder
 
 	// agentWrites counts the commits through this store that changed
@@ -77,7 +77,8 @@ const MirrorSecret = "key-epoch-mirror"
 // New returns st's tracker, observing its commits (store.Observe): call it
 // before the store is used.
 func New(st *store.Store, o Options) *Tracker {
-	t := &Tracker{st: st, log: cmp.Or(o.Log, slog.New(slog.DiscardHandler)), synced: -1}
+	t := &Tracker{st: st, log: cmp.Or(o.Log, slog.New(slog.DiscardHandler))}
+	t.synced.Store(-1)
 	t.checks.sem = make(chan struct{}, 1)
 	t.read = t.readEpoch
 	if st.Engine() == store.EngineSQLite {
@@ -142,16 +143,19 @@ func (t *Tracker) Hold(h Holder) {
 	t.syncMu.Lock()
 	defer t.syncMu.Unlock()
 	t.holders = append(t.holders, h)
-	h.Forget(nil, true, t.synced)
+	h.Forget(nil, true, t.synced.Load())
 }
 
 // Sync brings every holder to the check m: the copies of every account
 // whose keys changed since the last Sync are dropped, or every copy when
 // a change names no account (Mark.Legacy) or nothing was synced yet.
 func (t *Tracker) Sync(ctx context.Context, m Mark) error {
+	if m.Epoch <= t.synced.Load() {
+		return nil // the common case: nothing changed
+	}
 	t.syncMu.Lock()
 	defer t.syncMu.Unlock()
-	from := t.synced
+	from := t.synced.Load()
 	if m.Epoch <= from {
 		return nil
 	}
@@ -166,7 +170,7 @@ func (t *Tracker) Sync(ctx context.Context, m Mark) error {
 	for _, h := range t.holders {
 		h.Forget(changed, all, m.Epoch)
 	}
-	t.synced = m.Epoch
+	t.synced.Store(m.Epoch)
 	return nil
 }
 

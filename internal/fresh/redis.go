@@ -37,6 +37,7 @@ type mirror struct {
 	client  redis.UniversalClient
 	cluster bool
 	tag     string // the database's, from its StoreID
+	one     string // the mirror on one Redis (epochKey)
 	log     *slog.Logger
 	// timeout bounds one raise or version (RaiseTimeout); tests shorten it.
 	timeout time.Duration
@@ -69,7 +70,8 @@ const versionTTL = 24 * time.Hour
 
 func newMirror(client redis.UniversalClient, storeID []byte, log *slog.Logger) *mirror {
 	_, cluster := client.(*redis.ClusterClient)
-	return &mirror{client: client, cluster: cluster, tag: hex.EncodeToString(storeID[:min(len(storeID), 8)]),
+	tag := hex.EncodeToString(storeID[:min(len(storeID), 8)])
+	return &mirror{client: client, cluster: cluster, tag: tag, one: "agentapi:key-epoch:" + tag,
 		log: log, timeout: RaiseTimeout, repaired: -1}
 }
 
@@ -78,7 +80,7 @@ func (m *mirror) epochKey(accountID string) string {
 	if m.cluster {
 		return "agentapi:key-epoch:" + m.tag + ":{" + accountID + "}"
 	}
-	return "agentapi:key-epoch:" + m.tag
+	return m.one
 }
 
 // listKey is accountID's agent-list version.

@@ -194,7 +194,7 @@ func TestClusterKeysShareTheAccountsSlot(t *testing.T) {
 			t.Fatalf("%q: want the account's hash tag, alone", k)
 		}
 	}
-	one := &mirror{tag: "00ff"}
+	one := newMirror(nil, []byte{0, 0xff}, nil)
 	if one.epochKey("acct_1") != one.epochKey("acct_2") || one.epochKey("") != "agentapi:key-epoch:00ff" {
 		t.Fatalf("one Redis keeps one mirror per database, as 1.2 did: %q", one.epochKey("acct_1"))
 	}
