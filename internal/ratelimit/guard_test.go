@@ -97,3 +97,38 @@ func TestDecideReadsWhatItIsAsked(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestLingerOnlyWhenBusy: a worker lingers for company only after a batch
+// that had some, so requests one at a time are sent at once, whatever the
+// linger; under concurrent load every decision is still answered within
+// the linger and a round trip.
+func TestLingerOnlyWhenBusy(t *testing.T) {
+	c := redisClient(t)
+	l := newRedis(t, c, NewMemory(nil), nil)
+	l.linger = 2 * time.Second
+	start := time.Now()
+	for range 20 {
+		if _, err := l.Allow(context.Background(), uniqueKey(), 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("20 requests one at a time took %v: a lone request waited for company", d)
+	}
+	l.linger = 20 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				t0 := time.Now()
+				if _, err := l.Allow(context.Background(), uniqueKey(), 10); err != nil {
+					t.Error(err)
+				}
+				if d := time.Since(t0); d > l.linger+l.timeout {
+					t.Errorf("a decision under load took %v, past the linger and a round trip", d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -172,6 +172,23 @@ func (m *Memory) takeUnsynced() (nowMS int64, out []unsynced) {
 	return nowMS, out
 }
 
+// hasUnsynced reports that some admission has not been taken by
+// takeUnsynced.
+func (m *Memory) hasUnsynced() bool {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for _, w := range s.keys {
+			if w.unsynced > 0 {
+				s.mu.Unlock()
+				return true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return false
+}
+
 // restoreUnsynced counts n admissions of key, taken by takeUnsynced, as
 // not told again. Those made since are newer, so the newest unsynced
 // admissions are still the ones not told.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,6 +366,8 @@ type Redis struct {
 	log      *slog.Logger
 	timeout  time.Duration
 	pause    time.Duration
+	// linger is how long a busy worker waits for a batch to fill (gather).
+	linger time.Duration
 
 	calls     chan *allowCall
 	sendMu    sync.RWMutex // held to send on calls; closed set under it
@@ -387,6 +390,10 @@ type Redis struct {
 	down          bool          // decisions go to the fallback until the probe sees Redis again
 	wentDown      chan struct{} // wakes the probe (room for one signal)
 }
+
+// Linger is how long a busy limiter waits for more decisions to join a
+// batch before sending it (gather).
+const Linger = 100 * time.Microsecond
 
 const (
 	batchWorkers = 1  // batches in flight at once (Redis)
@@ -424,7 +431,7 @@ var callPool = sync.Pool{New: func() any { return &allowCall{keys: make([]string
 // stops its workers.
 func NewRedis(client redis.UniversalClient, fallback *Memory, log *slog.Logger) *Redis {
 	r := &Redis{client: client, fallback: fallback, log: cmp.Or(log, slog.New(slog.DiscardHandler)),
-		timeout: 250 * time.Millisecond, pause: time.Second,
+		timeout: 250 * time.Millisecond, pause: time.Second, linger: Linger,
 		calls: make(chan *allowCall, 1024), quit: make(chan struct{}), wentDown: make(chan struct{}, 1)}
 	_, r.cluster = client.(*redis.ClusterClient)
 	for range batchWorkers {
@@ -626,6 +633,9 @@ func (r *Redis) work() {
 	batch := make([]*allowCall, 0, maxBatch)
 	keys := make([]string, 0, 4*maxBatch)
 	args := make([]any, 0, 1+4*maxBatch)
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	busy := false // the last batch had company
 	for {
 		select {
 		case c := <-r.calls:
@@ -634,6 +644,10 @@ func (r *Redis) work() {
 			r.drain()
 			return
 		}
+		if busy && len(batch) < maxBatch && r.linger > 0 {
+			batch = r.gather(batch, wait)
+		}
+		busy = len(batch) > 1
 		if r.Down() {
 			// Redis failed while this batch waited (the batch before it
 			// found it gone): its calls go to the fallback now rather
@@ -649,6 +663,27 @@ func (r *Redis) work() {
 			batch[i] = nil
 		}
 	}
+}
+
+// gather waits up to the limiter's linger for more calls to join batch
+// (up to maxBatch): under load, a decision sent a little later in a fuller
+// batch costs Redis far less (its cost is mostly per call), and no user
+// feels the wait. Only a worker whose last batch had company lingers, so a
+// lone request is sent at once.
+func (r *Redis) gather(batch []*allowCall, wait *time.Timer) []*allowCall {
+	wait.Reset(r.linger)
+	defer wait.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case c := <-r.calls:
+			batch = append(batch, c)
+		case <-wait.C:
+			return batch
+		case <-r.quit:
+			return batch
+		}
+	}
+	return batch
 }
 
 // fill adds to batch the calls already waiting, up to maxBatch.
@@ -722,6 +757,17 @@ func (r *Redis) decideCluster(batch []*allowCall) {
 			vals, err = r.run(allowScript, r.timeout, sent[i][0].([]string), sent[i][1].([]any))
 		}
 		answer(g, vals, err)
+		if err != nil {
+			r.fellBack() // its primary is away: the probe merges back
+		}
+	}
+}
+
+// fellBack wakes the probe without marking Redis down.
+func (r *Redis) fellBack() {
+	select {
+	case r.wentDown <- struct{}{}:
+	default: // already signalled
 	}
 }
 
@@ -801,43 +847,78 @@ const (
 )
 
 // syncFallback adds the admissions made in process that Redis has not been
-// told of to the keys' windows in Redis, a batch of keys per call. When a
-// call fails, the admissions not told stay unsynced, for the next return.
-// Only the probe calls it, while no request waits on Redis.
+// told of to the keys' windows in Redis, a batch of keys per call (on a
+// cluster, of one slot per call). When a call fails, the admissions it
+// carried stay unsynced, for the next return; on one Redis the rest too
+// (it is away). Only the probe calls it, while no request waits on Redis.
 func (r *Redis) syncFallback() error {
 	nowMS, pending := r.fallback.takeUnsynced()
-	var keys []string
-	var args []any
+	if r.cluster {
+		slices.SortStableFunc(pending, func(a, b unsynced) int { return cmp.Compare(r.fallbackSlot(a.key), r.fallbackSlot(b.key)) })
+	}
+	var errs []error
 	for start := 0; start < len(pending); {
-		keys, args = keys[:0], append(args[:0], windowMS, int64(0))
-		if r.testNowMS != nil {
-			args[1] = r.testNowMS()
-		}
-		end, runs := start, 0
-		for end < len(pending) && end-start < mergeKeys && (end == start || runs+len(pending[end].runs) <= mergeRuns) {
-			p := pending[end]
-			key, group := splitFallbackKey(p.key)
-			runsKey, metaKey := r.windowKeys(key, group)
-			keys = append(keys, runsKey, metaKey)
-			args = append(args, mergeRunsArg(nowMS, p.runs))
-			runs += len(p.runs)
-			end++
-		}
-		if _, err := r.run(mergeScript, mergeTimeout, keys, args); err != nil {
-			for _, p := range pending[start:] {
-				var n int64
-				for _, e := range p.runs {
-					n += int64(e.count)
-				}
-				r.fallback.restoreUnsynced(p.key, n)
+		end := r.mergeChunk(pending, start)
+		if err := r.merge(nowMS, pending[start:end]); err != nil {
+			if !r.cluster {
+				r.restore(pending[start:])
+				return err
 			}
-			return err
+			r.restore(pending[start:end])
+			errs = append(errs, err)
 		}
 		// A key whose window holds something else (-1) is decided in
 		// process anyway (errWindow).
 		start = end
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// mergeChunk is the end of the chunk of pending that starts at start: up
+// to mergeKeys keys and mergeRuns runs (a key's runs go in one call,
+// however many), all of one slot on a cluster.
+func (r *Redis) mergeChunk(pending []unsynced, start int) int {
+	end, runs := start+1, len(pending[start].runs)
+	for end < len(pending) && end-start < mergeKeys && runs+len(pending[end].runs) <= mergeRuns &&
+		(!r.cluster || r.fallbackSlot(pending[end].key) == r.fallbackSlot(pending[start].key)) {
+		runs += len(pending[end].runs)
+		end++
+	}
+	return end
+}
+
+// merge tells Redis the admissions of chunk (mergeScript).
+func (r *Redis) merge(nowMS int64, chunk []unsynced) error {
+	keys, args := make([]string, 0, 2*len(chunk)), []any{windowMS, int64(0)}
+	if r.testNowMS != nil {
+		args[1] = r.testNowMS()
+	}
+	for _, p := range chunk {
+		key, group := splitFallbackKey(p.key)
+		runsKey, metaKey := r.windowKeys(key, group)
+		keys = append(keys, runsKey, metaKey)
+		args = append(args, mergeRunsArg(nowMS, p.runs))
+	}
+	_, err := r.run(mergeScript, mergeTimeout, keys, args)
+	return err
+}
+
+// restore counts the admissions of pending as not told again.
+func (r *Redis) restore(pending []unsynced) {
+	for _, p := range pending {
+		var n int64
+		for _, e := range p.runs {
+			n += int64(e.count)
+		}
+		r.fallback.restoreUnsynced(p.key, n)
+	}
+}
+
+// fallbackSlot is the hash slot of the windows of a fallback key.
+func (r *Redis) fallbackSlot(fk string) uint16 {
+	key, group := splitFallbackKey(fk)
+	_, win := r.windowKeys(key, group)
+	return keySlot(win)
 }
 
 // fallbackKey is the fallback's key for a decision of key in group: the
@@ -907,8 +988,31 @@ func (r *Redis) probe() {
 			return
 		case <-r.wentDown:
 		}
-		if !r.pingUntilUp() {
+		up := r.pingUntilUp
+		if r.cluster {
+			up = r.mergeUntilSynced
+		}
+		if !up() {
 			return
+		}
+	}
+}
+
+// mergeUntilSynced is the probe on a cluster, where the keys of a primary
+// that is away fall back and the others do not (decideCluster): every
+// pause it tells the primaries the admissions made in process, until
+// none is left untold. It returns false when the limiter closed first.
+func (r *Redis) mergeUntilSynced() bool {
+	t := time.NewTicker(r.pause)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.quit:
+			return false
+		case <-t.C:
+		}
+		if r.syncFallback() == nil && !r.fallback.hasUnsynced() {
+			return true
 		}
 	}
 }
