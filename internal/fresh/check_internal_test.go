@@ -200,3 +200,23 @@ func TestAgentWritesCountByShare(t *testing.T) {
 		t.Errorf("another share's count moved from %d to %d on the writer's write", wb, n)
 	}
 }
+
+// TestTwoTrackersOnOneSQLiteStore: each tracker holds a watch connection
+// of its own; a second one (a second API handler on one store) checks
+// without waiting for the first's.
+func TestTwoTrackersOnOneSQLiteStore(t *testing.T) {
+	tr, _ := twoSQLiteStores(t)
+	second := New(tr.st, Options{})
+	t.Cleanup(second.Close)
+	epochOf(t, tr)
+	done := make(chan error, 1)
+	go func() { _, err := second.readEpoch(context.Background()); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second tracker's check waited for the first's connection")
+	}
+}

@@ -179,15 +179,17 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(sqliteReaders)
 	r.SetMaxIdleConns(sqliteReaders)
-	// The key epoch's watch gets a pool of its own, of one connection that
-	// it holds: PRAGMA data_version is per connection.
+	// The key epoch's watches get a pool of their own (WatchConn): each
+	// holds one connection for as long as it lives, since PRAGMA
+	// data_version is per connection. Serve has one; a process with more
+	// (tests, two API handlers on one store) must not wait for another's,
+	// so the pool is not bounded.
 	wdb, err := sql.Open("sqlite", sqliteDSN(path, sqliteReaderParams))
 	if err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	wdb.SetMaxOpenConns(1)
 	wdb.SetMaxIdleConns(1)
 	s := &Store{engine: EngineSQLite, d: sqliteDialect, w: w, r: r, watchDB: wdb}
 	if err := s.prepare(ctx); err != nil {
