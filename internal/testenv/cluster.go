@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -39,7 +40,8 @@ const clusterWait = 20 * time.Second
 // and is skipped elsewhere (Require).
 func RedisCluster(t testing.TB) *Cluster {
 	t.Helper()
-	for _, bin := range []string{"redis-server", "redis-cli"} {
+	server, cli := clusterBinaries()
+	for _, bin := range []string{server, cli} {
 		if _, err := exec.LookPath(bin); err != nil {
 			Require(t, "redis cluster", bin+" not in PATH (Debian: apt-get install redis-server)")
 			return nil
@@ -58,8 +60,8 @@ func RedisCluster(t testing.TB) *Cluster {
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s --cluster create: %v\n%s", cli, err, out)
 	}
 	c.WaitOK()
 	return c
@@ -95,11 +97,26 @@ func (c *Cluster) Restart(i int) {
 	c.WaitOK()
 }
 
-// start runs primary i's redis-server and waits until it answers PING.
+// EnvClusterServer names the server the test clusters run: "valkey" runs
+// valkey-server and valkey-cli (Debian: apt-get install -t
+// bookworm-backports valkey-server valkey-tools); unset or "redis",
+// redis-server and redis-cli.
+const EnvClusterServer = "AGENTAPI_TEST_CLUSTER_SERVER"
+
+// clusterBinaries are the server and the cli EnvClusterServer names.
+func clusterBinaries() (server, cli string) {
+	if strings.TrimSpace(os.Getenv(EnvClusterServer)) == "valkey" {
+		return "valkey-server", "valkey-cli"
+	}
+	return "redis-server", "redis-cli"
+}
+
+// start runs primary i's server and waits until it answers PING.
 func (c *Cluster) start(i int) {
 	c.t.Helper()
 	port := c.Addrs[i][strings.LastIndexByte(c.Addrs[i], ':')+1:]
-	cmd := exec.Command("redis-server", "--cluster-enabled", "yes", "--port", port, "--bind", "127.0.0.1",
+	server, _ := clusterBinaries()
+	cmd := exec.Command(server, "--cluster-enabled", "yes", "--port", port, "--bind", "127.0.0.1",
 		"--cluster-config-file", "nodes-"+port+".conf", "--dir", c.dir, "--save", "", "--appendonly", "no",
 		"--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no")
 	if err := cmd.Start(); err != nil {
