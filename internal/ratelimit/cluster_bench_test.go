@@ -17,7 +17,7 @@ import (
 )
 
 // nodeCPU is one Redis node's own CPU so far (INFO cpu).
-func nodeCPU(b *testing.B, c *redis.Client) time.Duration {
+func nodeCPU(b *testing.B, c redis.UniversalClient) time.Duration {
 	info, err := c.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)

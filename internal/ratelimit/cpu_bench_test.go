@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,21 +11,7 @@ import (
 // redisCPU is Redis's own CPU so far (INFO cpu: used_cpu_sys plus
 // used_cpu_user): it counts what the decisions cost Redis, whatever else
 // the machine runs.
-func redisCPU(b *testing.B, l *Redis) time.Duration {
-	info, err := l.Client().Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var secs float64
-	for _, line := range strings.Split(info, "\n") {
-		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if name == "used_cpu_sys" || name == "used_cpu_user" {
-			f, _ := strconv.ParseFloat(v, 64)
-			secs += f
-		}
-	}
-	return time.Duration(secs * float64(time.Second))
-}
+func redisCPU(b *testing.B, l *Redis) time.Duration { return nodeCPU(b, l.Client()) }
 
 // benchDecisions has conc callers make b.N decisions in all, as GET /v1/me
 // does (AllowAt under the mirror's epoch), over keys keys, each refused
