@@ -2,6 +2,7 @@ package fresh
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -123,8 +124,7 @@ func (t *Tracker) readEpoch(ctx context.Context) (Mark, error) {
 type sqliteWatch struct {
 	st *store.Store
 
-	conn        connRaw
-	closeConn   func() error
+	conn        *sql.Conn
 	connNo      int64 // numbers conn, for ChangeToken
 	dvStmt      driver.StmtQueryContext
 	epochStmt   driver.StmtQueryContext
@@ -132,11 +132,6 @@ type sqliteWatch struct {
 	dataVersion int64
 	mark        Mark
 	known       bool // dataVersion and mark were read on conn
-}
-
-// connRaw is the part of *sql.Conn the watch uses.
-type connRaw interface {
-	Raw(func(driverConn any) error) error
 }
 
 // check returns the key epoch and the change token: the connection's
@@ -239,7 +234,7 @@ func (w *sqliteWatch) connect(ctx context.Context) error {
 		conn.Close()
 		return err
 	}
-	w.conn, w.closeConn, w.dvStmt, w.epochStmt, w.known = conn, conn.Close, dv, ep, false
+	w.conn, w.dvStmt, w.epochStmt, w.known = conn, dv, ep, false
 	w.connNo++
 	w.row = make([]driver.Value, 2)
 	return nil
@@ -259,6 +254,6 @@ func (w *sqliteWatch) reset() {
 		w.epochStmt.(driver.Stmt).Close()
 		return driver.ErrBadConn
 	})
-	_ = w.closeConn()
+	_ = w.conn.Close()
 	w.conn, w.dvStmt, w.epochStmt, w.known = nil, nil, nil, false
 }

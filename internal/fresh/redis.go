@@ -125,16 +125,14 @@ func (m *mirror) raise(ctx context.Context, accounts map[string]int64, epoch int
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
 	defer cancel()
 	var err error
-	if !m.cluster {
-		err = m.raiseTo(ctx, m.epochKey(""), epoch)
-	}
-	for acct, e := range accounts {
-		if !m.cluster {
-			break
+	if m.cluster {
+		for acct, e := range accounts {
+			if rerr := m.raiseTo(ctx, m.epochKey(acct), e); rerr != nil {
+				err = rerr
+			}
 		}
-		if rerr := m.raiseTo(ctx, m.epochKey(acct), e); rerr != nil {
-			err = rerr
-		}
+	} else {
+		err = m.raiseTo(ctx, m.one, epoch)
 	}
 	if err != nil {
 		m.failed.Add(1)
@@ -185,10 +183,10 @@ type Held struct {
 // Guard is the guard of a decision for a key of accountID held under h
 // (Mirrored): the decision is made only while the mirror still vouches
 // for h. On one Redis the mirror must equal the epoch the holder is
-// synced to; on a cluster, the account's mirror its epoch. Without h
-// (nil) the decision is not guarded.
-func (t *Tracker) Guard(accountID string, h *Held) ratelimit.Guard {
-	if t.mirror == nil || h == nil {
+// synced to; on a cluster, the account's mirror its epoch. Without Redis
+// the decision is not guarded.
+func (t *Tracker) Guard(accountID string, h Held) ratelimit.Guard {
+	if t.mirror == nil {
 		return ratelimit.Guard{}
 	}
 	g := ratelimit.Guard{Key: t.mirror.epochKey(accountID), Want: h.Synced}

@@ -307,8 +307,7 @@ func (r *admission) decide(ctx context.Context, k domain.APIKey) (Admission, boo
 	a := r.a
 	var g ratelimit.Guard
 	if r.mirrored && r.attempt <= staleRetries {
-		h := r.l.held()
-		g = a.fresh.Guard(k.AccountID, &h)
+		g = a.fresh.Guard(k.AccountID, r.l.held())
 	}
 	if r.req.List && r.mirrored {
 		g.Read = a.fresh.ListKey(k.AccountID)
