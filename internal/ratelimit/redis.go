@@ -763,7 +763,7 @@ func (r *Redis) decideCluster(batch []*allowCall) {
 	}
 }
 
-// fellBack wakes the probe without marking Redis down.
+// fellBack wakes the probe (markDown also marks Redis down first).
 func (r *Redis) fellBack() {
 	select {
 	case r.wentDown <- struct{}{}:
@@ -962,10 +962,7 @@ func (r *Redis) markDown(err error) {
 		r.log.Warn("rate limiter: redis unavailable, using the in-process fallback", "err", err)
 	}
 	r.down = true
-	select {
-	case r.wentDown <- struct{}{}:
-	default: // already signalled
-	}
+	r.fellBack()
 }
 
 func (r *Redis) markUp() {
